@@ -1,0 +1,35 @@
+# groupscale: `make demo` and `make test` do their own set-up on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-all bench lint clean
+
+setup: $(STAMP)
+
+# torch first, from the pinned CPU build (a range alone would pull a multi-GB CUDA build).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/groupscale demo
+
+test: setup
+	$(BIN)/pytest -m "not slow" -q
+
+test-all: setup
+	$(BIN)/pytest -q
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: setup
+	$(BIN)/ruff check service workers sweeps tests bench
+
+clean:
+	rm -rf $(VENV) .groupscale .pytest_cache

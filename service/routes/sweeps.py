@@ -1,0 +1,101 @@
+"""/v1/sweeps: submit, list, inspect, cancel, trials, fit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Response
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import select
+
+from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep
+from service.preflight import SpecError, preflight
+from service.results import fit_from_trials, sweep_public, trial_public
+from service.schemas import SweepPublic, TrialPublic
+from service.store import SWEEP_TERMINAL, Sweep, Trial
+from sweeps.law import LawFit
+from sweeps.spec import SweepSpec
+
+router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
+
+
+def _public(sweep: Sweep, tracking: TrackingDep) -> SweepPublic:
+    uri = tracking.uri if tracking else None
+    url = tracking.run_url(sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) if tracking else None
+    return sweep_public(sweep, uri, url)
+
+
+def _get(store: StoreDep, s, sweep_id: str) -> Sweep:  # noqa: ANN001
+    sweep = store.get_sweep(s, sweep_id)
+    if sweep is None:
+        raise HTTPException(404, f"no sweep with id {sweep_id!r}")
+    return sweep
+
+
+@router.post("", status_code=201, dependencies=[Authorized])
+def create_sweep(
+    spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep, tracking: TrackingDep,
+    response: Response, idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> SweepPublic:
+    """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
+    with store.session() as s:
+        if idempotency_key:
+            existing = s.scalars(select(Sweep).where(Sweep.idempotency_key == idempotency_key)).first()
+            if existing is not None:
+                response.status_code = 200
+                return _public(existing, tracking)
+        gpus = scheduler.cluster_resources().get("GPU", 0.0) if scheduler else None
+        try:
+            preflight(spec, settings, gpus)
+        except SpecError as e:
+            raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
+        sweep = Sweep(name=spec.name, spec=spec.model_dump(mode="json"), task_name=spec.task.name,
+                      model_name=spec.model.label, idempotency_key=idempotency_key, status="queued")
+        s.add(sweep)
+        s.flush()
+        return _public(sweep, tracking)
+
+
+@router.get("")
+def list_sweeps(store: StoreDep, tracking: TrackingDep, limit: int = 100) -> list[SweepPublic]:
+    with store.session() as s:
+        rows = s.scalars(select(Sweep).order_by(Sweep.created_at.desc()).limit(max(1, min(limit, 1000))))
+        return [_public(w, tracking) for w in rows]
+
+
+@router.get("/{sweep_id}")
+def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+    with store.session() as s:
+        return _public(_get(store, s, sweep_id), tracking)
+
+
+@router.delete("/{sweep_id}", dependencies=[Authorized])
+def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+    """Cancel: pending trials are cancelled now, running ones are stopped by the scheduler within seconds."""
+    with store.session() as s:
+        sweep = _get(store, s, sweep_id)
+        if sweep.status not in SWEEP_TERMINAL:
+            sweep.status, sweep.error = "cancelled", "cancelled by request"
+            for t in sweep.trials:
+                if t.status == "pending":
+                    t.status = "cancelled"
+        return _public(sweep, tracking)
+
+
+@router.get("/{sweep_id}/trials")
+def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
+    with store.session() as s:
+        _get(store, s, sweep_id)
+        return [trial_public(t) for t in s.scalars(select(Trial).where(Trial.sweep_id == sweep_id).order_by(Trial.position))]
+
+
+@router.get("/{sweep_id}/fit")
+def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
+    """The sweep's final fit; while it runs, a provisional fit of the trials finished so far."""
+    with store.session() as s:
+        sweep = _get(store, s, sweep_id)
+        if sweep.fit is not None:
+            return LawFit.model_validate(sweep.fit)
+        fit = fit_from_trials(sweep.trials, n_boot=50)
+        fit.message = f"provisional (sweep {sweep.status}): " + fit.message
+        return fit

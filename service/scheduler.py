@@ -1,0 +1,223 @@
+"""Runs sweeps on Ray: every Ray call of the controller lives here.
+
+Execution shape (see README "How a sweep runs"): a scheduler thread in the controller admits
+queued sweeps, launches their trials as Ray tasks with the spec's per-trial CPU/GPU requests (no
+more at once than the cluster's free resources, so a trial marked running is running), collects
+results, and fits the law when a sweep's trials have all ended. State lives in the store, so a
+restarted controller reconciles: trials that were running go back to pending and run again
+(their interrupted MLflow runs are ended as KILLED).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+import ray
+from sqlalchemy import select
+
+from service.results import fit_from_trials
+from service.settings import Settings
+from service.store import TRIAL_TERMINAL, Store, Sweep, Trial, finite_or_none
+from service.tracking import Tracking
+from sweeps.planner import plan_trials
+from sweeps.spec import SweepSpec
+from workers.entry import run_trial
+from workers.trainer import TrialConfig
+
+log = logging.getLogger("groupscale.scheduler")
+
+
+class Scheduler:
+    """Owns the Ray connection and the scheduling thread."""
+
+    def __init__(self, store: Store, settings: Settings, tracking: Tracking | None) -> None:
+        self.store, self.settings, self.tracking = store, settings, tracking
+        self._inflight: dict[ray.ObjectRef, tuple[str, float, float]] = {}  # ref -> (trial id, cpus, gpus)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._owns_ray = False
+        self._resources: dict[str, float] = {}
+        self._resources_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if not ray.is_initialized():
+            if self.settings.ray_address:
+                ray.init(address=self.settings.ray_address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.settings.ray_num_cpus, include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+                self._owns_ray = True
+        self._reconcile()
+        self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def cluster_resources(self) -> dict[str, float]:
+        """Total cluster resources (cached for 5 s)."""
+        if time.monotonic() - self._resources_at > 5.0 or not self._resources:
+            self._resources = dict(ray.cluster_resources()) if ray.is_initialized() else {}
+            self._resources_at = time.monotonic()
+        return self._resources
+
+    def healthy(self) -> bool:
+        return ray.is_initialized() and bool(self.cluster_resources().get("CPU"))
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - the loop must survive any one failure; it is logged
+                log.exception("scheduler tick failed")
+                time.sleep(self.settings.poll_interval_s)
+
+    def _tick(self) -> None:
+        self._admit()
+        self._cancel_stopped()
+        self._launch()
+        if self._inflight:
+            ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight),
+                                timeout=self.settings.poll_interval_s)
+            for ref in ready:
+                self._collect(ref)
+        else:
+            time.sleep(self.settings.poll_interval_s)
+        self._finish()
+
+    def _reconcile(self) -> None:
+        """After a restart: trials left running by the previous controller run again from the start."""
+        with self.store.session() as s:
+            for trial in s.scalars(select(Trial).where(Trial.status == "running")):
+                if trial.mlflow_run_id and self.tracking:
+                    self._safe(self.tracking.kill, trial.mlflow_run_id)
+                trial.status, trial.mlflow_run_id = "pending", None
+            for sweep in self.store.sweeps_with_status(s, "fitting"):
+                sweep.status = "running"
+
+    def _admit(self) -> None:
+        with self.store.session() as s:
+            for sweep in self.store.sweeps_with_status(s, "queued"):
+                spec = SweepSpec.model_validate(sweep.spec)
+                if self.tracking and not sweep.mlflow_parent_run_id:
+                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = self.tracking.start_sweep(sweep.id, spec)
+                if not sweep.trials:
+                    for i, plan in enumerate(plan_trials(spec)):
+                        s.add(Trial(sweep_id=sweep.id, position=i, group_size=plan.group_size,
+                                    samples_per_step=plan.samples_per_step, seed=plan.seed))
+                sweep.status = "running"
+
+    def _free(self) -> tuple[float, float]:
+        total = self.cluster_resources()
+        used_cpu = sum(c for _, c, _ in self._inflight.values())
+        used_gpu = sum(g for _, _, g in self._inflight.values())
+        return total.get("CPU", 0.0) - used_cpu, total.get("GPU", 0.0) - used_gpu
+
+    def _launch(self) -> None:
+        running = {tid for tid, _, _ in self._inflight.values()}
+        with self.store.session() as s:
+            rows = s.execute(
+                select(Trial, Sweep).join(Sweep).where(Sweep.status == "running", Trial.status == "pending")
+                .order_by(Sweep.created_at, Trial.position)
+            ).all()
+            for trial, sweep in rows:
+                if trial.id in running:
+                    continue
+                spec = SweepSpec.model_validate(sweep.spec)
+                cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+                free_cpu, free_gpu = self._free()
+                if cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9:
+                    if self._inflight:  # wait for a slot; with nothing running, let Ray queue it anyway
+                        break
+                plan = next(p for p in plan_trials(spec) if (p.group_size, p.samples_per_step, p.seed)
+                            == (trial.group_size, trial.samples_per_step, trial.seed))
+                config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))
+                if self.tracking and sweep.mlflow_parent_run_id:
+                    trial.mlflow_run_id = self.tracking.start_trial(
+                        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
+                        trial.group_size, trial.samples_per_step, trial.seed)
+                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0,
+                                                     name=f"trial-{trial.id}")
+                ref = task.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id)
+                self._inflight[ref] = (trial.id, cpus, gpus)
+                trial.status, trial.attempts = "running", trial.attempts + 1
+
+    def _collect(self, ref: ray.ObjectRef) -> None:
+        trial_id, _, _ = self._inflight.pop(ref)
+        try:
+            result: dict[str, Any] = ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            result = {"status": "cancelled", "metrics": {}, "reason": "cancelled"}
+        except Exception as e:  # noqa: BLE001 - a failed trial is data, not a controller crash
+            result = {"status": "failed", "metrics": {}, "reason": f"{type(e).__name__}: {e}"[:4000]}
+        with self.store.session() as s:
+            trial = s.get(Trial, trial_id)
+            if trial.status == "cancelled":  # cancelled while it was finishing
+                result["status"] = "cancelled"
+            trial.status, trial.reason = result["status"], result.get("reason")
+            trial.metrics = finite_or_none(result.get("metrics") or {})
+            trial.seconds = result.get("seconds")
+            run_id = trial.mlflow_run_id
+        if run_id and self.tracking:
+            self._safe(self.tracking.end_trial, run_id, result["status"], result.get("reason"))
+
+    def _cancel_stopped(self) -> None:
+        with self.store.session() as s:
+            for sweep in self.store.sweeps_with_status(s, "cancelled"):
+                if sweep.mlflow_closed or any(t.status == "running" for t in sweep.trials):
+                    continue
+                if self.tracking and sweep.mlflow_parent_run_id:
+                    self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "KILLED")
+                sweep.mlflow_closed = True
+        if not self._inflight:
+            return
+        with self.store.session() as s:
+            ids = {t for t, _, _ in self._inflight.values()}
+            doomed = set(s.scalars(select(Trial.id).join(Sweep).where(Trial.id.in_(ids), Sweep.status == "cancelled")))
+            for trial in s.scalars(select(Trial).where(Trial.id.in_(doomed))):
+                trial.status = "cancelled"
+        for ref, (tid, _, _) in list(self._inflight.items()):
+            if tid in doomed:
+                ray.cancel(ref, force=True)
+
+    def _finish(self) -> None:
+        with self.store.session() as s:
+            for sweep in self.store.sweeps_with_status(s, "running"):
+                if not sweep.trials or any(t.status not in TRIAL_TERMINAL for t in sweep.trials):
+                    continue
+                sweep.status = "fitting"
+        with self.store.session() as s:
+            for sweep in self.store.sweeps_with_status(s, "fitting"):
+                self._fit_and_close(sweep)
+
+    def _fit_and_close(self, sweep: Sweep) -> None:
+        usable = [t for t in sweep.trials if t.status in ("succeeded", "no_signal")]
+        if not usable:
+            reasons = sorted({t.reason or t.status for t in sweep.trials})
+            sweep.status, sweep.error = "failed", "no trial finished: " + "; ".join(reasons)[:2000]
+            if self.tracking and sweep.mlflow_parent_run_id:
+                self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "FAILED")
+            sweep.mlflow_closed = True
+            return
+        fit = fit_from_trials(sweep.trials)
+        sweep.fit = fit.model_dump(mode="json")
+        if self.tracking and sweep.mlflow_parent_run_id:
+            self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, fit, f"{sweep.name}: {fit.status}")
+        sweep.status, sweep.mlflow_closed = "succeeded", True
+
+    @staticmethod
+    def _safe(fn, *args) -> None:  # noqa: ANN001
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - MLflow trouble must not stop scheduling; it is logged
+            log.exception("MLflow call %s failed", getattr(fn, "__name__", fn))

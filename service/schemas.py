@@ -1,0 +1,88 @@
+"""HTTP schemas (the ``Public`` family; the create body is sweeps.spec.SweepSpec itself)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SweepStatus = Literal["queued", "running", "fitting", "succeeded", "failed", "cancelled"]
+TrialStatus = Literal["pending", "running", "succeeded", "failed", "no_signal", "cancelled"]
+
+
+class Progress(BaseModel):
+    done: int = Field(description="trials finished (succeeded or no_signal)")
+    running: int
+    failed: int
+    cancelled: int = 0
+    total: int
+
+
+class MlflowLinks(BaseModel):
+    tracking_uri: str | None
+    experiment_id: str | None
+    parent_run_id: str | None
+    url: str | None = Field(description="MLflow UI page of the sweep's parent run")
+
+
+class SweepPublic(BaseModel):
+    id: str
+    name: str
+    status: SweepStatus
+    spec: dict
+    progress: Progress
+    mlflow: MlflowLinks
+    fit_status: str | None = None
+    g_star: float | None = None
+    recommended_group_size: int | None = None
+    created_at: datetime
+    updated_at: datetime
+    error: str | None = None
+
+    @staticmethod
+    def planned_trials(spec: dict) -> int:
+        return len(spec["group_sizes"]) * len(spec["samples_per_step"]) * len(spec["seeds"])
+
+
+class TrialPublic(BaseModel):
+    id: str
+    sweep_id: str
+    group_size: int
+    samples_per_step: int
+    prompts_per_step: int
+    seed: int
+    status: TrialStatus
+    metrics: dict[str, float | None]
+    reason: str | None
+    mlflow_run_id: str | None
+    attempts: int
+    seconds: float | None
+    updated_at: datetime
+
+
+class Recommendation(BaseModel):
+    """Answer to "which G should I use for this task and model (at this budget)?"."""
+
+    task: str
+    model: str
+    samples_per_step: int | None
+    recommended_group_size: int | None
+    g_star: float | None
+    g_star_ci95: list[float | None] | None
+    status: str = Field(description="status of the fit the answer comes from")
+    sweep_id: str
+    message: str
+
+
+class ComponentHealth(BaseModel):
+    ok: bool
+    detail: str = ""
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    controller: ComponentHealth
+    ray: ComponentHealth
+    mlflow: ComponentHealth
+    store: ComponentHealth

@@ -1,0 +1,40 @@
+"""Controller settings from the environment (pydantic-settings), read once via get_settings()."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every field can be set as GROUPSCALE_<NAME>; the Ray and MLflow ones also by their usual names."""
+
+    model_config = SettingsConfigDict(env_prefix="GROUPSCALE_", extra="ignore")
+
+    data_dir: Path = Field(Path(".groupscale"), description="SQLite store, MLflow data, model cache")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite under data_dir")
+    mlflow_tracking_uri: str | None = Field(
+        None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "GROUPSCALE_MLFLOW_TRACKING_URI")
+    )
+    ray_address: str | None = Field(None, validation_alias=AliasChoices("RAY_ADDRESS", "GROUPSCALE_RAY_ADDRESS"))
+    api_token: str | None = Field(None, description="bearer token required on mutating endpoints when set")
+    max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")
+    model_root: Path | None = Field(None, description="model.path must lie under this folder when set")
+    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
+    poll_interval_s: float = Field(0.5, gt=0)
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'groupscale.db').resolve()}"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return (self.data_dir / "models").resolve()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,85 @@
+"""`groupscale up`: the MLflow tracking server, the local Ray head and the controller, in the foreground.
+
+Everything stops on Ctrl-C or SIGTERM: uvicorn shuts the app down (scheduler, then Ray), then the
+MLflow server's process group is terminated.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from service.main import create_app
+from service.settings import Settings
+
+
+class StackError(RuntimeError):
+    """A component could not be started (the message says which and where its log is)."""
+
+
+def start_mlflow(data_dir: Path, host: str, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
+    """Start ``mlflow server`` (SQLite backend and proxied artifacts under data_dir) and wait for /health.
+
+    Raises:
+        StackError: the server exited or did not answer within timeout_s.
+    """
+    data_dir = data_dir.resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    log_path = data_dir / "logs" / "mlflow.log"
+    cmd = [
+        str(Path(sys.executable).with_name("mlflow")), "server",
+        "--backend-store-uri", f"sqlite:///{data_dir / 'mlflow.db'}",
+        "--artifacts-destination", str(data_dir / "mlartifacts"),
+        "--host", host, "--port", str(port), "--workers", "1",
+    ]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://{host}:{port}/health"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"the MLflow server exited with code {proc.returncode}; see {log_path}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    stop_process_group(proc)
+    raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after grace_s."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
+    """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env_uri = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port)
+    tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
+    try:
+        settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
+        print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {tracking_uri}, data {data_dir}", flush=True)
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    finally:
+        if mlflow_proc is not None:
+            stop_process_group(mlflow_proc)

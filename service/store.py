@@ -1,0 +1,106 @@
+"""Controller state in SQL through SQLAlchemy: sweeps and their trials (SQLite by default).
+
+Every sweep is committed before the API answers; the scheduler moves statuses forward.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+
+SWEEP_STATUSES = ("queued", "running", "fitting", "succeeded", "failed", "cancelled")
+SWEEP_TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+TRIAL_STATUSES = ("pending", "running", "succeeded", "failed", "no_signal", "cancelled")
+TRIAL_TERMINAL = frozenset({"succeeded", "failed", "no_signal", "cancelled"})
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def finite_or_none(values: dict[str, Any]) -> dict[str, Any]:
+    """Replace NaN and inf by None so that they never reach a JSON response."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    task_name: Mapped[str] = mapped_column(String(64), index=True)
+    model_name: Mapped[str] = mapped_column(String(4096), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(256), unique=True, nullable=True)
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_closed: Mapped[bool] = mapped_column(Boolean, default=False)
+    fit: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    trials: Mapped[list[Trial]] = relationship(back_populates="sweep", order_by="Trial.position")
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    group_size: Mapped[int] = mapped_column(Integer)
+    samples_per_step: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    sweep: Mapped[Sweep] = relationship(back_populates="trials")
+
+
+class Store:
+    """Engine + session factory. SQLite gets WAL and a busy timeout so readers never block writers."""
+
+    def __init__(self, url: str) -> None:
+        sqlite = url.startswith("sqlite")
+        self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30} if sqlite else {})
+        if sqlite:
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(conn, _record) -> None:  # noqa: ANN001
+                cur = conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+        Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions() as s, s.begin():
+            yield s
+
+    def get_sweep(self, s: Session, sweep_id: str) -> Sweep | None:
+        return s.get(Sweep, sweep_id)
+
+    def sweeps_with_status(self, s: Session, *statuses: str) -> list[Sweep]:
+        return list(s.scalars(select(Sweep).where(Sweep.status.in_(statuses)).order_by(Sweep.created_at)))

@@ -1,0 +1,94 @@
+"""Every MLflow call the controller makes: experiments, parent and child runs, the fit.
+
+One parent run per sweep; one child run per trial (tag mlflow.parentRunId, never a global
+active run). The controller creates and ends runs so that none is left RUNNING.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mlflow import MlflowClient
+from mlflow.entities import Param, RunStatus
+
+from sweeps.law import LawFit
+from sweeps.plots import plot_fit
+from sweeps.spec import SweepSpec
+
+TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+
+
+class Tracking:
+    def __init__(self, tracking_uri: str) -> None:
+        self.uri = tracking_uri.rstrip("/")
+        self.client = MlflowClient(tracking_uri)
+
+    def run_url(self, experiment_id: str | None, run_id: str | None) -> str | None:
+        if not (experiment_id and run_id and self.uri.startswith("http")):
+            return None
+        return f"{self.uri}/#/experiments/{experiment_id}/runs/{run_id}"
+
+    def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
+        """Create (or reuse) the experiment ``groupscale/<task>`` and the sweep's parent run."""
+        name = f"groupscale/{spec.task.name}"
+        exp = self.client.get_experiment_by_name(name)
+        exp_id = exp.experiment_id if exp else self.client.create_experiment(name)
+        run = self.client.create_run(exp_id, run_name=f"{spec.name} ({sweep_id})",
+                                     tags={"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"})
+        params = {
+            "task": spec.task.name, "model": spec.model.label, "group_sizes": ",".join(map(str, spec.group_sizes)),
+            "samples_per_step": ",".join(map(str, spec.samples_per_step)), "seeds": ",".join(map(str, spec.seeds)),
+            "steps": spec.steps, **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+        }
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        self.client.log_dict(run.info.run_id, spec.model_dump(mode="json"), "spec.json")
+        return exp_id, run.info.run_id
+
+    def start_trial(self, experiment_id: str, parent_run_id: str, spec: SweepSpec, trial_id: str,
+                    group_size: int, samples_per_step: int, seed: int) -> str:
+        run = self.client.create_run(
+            experiment_id, run_name=f"G={group_size} B={samples_per_step} seed={seed}",
+            tags={"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"},
+        )
+        params = {
+            "group_size": group_size, "samples_per_step": samples_per_step,
+            "prompts_per_step": samples_per_step // group_size, "seed": seed, "steps": spec.steps,
+            "task": spec.task.name, "model": spec.model.label, **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+        }
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        return run.info.run_id
+
+    def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
+        self.client.set_tag(run_id, "groupscale.status", status)
+        if reason:
+            self.client.set_tag(run_id, "groupscale.reason", reason[:5000])
+        self.client.set_terminated(run_id, TRIAL_RUN_STATUS.get(status, "FAILED"))
+
+    def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
+        """Log the fit (metrics, fit.json, fit.png) on the parent run and end it with ``status``."""
+        if fit is not None:
+            c = self.client
+            c.set_tag(run_id, "groupscale.fit_status", fit.status)
+            for key in ("g_star", "recommended_group_size"):
+                value = getattr(fit, key)
+                if value is not None:
+                    c.log_metric(run_id, key, float(value))
+            for b in fit.per_budget:
+                for key in ("g_star", "a", "b", "c", "r2"):
+                    value = getattr(b, key)
+                    if value is not None:
+                        c.log_metric(run_id, f"B{b.samples_per_step}.{key}", float(value))
+            c.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
+            c.log_figure(run_id, plot_fit(fit, title), "fit.png")
+        self.client.set_terminated(run_id, status)
+
+    def kill(self, run_id: str) -> None:
+        if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):
+            self.client.set_terminated(run_id, "KILLED")
+
+    def healthy(self) -> bool:
+        try:
+            self.client.search_experiments(max_results=1)
+            return True
+        except Exception:  # noqa: BLE001 - any failure means unhealthy
+            return False

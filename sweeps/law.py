@@ -1,0 +1,342 @@
+"""Fitting the optimal-group-size law to sweep results.
+
+Source: Zhou et al., "Demystifying Group Relative Policy Optimization: Its Policy Gradient is a
+U-Statistic", arXiv 2603.01162 (2026); notation and fitting rules in THEORY.md. At a fixed budget
+B, the final gap after T steps follows
+
+    gap(G) = a + b * G + c / (G - 1),   b, c >= 0,   G* = 1 + sqrt(c / b)        (THEORY.md)
+
+which is linear in (a, b, c): each budget is fitted by weighted non-negative least squares on the
+basis [1, G, 1/(G-1)] (seeds averaged per point, weights 1 / standard error). Across budgets the
+universal law shares rho = (G* - 1)^2: gap_k(G) = a_k + s_k * (G + rho / (G - 1)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+from scipy import optimize, stats
+
+FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
+N_PARAMS = 3  # a, b, c
+_TINY = 1e-12
+
+
+class BudgetFit(BaseModel):
+    """The law fitted at one budget B. a, b, c refer to the minimised metric (the gap)."""
+
+    samples_per_step: int
+    status: FitStatus
+    g_star: float | None = None
+    a: float | None = None
+    b: float | None = None
+    c: float | None = None
+    recommended_group_size: int | None = None
+    r2: float | None = Field(None, description="weighted R^2 of the fitted curve on the means")
+    chi2_per_dof: float | None = None
+    points: list[dict] = Field(default_factory=list, description="{group_size, mean, se, n_seeds}")
+    message: str = ""
+
+
+class Universality(BaseModel):
+    """Shared-rho fit across budgets against one rho per budget (nested models, F-test)."""
+
+    shared_g_star: float | None
+    rho: float | None
+    f_statistic: float | None
+    p_value: float | None
+    rejected: bool | None = Field(None, description="True when separate G* fit significantly better (p < 0.05)")
+    message: str = ""
+
+
+class LawFit(BaseModel):
+    """A fit as served by the API and the CLI (DESIGN.md): absent values are null with a reason."""
+
+    status: FitStatus
+    g_star: float | None = None
+    g_star_ci95: list[float | None] | None = None
+    g_star_bound: dict | None = Field(None, description="{side: below|above, group_size} when boundary")
+    recommended_group_size: int | None = None
+    per_budget: list[BudgetFit] = Field(default_factory=list)
+    universality: Universality | None = None
+    metric: str = "gap"
+    maximize: bool = False
+    n_rows: int = 0
+    n_dropped: int = Field(0, description="rows dropped for a non-finite metric")
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class _Points:
+    """Seed-averaged points of one budget: G, mean y, standard error, seeds per point."""
+
+    g: np.ndarray
+    y: np.ndarray
+    se: np.ndarray
+    n: np.ndarray
+
+
+def _aggregate(g: np.ndarray, y: np.ndarray) -> _Points:
+    gs = np.unique(g)
+    means = np.array([y[g == v].mean() for v in gs])
+    ns = np.array([(g == v).sum() for v in gs])
+    se = np.array([y[g == v].std(ddof=1) / math.sqrt(k) if k > 1 else np.nan for v, k in zip(gs, ns)])
+    return _Points(gs.astype(float), means, se, ns)
+
+
+def _weights(se: np.ndarray) -> np.ndarray:
+    """1/se per point; missing or zero se takes the median of the others (floored at 10% of it)."""
+    good = se[np.isfinite(se) & (se > _TINY)]
+    if good.size == 0:
+        return np.ones_like(se)
+    ref = float(np.median(good))
+    se = np.where(np.isfinite(se) & (se > _TINY), se, ref)
+    return 1.0 / np.maximum(se, 0.1 * ref)
+
+
+def _nnls_free_intercept(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weighted least squares of y on x = [1, x1, ...] with every coefficient but the first >= 0.
+
+    Exact: enumerates the active sets of the constrained coefficients (at most 2 here) and keeps
+    the feasible solution with the smallest weighted residual sum of squares (KKT).
+    Returns (coefficients, weighted RSS).
+    """
+    k = x.shape[1]
+    xw, yw = x * w[:, None], y * w
+    best, best_rss = np.zeros(k), np.inf
+    for mask in range(1 << (k - 1)):
+        free = [0] + [j + 1 for j in range(k - 1) if not mask >> j & 1]
+        coef = np.zeros(k)
+        coef[free] = np.linalg.lstsq(xw[:, free], yw, rcond=None)[0]
+        if (coef[1:] < -_TINY).any():
+            continue
+        coef[1:] = np.maximum(coef[1:], 0.0)
+        rss = float(((xw @ coef - yw) ** 2).sum())
+        if rss < best_rss - _TINY:
+            best, best_rss = coef, rss
+    return best, best_rss
+
+
+def law_curve(g: np.ndarray | float, a: float, b: float, c: float) -> np.ndarray:
+    """gap(G) = a + b G + c / (G - 1) (THEORY.md). g: group sizes > 1."""
+    g = np.asarray(g, dtype=float)
+    return a + b * g + c / (g - 1.0)
+
+
+def g_star_of(b: float, c: float) -> float:
+    """G* = 1 + sqrt(c / b); inf when b = 0 (larger G always better), 1 when c = 0."""
+    if b <= _TINY:
+        return math.inf
+    return 1.0 + math.sqrt(max(c, 0.0) / b)
+
+
+def recommend_group_size(g_star: float, candidates: Sequence[int]) -> int:
+    """The candidate G minimising the law's shape G + rho/(G-1), rho = (G* - 1)^2.
+
+    Args:
+        g_star: continuous optimum, >= 1 (may be inf: the largest candidate wins).
+        candidates: allowed integer group sizes (>= 2), e.g. divisors of B.
+    Raises:
+        ValueError: no candidates.
+    """
+    if not candidates:
+        raise ValueError("no candidate group sizes")
+    if not math.isfinite(g_star):
+        return max(candidates)
+    rho = (g_star - 1.0) ** 2
+    return min(candidates, key=lambda g: (g + rho / (g - 1.0), g))
+
+
+def _divisors_in(b: int, lo: float, hi: float) -> list[int]:
+    return [g for g in range(max(2, math.ceil(lo)), int(hi) + 1) if b % g == 0]
+
+
+def _fit_budget(b: int, pts: _Points) -> BudgetFit:
+    points = [
+        {"group_size": int(g), "mean": float(m), "se": None if not np.isfinite(s) else float(s), "n_seeds": int(k)}
+        for g, m, s, k in zip(pts.g, pts.y, pts.se, pts.n)
+    ]
+    base = {"samples_per_step": b, "points": points}
+    if pts.g.size < N_PARAMS + 1:
+        return BudgetFit(
+            **base, status="insufficient_data",
+            message=f"B={b}: {pts.g.size} distinct G, the law needs at least {N_PARAMS + 1}",
+        )
+    if np.ptp(pts.y) <= _TINY * max(1.0, float(np.abs(pts.y).max())):
+        return BudgetFit(**base, status="no_signal", message=f"B={b}: the metric is the same at every G")
+    x = np.stack([np.ones_like(pts.g), pts.g, 1.0 / (pts.g - 1.0)], axis=1)
+    w = _weights(pts.se)
+    coef, rss = _nnls_free_intercept(x, pts.y, w)
+    a, bb, c = (float(v) for v in coef)
+    ybar = float(np.average(pts.y, weights=w**2))
+    tss = float(((pts.y - ybar) ** 2 * w**2).sum())
+    dof = pts.g.size - N_PARAMS
+    gs = g_star_of(bb, c)
+    lo, hi = float(pts.g.min()), float(pts.g.max())
+    rec = recommend_group_size(gs, _divisors_in(b, lo, hi) or [int(v) for v in pts.g])
+    fit = BudgetFit(
+        **base, status="ok", a=a, b=bb, c=c, recommended_group_size=rec,
+        r2=1.0 - rss / tss if tss > _TINY else None,
+        chi2_per_dof=rss / dof if dof > 0 else None,
+    )
+    if gs <= lo or gs >= hi:
+        side, edge = ("below", int(lo)) if gs <= lo else ("above", int(hi))
+        fit.status = "boundary"
+        fit.message = (
+            f"B={b}: G* is at or {side} the {'smallest' if side == 'below' else 'largest'} G tested "
+            f"({edge}); extend group_sizes {side} {edge}"
+        )
+    else:
+        fit.g_star = gs
+    return fit
+
+
+def _shared_rho(budgets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], g_max: float) -> tuple[float, float]:
+    """Best shared rho for gap_k = a_k + s_k (G + rho/(G-1)), s_k >= 0. Returns (rho, weighted RSS)."""
+
+    def rss(log_rho: float) -> float:
+        rho = math.exp(log_rho)
+        total = 0.0
+        for g, y, w in budgets:
+            x = np.stack([np.ones_like(g), g + rho / (g - 1.0)], axis=1)
+            total += _nnls_free_intercept(x, y, w)[1]
+        return total
+
+    grid = np.linspace(math.log(1e-6), math.log((10.0 * g_max) ** 2), 121)
+    vals = [rss(v) for v in grid]
+    i = int(np.argmin(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    res = optimize.minimize_scalar(rss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    best = (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
+    return math.exp(best[0]), best[1]
+
+
+def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universality | None:
+    usable = [f for f in fits if f.status in ("ok", "boundary")]
+    if len(usable) < 2:
+        return None
+    arrays = [(data[f.samples_per_step].g, data[f.samples_per_step].y, _weights(data[f.samples_per_step].se)) for f in usable]
+    g_max = max(float(g.max()) for g, _, _ in arrays)
+    rho, rss_shared = _shared_rho(arrays, g_max)
+    rss_sep = sum(_nnls_free_intercept(np.stack([np.ones_like(g), g, 1 / (g - 1)], 1), y, w)[1] for g, y, w in arrays)
+    n, k = sum(g.size for g, _, _ in arrays), len(arrays)
+    df1, df2 = k - 1, n - N_PARAMS * k
+    shared = 1.0 + math.sqrt(rho)
+    if df2 <= 0 or rss_sep <= _TINY:
+        return Universality(shared_g_star=shared, rho=rho, f_statistic=None, p_value=None,
+                            message="too few points per budget for the F-test")
+    f_stat = max(0.0, (rss_shared - rss_sep) / df1) / (rss_sep / df2)
+    p = float(stats.f.sf(f_stat, df1, df2))
+    return Universality(
+        shared_g_star=shared, rho=rho, f_statistic=f_stat, p_value=p, rejected=p < 0.05,
+        message=(f"separate G* per budget fit significantly better (F={f_stat:.3g}, p={p:.3g})" if p < 0.05
+                 else f"one G* across budgets is consistent with the data (F={f_stat:.3g}, p={p:.3g})"),
+    )
+
+
+def _point_estimate(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[list[BudgetFit], Universality | None, dict[int, _Points]]:
+    data = {int(v): _aggregate(g[b == v], y[b == v]) for v in np.unique(b)}
+    fits = [_fit_budget(k, p) for k, p in data.items()]
+    return fits, _universality(fits, data), data
+
+
+def _g_star_raw(fits: list[BudgetFit], uni: Universality | None) -> float | None:
+    """The continuous G* (inf allowed) behind the overall answer, for the bootstrap."""
+    if uni is not None:
+        return uni.shared_g_star
+    usable = [f for f in fits if f.status in ("ok", "boundary")]
+    if len(usable) != 1:
+        return None
+    return g_star_of(usable[0].b or 0.0, usable[0].c or 0.0)
+
+
+def _bootstrap_ci(g, b, seed, y, n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
+    seeds = np.unique(seed)
+    if seeds.size < 2:
+        return None, "a 95% interval needs at least 2 seeds"
+    draws = []
+    for _ in range(n_boot):
+        pick = rng.choice(seeds, size=seeds.size, replace=True)
+        idx = np.concatenate([np.flatnonzero(seed == s) for s in pick])
+        fits, uni, _ = _point_estimate(g[idx], b[idx], y[idx])
+        v = _g_star_raw(fits, uni)
+        if v is not None:
+            draws.append(v)
+    if len(draws) < n_boot // 2:
+        return None, "most bootstrap resamples could not be fitted"
+    lo, hi = np.percentile(np.array(draws), [2.5, 97.5])
+    ci = [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None]
+    note = "" if all(v is not None for v in ci) else "; the interval is open above (G* unbounded in some resamples)"
+    return ci, note
+
+
+def fit_law(
+    group_size: Sequence[int],
+    samples_per_step: Sequence[int],
+    seed: Sequence[int],
+    y: Sequence[float],
+    *,
+    metric: str = "gap",
+    maximize: bool = False,
+    n_boot: int = 200,
+    random_state: int = 0,
+) -> LawFit:
+    """Fit the law to one row per trial.
+
+    Args:
+        group_size, samples_per_step, seed: (n,) ints, one row per trial.
+        y: (n,) float metric; lower is better unless ``maximize`` (then -y is fitted).
+            Non-finite rows are dropped and counted in ``n_dropped``.
+        n_boot: bootstrap resamples over seeds for ``g_star_ci95``.
+    Returns:
+        LawFit; never raises for bad data and never holds NaN or inf (absent values are None).
+    """
+    g = np.asarray(group_size, dtype=float)
+    b = np.asarray(samples_per_step, dtype=int)
+    s = np.asarray(seed, dtype=int)
+    v = np.asarray(y, dtype=float) * (-1.0 if maximize else 1.0)
+    keep = np.isfinite(v)
+    head = {"metric": metric, "maximize": maximize, "n_rows": int(g.size), "n_dropped": int((~keep).sum())}
+    g, b, s, v = g[keep], b[keep], s[keep], v[keep]
+    dropped = f" ({head['n_dropped']} rows with a non-finite {metric} dropped)" if head["n_dropped"] else ""
+    if g.size == 0:
+        return LawFit(status="insufficient_data", message="no usable rows" + dropped, **head)
+    try:
+        fits, uni, _ = _point_estimate(g, b, v)
+        statuses = {f.status for f in fits}
+        if statuses <= {"no_signal"}:
+            return LawFit(status="no_signal", per_budget=fits, message=f"{metric} is the same at every G" + dropped, **head)
+        if not statuses & {"ok", "boundary"}:
+            msgs = "; ".join(f.message for f in fits)
+            return LawFit(status="insufficient_data", per_budget=fits, message=msgs + dropped, **head)
+        raw = _g_star_raw(fits, uni)
+        usable = [f for f in fits if f.status in ("ok", "boundary")]
+        lo = min(p["group_size"] for f in usable for p in f.points)
+        hi = max(p["group_size"] for f in usable for p in f.points)
+        budgets = [f.samples_per_step for f in usable]
+        common = [k for k in range(lo, hi + 1) if all(bb % k == 0 for bb in budgets)]
+        if raw is None:  # several budgets without a shared fit cannot happen; guard anyway
+            return LawFit(status="fit_failed", per_budget=fits, message="no overall G*", **head)
+        rec = recommend_group_size(raw, common or list(range(lo, hi + 1)))
+        out = LawFit(status="ok", per_budget=fits, universality=uni, recommended_group_size=rec, **head)
+        if raw <= lo or raw >= hi:
+            side, edge = ("below", lo) if raw <= lo else ("above", hi)
+            out.status = "boundary"
+            out.g_star_bound = {"side": side, "group_size": edge}
+            out.message = (
+                f"G* is at or {side} the edge of the grid ({edge}); extend group_sizes {side} {edge} "
+                f"before trusting a recommendation" + dropped
+            )
+            return out
+        out.g_star = raw
+        ci, note = _bootstrap_ci(g, b, s, v, n_boot, np.random.default_rng(random_state))
+        out.g_star_ci95 = ci
+        out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "") + dropped
+        return out
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
+        return LawFit(status="fit_failed", message=f"{type(e).__name__}: {e}" + dropped, **head)

@@ -1,0 +1,151 @@
+"""The sweep spec: one pydantic model validates YAML files, JSON bodies and CLI input alike.
+
+A sweep trains GRPO at every group size G in ``group_sizes`` under every budget B in
+``samples_per_step`` (B = N * G completions per optimizer step, N = B / G prompts), for every seed.
+Validation happens here, before anything is scheduled; every error names the field and what is
+allowed (DESIGN.md, "Requirements that hold everywhere").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+# Names the workers implement; tests/workers check that the registries agree with these.
+TASK_NAMES = ("arithmetic",)
+PRESET_NAMES = ("tiny-llama",)
+ADVANTAGE_NAMES = ("loo", "mean", "mean_std")
+LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+
+MAX_GROUP_SIZE = 4096
+MAX_SAMPLES_PER_STEP = 1 << 20
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArithmeticTaskSpec(_Strict):
+    """Prompts ``a+b=`` with 0 <= a, b <= max_operand; reward 1 for the exact sum, else 0."""
+
+    name: Literal["arithmetic"]
+    max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
+
+
+TaskSpec = Annotated[ArithmeticTaskSpec, Field(discriminator="name")]
+
+
+class ModelSpec(_Strict):
+    """Either a built-in preset (tiny, built from a transformers config) or a local HF folder."""
+
+    preset: Literal["tiny-llama"] | None = None
+    path: str | None = Field(None, max_length=4096, description="local Hugging Face model folder")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ModelSpec:
+        if (self.preset is None) == (self.path is None):
+            raise ValueError(
+                f"give exactly one of model.preset (one of: {', '.join(PRESET_NAMES)}) or model.path"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name recommendations are filed under: the preset, or the folder's path."""
+        return self.preset or str(self.path)
+
+
+class GRPOSpec(_Strict):
+    """GRPO hyper-parameters (names follow TRL/verl)."""
+
+    advantage: Literal["loo", "mean", "mean_std"] = "loo"
+    lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate")
+    temperature: float = Field(1.0, gt=0, le=10.0, description="sampling temperature; G > 1 needs > 0")
+    max_new_tokens: int = Field(4, ge=1, le=4096, description="completion length cap (tokens)")
+    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
+    inner_steps: int = Field(1, ge=1, le=16, description="optimizer steps per batch (mu)")
+    kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
+    loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = (
+        "seq_mean_token_mean"
+    )
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="gradient clipping norm")
+
+
+class EvalSpec(_Strict):
+    prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
+
+
+class ResourcesSpec(_Strict):
+    gpus_per_trial: float = Field(0, ge=0, le=64)
+    cpus_per_trial: float = Field(1, gt=0, le=256)
+
+
+class SweepSpec(_Strict):
+    """A grid sweep: one trial per (G, B, seed), every trial with the same steps T."""
+
+    name: str = Field(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    task: TaskSpec
+    model: ModelSpec
+    # samples_per_step is declared before group_sizes so that the divisibility check can see it.
+    samples_per_step: list[Annotated[int, Field(ge=2, le=MAX_SAMPLES_PER_STEP)]] = Field(
+        ..., min_length=1, max_length=16, description="budgets B (completions per step)"
+    )
+    group_sizes: list[Annotated[int, Field(ge=2, le=MAX_GROUP_SIZE)]] = Field(
+        ..., min_length=1, max_length=64, description="group sizes G (completions per prompt), each >= 2"
+    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(
+        default_factory=lambda: [0], min_length=1, max_length=64
+    )
+    steps: int = Field(150, ge=1, le=1_000_000, description="optimizer steps T per trial")
+    grpo: GRPOSpec = Field(default_factory=GRPOSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+
+    @field_validator("samples_per_step", "seeds")
+    @classmethod
+    def _unique(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"{info.field_name} has repeated values: {v}")
+        return sorted(v)
+
+    @field_validator("group_sizes")
+    @classmethod
+    def _groups_divide_budgets(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"group_sizes has repeated values: {v}")
+        budgets = info.data.get("samples_per_step")
+        if not budgets:  # the budget field failed its own validation; that error is reported
+            return sorted(v)
+        for b in budgets:
+            bad = [g for g in v if b % g]
+            if bad:
+                raise ValueError(
+                    f"group size(s) {', '.join(map(str, bad))} do not divide samples_per_step {b}; "
+                    f"valid group sizes for B={b}: {', '.join(map(str, valid_group_sizes(b)))}"
+                )
+        return sorted(v)
+
+    @property
+    def n_trials(self) -> int:
+        return len(self.group_sizes) * len(self.samples_per_step) * len(self.seeds)
+
+
+def valid_group_sizes(samples_per_step: int) -> list[int]:
+    """Group sizes allowed at budget B: the divisors G >= 2 of B (so N = B / G is whole)."""
+    return [g for g in range(2, samples_per_step + 1) if samples_per_step % g == 0]
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read a YAML or JSON spec file (YAML is a superset of JSON; loaded with safe_load).
+
+    Raises:
+        ValueError: the file is not a YAML mapping.
+        pydantic.ValidationError: the mapping is not a valid spec.
+    """
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a spec is a YAML mapping, got {type(data).__name__}")
+    return SweepSpec.model_validate(data)

@@ -1,0 +1,187 @@
+"""GRPO maths as pure functions: advantages, the clipped policy loss and its aggregation.
+
+Tensors in, tensors out; no model, Ray or MLflow here. Variants are chosen by name from the
+registries below (verl's core_algos style); an unknown name raises ValueError listing the valid ones.
+
+Sources:
+- GRPO: Shao et al., "DeepSeekMath", arXiv 2402.03300 (2024), eq. 3 (clipped objective, mean/std
+  group advantage, per-sequence token mean).
+- RLOO / U-statistic form: Zhou et al., arXiv 2603.01162 (2026); THEORY.md "Estimators".
+- Dr. GRPO: Liu et al., "Understanding R1-Zero-Like Training", arXiv 2503.20783 (2025): no std
+  scaling, token sum normalised by a constant.
+- PPO clip: Schulman et al., arXiv 1707.06347 (2017), eq. 7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+STD_FLOOR = 1e-4  # times the reward range (1 for rewards in [0, 1]); below it a group has no signal
+
+
+def _check_groups(rewards: torch.Tensor) -> None:
+    if rewards.ndim != 2 or rewards.shape[1] < 2:
+        raise ValueError(f"rewards must be (N, G) with G >= 2, got shape {tuple(rewards.shape)}")
+
+
+def compute_loo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """Leave-one-out (RLOO) advantage: A_i = r_i - mean of the other G-1 rewards.
+
+    The batch gradient (1/G) sum_i A_i s_i is the order-2 U-statistic with kernel
+    h(z, z') = (r - r')(s - s')/2 (arXiv 2603.01162; THEORY.md).
+
+    Args:
+        rewards: (N, G) float, one row per prompt.
+    Returns:
+        (N, G) float advantages; exactly 0 for a group with equal rewards.
+    """
+    _check_groups(rewards)
+    g = rewards.shape[1]
+    return (rewards - rewards.mean(dim=1, keepdim=True)) * (g / (g - 1))
+
+
+def compute_mean_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """Group-mean baseline without std scaling (Dr. GRPO): A_i = r_i - mean(r) = ((G-1)/G) loo.
+
+    Args:
+        rewards: (N, G) float.
+    Returns:
+        (N, G) float.
+    """
+    _check_groups(rewards)
+    return rewards - rewards.mean(dim=1, keepdim=True)
+
+
+def compute_mean_std_advantages(rewards: torch.Tensor, reward_range: float = 1.0) -> torch.Tensor:
+    """Original GRPO: A_i = (r_i - mean(r)) / std(r) (DeepSeekMath eq. 3 with outcome rewards).
+
+    The std is the two-pass sample std (ddof=1). Groups whose std is below
+    STD_FLOOR * reward_range (equal rewards, also equal up to rounding) get advantage 0 rather
+    than noise amplified by a tiny divisor, so the result is never NaN or inf.
+
+    Args:
+        rewards: (N, G) float.
+        reward_range: max reward - min reward of the task (sets the floor's scale).
+    Returns:
+        (N, G) float.
+    """
+    _check_groups(rewards)
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    std = torch.sqrt((centred**2).sum(dim=1, keepdim=True) / (rewards.shape[1] - 1))
+    floor = STD_FLOOR * reward_range
+    return torch.where(std > floor, centred / std.clamp_min(floor), torch.zeros_like(centred))
+
+
+ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "loo": compute_loo_advantages,
+    "mean": compute_mean_advantages,
+    "mean_std": compute_mean_std_advantages,
+}
+
+
+def compute_advantages(rewards: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Dispatch to ADVANTAGES[estimator]. rewards: (N, G) -> (N, G).
+
+    Raises:
+        ValueError: unknown estimator (lists the valid names) or bad shape.
+    """
+    if estimator not in ADVANTAGES:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; valid: {', '.join(ADVANTAGES)}")
+    return ADVANTAGES[estimator](rewards)
+
+
+def zero_variance_group_fraction(rewards: torch.Tensor) -> float:
+    """Share of prompts whose G rewards are all equal (no learning signal). rewards: (N, G)."""
+    _check_groups(rewards)
+    return float((rewards.max(dim=1).values - rewards.min(dim=1).values <= STD_FLOOR).float().mean())
+
+
+@dataclass(frozen=True)
+class PolicyLossStats:
+    """Diagnostics of one policy-loss evaluation (fractions of completion tokens)."""
+
+    clip_frac_low: float  # ratio < 1 - eps with A < 0: the clip is active
+    clip_frac_high: float  # ratio > 1 + eps_high with A > 0: the clip is active
+
+
+def compute_policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+    clip_eps_high: float | None = None,
+) -> tuple[torch.Tensor, PolicyLossStats]:
+    """Per-token PPO-clip loss: -min(rho A, clip(rho, 1-eps, 1+eps_high) A) (PPO eq. 7).
+
+    Args:
+        logp: (S, L) float log-probs of the sampled completion tokens under the current policy.
+        old_logp: (S, L) float log-probs under the sampling policy (detached).
+        advantages: (S,) float, one per completion (broadcast over its tokens).
+        mask: (S, L) bool/float, 1 on completion tokens (up to and including the first EOS).
+        clip_eps, clip_eps_high: clip range; eps_high defaults to eps (DAPO's clip-higher when larger).
+    Returns:
+        per-token loss (S, L) (zero off the mask) and clip statistics.
+    """
+    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + eps_high) * adv
+    m = mask.to(logp.dtype)
+    loss = -torch.minimum(unclipped, clipped) * m
+    with torch.no_grad():
+        n = m.sum().clamp_min(1.0)
+        low = ((ratio < 1.0 - clip_eps) & (adv < 0)).to(m.dtype) * m
+        high = ((ratio > 1.0 + eps_high) & (adv > 0)).to(m.dtype) * m
+        stats = PolicyLossStats(float(low.sum() / n), float(high.sum() / n))
+    return loss, stats
+
+
+def _token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Mean over all completion tokens of the batch (DAPO's token-level loss)."""
+    m = mask.to(loss.dtype)
+    return (loss * m).sum() / m.sum().clamp_min(1.0)
+
+
+def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Mean over completions of each completion's token mean (original GRPO, DeepSeekMath eq. 3)."""
+    m = mask.to(loss.dtype)
+    return ((loss * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).mean()
+
+
+def _seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Token sum per completion divided by the constant max_new_tokens, mean over completions (Dr. GRPO)."""
+    m = mask.to(loss.dtype)
+    return ((loss * m).sum(dim=1) / float(max_new_tokens)).mean()
+
+
+LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]] = {
+    "token_mean": _token_mean,
+    "seq_mean_token_mean": _seq_mean_token_mean,
+    "seq_mean_token_sum_norm": _seq_mean_token_sum_norm,
+}
+
+
+def aggregate_loss(loss: torch.Tensor, mask: torch.Tensor, mode: str, max_new_tokens: int) -> torch.Tensor:
+    """Reduce a per-token loss (S, L) with mask (S, L) to a scalar by LOSS_AGGREGATIONS[mode].
+
+    Raises:
+        ValueError: unknown mode (lists the valid names).
+    """
+    if mode not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown loss_aggregation {mode!r}; valid: {', '.join(LOSS_AGGREGATIONS)}")
+    return LOSS_AGGREGATIONS[mode](loss, mask, max_new_tokens)
+
+
+def compute_kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi || pi_ref): exp(d) - d - 1 with d = ref_logp - logp (>= 0).
+
+    Source: J. Schulman, "Approximating KL divergence" (2020); GRPO (DeepSeekMath eq. 4).
+    Shapes: (S, L) -> (S, L).
+    """
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0

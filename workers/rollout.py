@@ -1,0 +1,142 @@
+"""Rollouts: sampling completions with ``model.generate`` and scoring them (log-probs).
+
+Prompts are left-padded so that every completion starts at the same column P; the completion
+mask keeps tokens up to and including the first EOS. Position ids are computed from the
+attention mask, so left padding does not shift positions between generation and scoring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+
+@dataclass
+class Rollout:
+    """A batch of S sampled completions.
+
+    Attributes:
+        input_ids: (S, P + L) long, left-padded prompt followed by the completion.
+        attention_mask: (S, P + L) long, 1 on prompt tokens and on masked completion tokens.
+        completion_mask: (S, L) float32, 1 up to and including the first EOS.
+        prompt_len: P, columns taken by the padded prompt.
+        texts: S decoded completions (text before the first EOS, special tokens removed).
+        truncated: (S,) bool, True where no EOS appeared within max_new_tokens.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    completion_mask: torch.Tensor
+    prompt_len: int
+    texts: list[str]
+    truncated: torch.Tensor
+
+    @property
+    def completion_ids(self) -> torch.Tensor:
+        """(S, L) long."""
+        return self.input_ids[:, self.prompt_len :]
+
+
+def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
+    """(S, L) long -> (S, L) float32 mask, 1 on tokens up to and including the first EOS."""
+    is_eos = completion_ids == eos_token_id
+    # Count EOS seen strictly before each position; a token is kept while that count is 0.
+    before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()
+    return (before == 0).float()
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(S, T) 0/1 -> (S, T) long positions counting only attended tokens (left padding -> 0)."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp_min(0)
+
+
+@torch.no_grad()
+def generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+) -> Rollout:
+    """Sample one completion per prompt (repeat prompts G times for a group) with plain sampling.
+
+    Sampling is pure softmax(logits / temperature): top_k and top_p are disabled so that the
+    log-probs used in the loss are those of the sampling policy. Uses torch's global RNG.
+
+    Args:
+        prompts: S prompt strings.
+        max_new_tokens: completion length cap L_max (tokens).
+        temperature: > 0.
+    Returns:
+        Rollout with L <= max_new_tokens columns of completion.
+    """
+    device = next(model.parameters()).device
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    config = GenerationConfig(
+        do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    out = model.generate(**enc, generation_config=config)
+    prompt_len = enc["input_ids"].shape[1]
+    completion = out[:, prompt_len:]
+    cmask = completion_mask_from_eos(completion, tokenizer.eos_token_id)
+    truncated = ~(completion == tokenizer.eos_token_id).any(dim=1)
+    attention = torch.cat([enc["attention_mask"], cmask.long()], dim=1)
+    texts = tokenizer.batch_decode(completion * cmask.long() + tokenizer.pad_token_id * (1 - cmask.long()),
+                                   skip_special_tokens=True)
+    return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu())
+
+
+def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
+    """Log-probs of the sampled completion tokens, logits scaled by 1/temperature (as sampled).
+
+    Returns:
+        (S, L) float32; values off the completion mask are meaningless (mask them).
+    """
+    ids, att = rollout.input_ids, rollout.attention_mask
+    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att)).logits
+    logits = logits[:, rollout.prompt_len - 1 : -1].float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+
+
+@torch.no_grad()
+def sequence_probability(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    targets: list[str],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+) -> torch.Tensor:
+    """Probability that sampling (as in ``generate``) returns exactly ``target`` for each prompt.
+
+    A completion decodes to the target when it is the target's tokens followed by EOS, or the
+    target's tokens alone when they fill max_new_tokens (truncation). Teacher forcing gives this
+    probability exactly, so the expected exact-match accuracy has no Monte Carlo noise.
+
+    Returns:
+        (S,) float32 probabilities (0 where the target does not fit in max_new_tokens).
+    """
+    device = next(model.parameters()).device
+    eos = tokenizer.eos_token_id
+    rows, fits = [], []
+    for t in targets:
+        ids = tokenizer(t, add_special_tokens=False)["input_ids"]
+        fits.append(len(ids) <= max_new_tokens)
+        rows.append(ids + [eos] if len(ids) < max_new_tokens else ids[:max_new_tokens])
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    width = max(len(r) for r in rows)
+    target = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long, device=device)
+    tmask = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
+    for i, r in enumerate(rows):
+        target[i, : len(r)] = torch.tensor(r, device=device)
+        tmask[i, : len(r)] = 1.0
+    rollout = Rollout(torch.cat([enc["input_ids"], target], 1), torch.cat([enc["attention_mask"], tmask.long()], 1),
+                      tmask, enc["input_ids"].shape[1], list(targets), torch.zeros(len(rows), dtype=torch.bool))
+    logp = completion_logprobs(model, rollout, temperature)
+    prob = torch.exp((logp * tmask).sum(dim=1))
+    return torch.where(torch.tensor(fits, device=device), prob, torch.zeros_like(prob)).float().cpu()
