@@ -172,7 +172,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         reward_sum += float(rewards.mean())
         trunc_sum += float(ro.truncated.float().mean())
         report({
-            "reward_mean": float(rewards.mean()), "zero_variance_group_frac": zero_var, "loss": float(loss),
+            "reward_mean": float(rewards.mean()), "zero_variance_group_frac": zero_var, "loss": float(loss.detach()),
             "grad_norm": grad_norm, "kl": float(kl), "clip_frac_low": clip.clip_frac_low,
             "clip_frac_high": clip.clip_frac_high, "completion_tokens_mean": tokens / mask.shape[0],
             "truncation_rate": float(ro.truncated.float().mean()), "tokens_per_s": tokens / max(t2 - t0, 1e-9),

@@ -1,0 +1,94 @@
+"""A sweep over real HTTP, trained on a real Ray runtime, logged to a real MLflow server."""
+
+import json
+import math
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+SPEC = {
+    "name": "e2e", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4, 8, 16], "samples_per_step": [16], "seeds": [0], "steps": 20, "eval": {"prompts": 64},
+}
+
+
+def finite_or_null_with_reason(fit: dict) -> None:
+    json.dumps(fit, allow_nan=False)
+    for key in ("g_star", "recommended_group_size"):
+        assert fit[key] is None or math.isfinite(fit[key])
+    if fit["g_star"] is None:
+        assert fit["message"], "a null G* comes with a reason"
+
+
+def test_sweep_end_to_end(stack):
+    r = stack.http.post("/v1/sweeps", json=SPEC)
+    assert r.status_code == 201, r.text
+    sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"})
+    assert sweep["status"] == "succeeded", sweep
+    assert sweep["progress"] == {"done": 4, "running": 0, "failed": 0, "cancelled": 0, "total": 4}
+
+    trials = stack.http.get(f"/v1/sweeps/{sweep['id']}/trials").json()
+    assert sorted(t["group_size"] for t in trials) == [2, 4, 8, 16]
+    for t in trials:
+        assert t["status"] == "succeeded" and t["prompts_per_step"] == 16 // t["group_size"]
+        assert 0.0 <= t["metrics"]["eval_accuracy"] <= 1.0
+        assert t["metrics"]["gap"] == pytest.approx(1 - t["metrics"]["eval_accuracy"])
+
+    fit = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit").json()
+    assert fit["status"] in {"ok", "boundary", "insufficient_data", "no_signal", "fit_failed"}
+    assert fit["per_budget"][0]["samples_per_step"] == 16
+    assert {p["group_size"] for p in fit["per_budget"][0]["points"]} == {2, 4, 8, 16}
+    finite_or_null_with_reason(fit)
+
+    rec = stack.http.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"})
+    assert rec.status_code == 200 and rec.json()["sweep_id"] == sweep["id"]
+
+    # MLflow, through its own API: one parent run, one FINISHED child per trial with per-step metrics.
+    client = MlflowClient(stack.mlflow_uri)
+    links = sweep["mlflow"]
+    assert links["tracking_uri"] == stack.mlflow_uri and links["url"].startswith(stack.mlflow_uri)
+    parent = client.get_run(links["parent_run_id"])
+    assert parent.info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"fit.json", "fit.png", "spec.json"}
+    children = client.search_runs([links["experiment_id"]],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert len(children) == 4
+    by_run = {t["mlflow_run_id"]: t for t in trials}
+    for child in children:
+        t = by_run[child.info.run_id]
+        assert child.info.status == "FINISHED"
+        assert child.data.params["group_size"] == str(t["group_size"])
+        assert child.data.params["prompts_per_step"] == str(16 // t["group_size"])
+        history = client.get_metric_history(child.info.run_id, "reward_mean")
+        assert sorted(m.step for m in history) == list(range(1, 21))
+        assert child.data.metrics["gap"] == pytest.approx(t["metrics"]["gap"])
+
+
+def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):
+    long = {**SPEC, "name": "e2e-cancel", "steps": 100_000, "group_sizes": [2, 4]}
+    sid = stack.http.post("/v1/sweeps", json=long).json()["id"]
+    stack.wait(sid, {"running"}, timeout_s=120)
+    deadline = time.monotonic() + 120
+    while not any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    time.sleep(3)  # let the trials get going
+    t0 = time.monotonic()
+    assert stack.http.delete(f"/v1/sweeps/{sid}").json()["status"] == "cancelled"
+    while any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
+        assert time.monotonic() - t0 < 10, "running trials must stop within 10 s of a cancel"
+        time.sleep(0.25)
+    trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+    assert {t["status"] for t in trials} == {"cancelled"}
+    client = MlflowClient(stack.mlflow_uri)
+    sweep = stack.http.get(f"/v1/sweeps/{sid}").json()
+    deadline = time.monotonic() + 30
+    while client.get_run(sweep["mlflow"]["parent_run_id"]).info.status != "KILLED":
+        assert time.monotonic() < deadline, "the parent run must end KILLED"
+        time.sleep(0.5)
+    for t in trials:
+        if t["mlflow_run_id"]:
+            assert client.get_run(t["mlflow_run_id"]).info.status == "KILLED"

@@ -1,0 +1,24 @@
+import pytest
+from fastapi.testclient import TestClient
+
+from service.main import create_app
+from service.settings import Settings
+
+
+@pytest.fixture
+def make_client(tmp_path):
+    """An app with a real SQLite store and no scheduler (HTTP layer only: nothing runs)."""
+    def make(**settings):
+        app = create_app(Settings(data_dir=tmp_path, **settings), run_scheduler=False)
+        return TestClient(app)
+    return make
+
+
+@pytest.fixture
+def client(make_client):
+    with make_client() as c:
+        yield c
+
+
+SPEC = {"name": "s", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
+        "group_sizes": [2, 4, 8, 16], "samples_per_step": [64], "seeds": [0, 1], "steps": 5}

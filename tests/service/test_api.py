@@ -1,0 +1,71 @@
+from tests.service.conftest import SPEC
+
+
+def test_submit_persists_before_answering_and_lists(client, make_client):
+    r = client.post("/v1/sweeps", json=SPEC)
+    assert r.status_code == 201
+    body = r.json()
+    assert body["status"] == "queued" and body["progress"]["total"] == 8
+    assert set(body["mlflow"]) == {"tracking_uri", "experiment_id", "parent_run_id", "url"}
+    assert client.get(f"/v1/sweeps/{body['id']}").json()["spec"]["group_sizes"] == [2, 4, 8, 16]
+    # A new app over the same store (a restarted controller) still has it.
+    with make_client() as again:
+        assert [s["id"] for s in again.get("/v1/sweeps").json()] == [body["id"]]
+
+
+def test_group_size_not_dividing_budget_is_422_with_field_and_valid_sizes(client):
+    r = client.post("/v1/sweeps", json={**SPEC, "group_sizes": [3], "samples_per_step": [64]})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "group_sizes"]
+    assert "2, 4, 8, 16, 32, 64" in err["msg"]
+    assert client.get("/v1/sweeps").json() == []  # nothing accepted, nothing scheduled
+
+
+def test_trial_limit_is_a_422_naming_the_setting(make_client):
+    with make_client(max_trials=4) as c:
+        r = c.post("/v1/sweeps", json=SPEC)
+    assert r.status_code == 422 and "GROUPSCALE_MAX_TRIALS" in r.json()["detail"][0]["msg"]
+
+
+def test_model_path_outside_root_is_refused(make_client, tmp_path):
+    with make_client(model_root=tmp_path / "models") as c:
+        r = c.post("/v1/sweeps", json={**SPEC, "model": {"path": "/etc"}})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "model", "path"]
+
+
+def test_token_guards_mutations_only(make_client):
+    with make_client(api_token="s3cret") as c:
+        assert c.post("/v1/sweeps", json=SPEC).status_code == 401
+        assert c.get("/v1/sweeps").status_code == 200
+        ok = c.post("/v1/sweeps", json=SPEC, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 201
+        assert c.delete(f"/v1/sweeps/{ok.json()['id']}").status_code == 401
+
+
+def test_idempotency_key_returns_the_same_sweep(client):
+    a = client.post("/v1/sweeps", json=SPEC, headers={"Idempotency-Key": "k1"})
+    b = client.post("/v1/sweeps", json=SPEC, headers={"Idempotency-Key": "k1"})
+    assert (a.status_code, b.status_code) == (201, 200) and a.json()["id"] == b.json()["id"]
+    assert len(client.get("/v1/sweeps").json()) == 1
+
+
+def test_cancel_a_queued_sweep(client):
+    sid = client.post("/v1/sweeps", json=SPEC).json()["id"]
+    assert client.delete(f"/v1/sweeps/{sid}").json()["status"] == "cancelled"
+    assert client.get("/v1/sweeps/nope").status_code == 404
+
+
+def test_provisional_fit_and_recommendation_without_results(client):
+    sid = client.post("/v1/sweeps", json=SPEC).json()["id"]
+    fit = client.get(f"/v1/sweeps/{sid}/fit").json()
+    assert fit["status"] == "insufficient_data" and fit["message"].startswith("provisional")
+    r = client.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"})
+    assert r.status_code == 404 and "no finished sweep" in r.json()["detail"]
+
+
+def test_health_reports_missing_components(client):
+    r = client.get("/v1/health")
+    assert r.status_code == 503
+    assert r.json()["store"]["ok"] is True and r.json()["ray"]["ok"] is False

@@ -1,0 +1,58 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import app
+
+runner = CliRunner()
+
+
+def write_csv(path, f, grid, budget=48, seeds=(0, 1), y="gap"):
+    lines = [f"group_size,samples_per_step,seed,{y}"]
+    lines += [f"{g},{budget},{s},{f(g):.8f}" for g in grid for s in seeds]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def law(*args):
+    return runner.invoke(app, ["law", "fit", *map(str, args)])
+
+
+def test_law_fit_json_recovers_g_star(tmp_path):
+    p = write_csv(tmp_path / "r.csv", lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), [2, 3, 4, 6, 8, 12, 16])
+    r = law(p, "--y", "gap", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["status"] == "ok" and abs(d["g_star"] - 4) < 0.1 and d["recommended_group_size"] == 4
+    assert {"g_star_ci95", "per_budget", "universality", "message"} <= set(d)
+
+
+@pytest.mark.parametrize("grid, f, status", [
+    ([2, 3, 4, 6, 8, 12, 16], lambda g: 0.2 + 0.09 / (g - 1), "boundary"),
+    ([2, 8], lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), "insufficient_data"),
+    ([2, 3, 4, 8], lambda g: 0.5, "no_signal"),
+])
+def test_law_fit_typed_statuses(tmp_path, grid, f, status):
+    r = law(write_csv(tmp_path / "r.csv", f, grid), "--y", "gap", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["status"] == status
+
+
+def test_law_fit_bad_input_exits_2_naming_the_column(tmp_path):
+    p = write_csv(tmp_path / "r.csv", lambda g: 0.2, [2, 4], y="loss")
+    r = law(p, "--y", "gap")
+    assert r.exit_code == 2 and "gap" in r.output
+    assert law(tmp_path / "missing.csv", "--y", "gap").exit_code == 2
+
+
+def test_submit_invalid_spec_exits_2_before_any_request(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: x\ntask: {name: arithmetic}\nmodel: {preset: tiny-llama}\n"
+                 "group_sizes: [3]\nsamples_per_step: [64]\n")
+    r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
+    assert r.exit_code == 2 and "group_sizes" in r.output and "2, 4, 8, 16, 32, 64" in r.output
+
+
+def test_client_commands_without_a_server_exit_1():
+    r = runner.invoke(app, ["status", "--url", "http://127.0.0.1:9"])
+    assert r.exit_code == 1 and "cannot reach the controller" in r.output

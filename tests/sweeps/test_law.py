@@ -1,0 +1,91 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from sweeps.law import fit_law, g_star_of, recommend_group_size
+
+GRID = [2, 3, 4, 6, 8, 12, 16]
+
+
+def rows(f, grid=GRID, budget=48, seeds=(0, 1), noise=0.0, rng_seed=0):
+    rng = np.random.default_rng(rng_seed)
+    data = [(g, budget, s, f(g) + noise * rng.normal()) for g in grid for s in seeds]
+    return [list(c) for c in zip(*data)]
+
+
+def no_nan(fit):
+    json.dumps(fit.model_dump(mode="json"), allow_nan=False)  # raises on NaN/inf
+
+
+def test_known_law_recovers_g_star_4():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1)))
+    assert fit.status == "ok"
+    assert abs(fit.g_star - 4.0) < 0.1
+    assert fit.recommended_group_size == 4
+    assert fit.per_budget[0].b == pytest.approx(0.01, rel=1e-6)
+    assert fit.per_budget[0].c == pytest.approx(0.09, rel=1e-6)
+    no_nan(fit)
+
+
+def test_noisy_seeds_give_an_interval_around_the_truth():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(6), noise=0.005))
+    lo, hi = fit.g_star_ci95
+    assert fit.status == "ok" and lo < 4.0 < hi and hi - lo < 2.0
+
+
+@pytest.mark.parametrize("f, side", [(lambda g: 0.2 + 0.09 / (g - 1), "above"), (lambda g: 0.2 + 0.01 * g, "below")])
+def test_best_point_on_an_edge_is_boundary_without_extrapolation(f, side):
+    fit = fit_law(*rows(f))
+    assert fit.status == "boundary" and fit.g_star is None
+    assert fit.g_star_bound["side"] == side
+    assert fit.recommended_group_size == (16 if side == "above" else 2)
+    no_nan(fit)
+
+
+def test_two_distinct_group_sizes_are_insufficient():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g, grid=[2, 4]))
+    assert fit.status == "insufficient_data" and fit.g_star is None
+    assert "at least 4" in fit.message
+
+
+def test_all_equal_values_are_no_signal():
+    fit = fit_law(*rows(lambda g: 0.3))
+    assert fit.status == "no_signal"
+
+
+def test_nan_rows_are_dropped_and_counted():
+    g, b, s, y = rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1))
+    y[0] = y[5] = math.nan
+    fit = fit_law(g, b, s, y)
+    assert fit.n_dropped == 2 and fit.status == "ok" and abs(fit.g_star - 4) < 0.1
+    no_nan(fit)
+
+
+def test_noisy_non_monotone_points_give_a_typed_status():
+    rng = np.random.default_rng(3)
+    fit = fit_law(GRID * 2, [48] * 14, [0] * 7 + [1] * 7, rng.uniform(0, 1, 14))
+    assert fit.status in {"ok", "boundary"}
+    no_nan(fit)
+
+
+def test_maximize_fits_the_negated_metric():
+    fit = fit_law(*rows(lambda g: 1 - (0.2 + 0.01 * g + 0.09 / (g - 1))), maximize=True)
+    assert fit.status == "ok" and abs(fit.g_star - 4) < 0.1
+
+
+def test_shared_g_star_across_budgets():
+    f1 = rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), budget=48, seeds=range(3), noise=0.002)
+    f2 = rows(lambda g: 0.1 + 0.02 * g + 0.18 / (g - 1), grid=[2, 3, 4, 6, 8, 12, 16], budget=96, seeds=range(3),
+              noise=0.002, rng_seed=1)
+    fit = fit_law(*[a + b for a, b in zip(f1, f2)])
+    assert fit.status == "ok" and abs(fit.g_star - 4) < 0.3
+    assert fit.universality.rejected is False
+    assert {b.samples_per_step for b in fit.per_budget} == {48, 96}
+
+
+def test_recommendation_respects_divisors():
+    assert recommend_group_size(4.0, [2, 8, 16]) in (2, 8)
+    assert recommend_group_size(math.inf, [2, 8, 16]) == 16
+    assert g_star_of(0.01, 0.09) == pytest.approx(4.0)

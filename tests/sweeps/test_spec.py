@@ -1,0 +1,71 @@
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from sweeps.planner import plan_trials
+from sweeps.spec import SweepSpec, load_spec, valid_group_sizes
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
+
+
+def spec(**over):
+    base = {"name": "t", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
+            "group_sizes": [2, 4], "samples_per_step": [16], "seeds": [0], "steps": 5}
+    return {**base, **over}
+
+
+def errors(data):
+    with pytest.raises(ValidationError) as e:
+        SweepSpec.model_validate(data)
+    return e.value.errors()
+
+
+def test_group_size_not_dividing_budget_names_field_and_valid_sizes():
+    (err,) = errors(spec(group_sizes=[3], samples_per_step=[64]))
+    assert err["loc"] == ("group_sizes",)
+    assert "valid group sizes for B=64: 2, 4, 8, 16, 32, 64" in err["msg"]
+
+
+@pytest.mark.parametrize(
+    "over, loc, words",
+    [
+        ({"group_sizes": [1, 2]}, ("group_sizes", 0), "greater than or equal to 2"),
+        ({"task": {"name": "chess"}}, ("task",), "'arithmetic'"),
+        ({"model": {"preset": "gpt-9"}}, ("model", "preset"), "'tiny-llama'"),
+        ({"model": {}}, ("model",), "exactly one"),
+        ({"model": {"preset": "tiny-llama", "path": "/m"}}, ("model",), "exactly one"),
+        ({"grpo": {"temperature": 0}}, ("grpo", "temperature"), "greater than 0"),
+        ({"grpo": {"advantage": "magic"}}, ("grpo", "advantage"), "'loo'"),
+        ({"seeds": [0, 0]}, ("seeds",), "repeated"),
+        ({"steps": 10**9}, ("steps",), "less than or equal"),
+        ({"bogus": 1}, ("bogus",), "not permitted"),
+    ],
+)
+def test_bad_fields_are_named_with_what_is_allowed(over, loc, words):
+    errs = errors(spec(**over))
+    assert any(e["loc"][: len(loc)] == loc and words in e["msg"] for e in errs), errs
+
+
+def test_valid_group_sizes_are_divisors_from_two():
+    assert valid_group_sizes(12) == [2, 3, 4, 6, 12]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_are_valid(path):
+    s = load_spec(path)
+    assert s.n_trials == len(plan_trials(s))
+
+
+def test_load_spec_rejects_yaml_tags(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: !!python/object/apply:os.system ['echo hi']\n")
+    with pytest.raises(Exception, match="could not determine a constructor"):
+        load_spec(p)
+
+
+def test_planner_one_trial_per_point_with_whole_prompts():
+    s = SweepSpec.model_validate(spec(group_sizes=[2, 4, 8], samples_per_step=[16, 32], seeds=[0, 1]))
+    plans = plan_trials(s)
+    assert len(plans) == 12 == len({p.key for p in plans})
+    assert all(p.prompts_per_step * p.group_size == p.samples_per_step for p in plans)

@@ -1,0 +1,86 @@
+import pytest
+import torch
+
+from workers import algos
+
+
+def test_loo_is_reward_minus_mean_of_others():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    a = algos.compute_advantages(r, "loo")
+    expected = torch.tensor([[1 - 1 / 3, 0 - 2 / 3, 0 - 2 / 3, 1 - 1 / 3], [0.0, 0.0, 0.0, 0.0]])
+    assert torch.allclose(a, expected)
+
+
+def test_mean_is_loo_times_g_minus_one_over_g():
+    r = torch.rand(5, 3)
+    assert torch.allclose(algos.compute_advantages(r, "mean"), algos.compute_advantages(r, "loo") * 2 / 3)
+
+
+def test_mean_std_matches_hand_values_and_never_nan():
+    r = torch.tensor([[1.0, 0.0], [0.3, 0.3], [0.1 + 0.2, 0.3]])  # last: equal up to rounding
+    a = algos.compute_advantages(r, "mean_std")
+    # G = 2, rewards (1, 0): mean 0.5, sample std sqrt(0.5) -> +-0.5/0.7071
+    assert torch.allclose(a[0], torch.tensor([0.5, -0.5]) / 0.5**0.5)
+    assert torch.equal(a[1:], torch.zeros(2, 2))
+    assert torch.isfinite(a).all()
+
+
+def test_unknown_estimator_lists_valid_names():
+    with pytest.raises(ValueError, match="loo, mean, mean_std"):
+        algos.compute_advantages(torch.zeros(2, 2), "ppo")
+
+
+def test_group_size_one_is_rejected():
+    with pytest.raises(ValueError, match="G >= 2"):
+        algos.compute_advantages(torch.zeros(3, 1), "loo")
+
+
+def test_zero_variance_fraction():
+    r = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    assert algos.zero_variance_group_fraction(r) == 0.5
+
+
+def _batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    loss = torch.randn(6, 5, generator=g)
+    mask = torch.ones(6, 5)
+    mask[0, 3:] = 0
+    mask[2, 1:] = 0
+    return loss, mask
+
+
+def test_loss_aggregations_against_direct_formulas():
+    loss, mask = _batch()
+    lengths = mask.sum(1)
+    token_mean = sum(loss[i, j] for i in range(6) for j in range(5) if mask[i, j]) / mask.sum()
+    seq_mean = sum((loss[i] * mask[i]).sum() / lengths[i] for i in range(6)) / 6
+    dr_grpo = sum((loss[i] * mask[i]).sum() / 5 for i in range(6)) / 6
+    assert torch.isclose(algos.aggregate_loss(loss, mask, "token_mean", 5), token_mean)
+    assert torch.isclose(algos.aggregate_loss(loss, mask, "seq_mean_token_mean", 5), seq_mean)
+    assert torch.isclose(algos.aggregate_loss(loss, mask, "seq_mean_token_sum_norm", 5), dr_grpo)
+    with pytest.raises(ValueError, match="token_mean"):
+        algos.aggregate_loss(loss, mask, "sum", 5)
+
+
+def test_policy_loss_on_policy_is_minus_advantage_and_unclipped():
+    logp = torch.randn(4, 3)
+    adv = torch.tensor([1.0, -1.0, 0.5, 0.0])
+    mask = torch.ones(4, 3)
+    loss, stats = algos.compute_policy_loss(logp, logp.detach(), adv, mask, clip_eps=0.2)
+    assert torch.allclose(loss, -adv[:, None].expand(4, 3))
+    assert stats.clip_frac_low == 0.0 and stats.clip_frac_high == 0.0
+
+
+def test_policy_loss_clips_outside_the_trust_region():
+    old = torch.zeros(2, 1)
+    new = torch.log(torch.tensor([[1.5], [0.5]]))  # ratios 1.5 and 0.5
+    adv = torch.tensor([1.0, -1.0])
+    loss, stats = algos.compute_policy_loss(new, old, adv, torch.ones(2, 1), clip_eps=0.2)
+    assert torch.allclose(loss, torch.tensor([[-1.2], [0.8]]))
+    assert stats.clip_frac_high == 0.5 and stats.clip_frac_low == 0.5
+
+
+def test_kl_k3_is_zero_at_equal_policies_and_positive_otherwise():
+    lp = torch.randn(3, 4)
+    assert torch.allclose(algos.compute_kl_k3(lp, lp), torch.zeros(3, 4))
+    assert (algos.compute_kl_k3(lp, lp + 0.3) > 0).all()

@@ -1,0 +1,84 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sweeps import spec as spec_names
+from workers import algos
+from workers.models.loading import load_policy
+from workers.models.presets import PRESETS
+from workers.rollout import generate, sequence_probability
+from workers.tasks import TASKS, make_task
+from workers.trainer import TrialConfig, train_trial
+
+TASK = {"name": "arithmetic", "max_operand": 49}
+
+
+def cfg(cache, **over):
+    base = dict(task=TASK, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=32, seed=0, steps=40,
+                eval_prompts=256, cache_dir=str(cache))
+    return TrialConfig(**{**base, **over})
+
+
+def test_registries_match_the_spec_names():
+    assert set(TASKS) == set(spec_names.TASK_NAMES)
+    assert set(PRESETS) == set(spec_names.PRESET_NAMES)
+    assert set(algos.ADVANTAGES) == set(spec_names.ADVANTAGE_NAMES)
+    assert set(algos.LOSS_AGGREGATIONS) == set(spec_names.LOSS_AGGREGATION_NAMES)
+
+
+def test_arithmetic_split_is_disjoint_and_rewards_exact_answers():
+    task = make_task(TASK)
+    held_out = {p.prompt for p in task.eval_problems(625)}
+    train = {p.prompt for p in task.sample_train(5000, np.random.default_rng(0))}
+    assert len(held_out) == 625 and not held_out & train
+    assert task.reward("42", "42") == 1.0 and task.reward("24", "42") == 0.0
+
+
+def test_preset_is_warm_started_to_the_target_band_and_round_trips(model_cache):
+    task = make_task(TASK)
+    model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
+    assert 95_000 < sum(p.numel() for p in model.parameters()) < 110_000
+    problems = task.eval_problems(256)
+    p = sequence_probability(model, tok, [q.prompt for q in problems], [q.answer for q in problems],
+                             max_new_tokens=4, temperature=1.0)
+    assert 0.3 <= float(p.mean()) <= 0.5
+
+
+def test_exact_expected_accuracy_matches_sampling(model_cache):
+    task = make_task(TASK)
+    model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
+    problems = task.eval_problems(64)
+    exact = sequence_probability(model, tok, [q.prompt for q in problems], [q.answer for q in problems],
+                                 max_new_tokens=4, temperature=1.0)
+    prompts = [q.prompt for q in problems for _ in range(64)]
+    ro = generate(model, tok, prompts, max_new_tokens=4, temperature=1.0)
+    hits = np.array([task.reward(t, q.answer) for t, q in zip(ro.texts, [q for q in problems for _ in range(64)])])
+    sampled = hits.reshape(64, 64).mean(1)
+    # 4096 samples: the standard error of the mean accuracy is < 0.008
+    assert abs(sampled.mean() - float(exact.mean())) < 0.03
+
+
+def test_grpo_improves_held_out_accuracy_and_is_reproducible(model_cache):
+    reports = []
+    a = train_trial(cfg(model_cache), lambda m, s: reports.append((s, m)))
+    b = train_trial(cfg(model_cache))
+    assert a.status == "succeeded"
+    assert a.metrics["eval_accuracy"] > a.metrics["eval_accuracy_initial"] + 0.03
+    assert a.metrics == b.metrics  # CPU trials are bit-reproducible from the seed
+    steps = [s for s, m in reports if "reward_mean" in m]
+    assert steps == list(range(1, 41))
+    assert all(m["clip_frac_low"] == 0 and m["clip_frac_high"] == 0 for _, m in reports if "clip_frac_low" in m)
+
+
+def test_no_signal_trial_is_not_a_data_point(model_cache):
+    # Tiny temperature makes every group's completions identical: zero-variance groups in every step.
+    r = train_trial(cfg(model_cache, temperature=1e-4, steps=6))
+    assert r.status == "no_signal" and "steps without signal" in r.reason
+    assert r.metrics == {}
+
+
+@pytest.mark.parametrize("bad", [{"advantage": "ppo"}, {"loss_aggregation": "sum"}])
+def test_unknown_algorithm_names_fail_fast(model_cache, bad):
+    with pytest.raises(ValueError, match="valid"):
+        train_trial(cfg(model_cache, steps=1, **bad))
