@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from service.client import ApiError, Client
-from sweeps.law import LawFit, fit_law
+from sweeps.law import fit_law
 from sweeps.spec import load_spec
 
 app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
@@ -70,13 +70,23 @@ def print_fit(fit: dict) -> None:
     for col in ("B", "status", "G*", "a", "b", "c", "R²", "recommended G"):
         t.add_column(col)
     for b in fit["per_budget"]:
-        t.add_row(str(b["samples_per_step"]), b["status"], _fmt(b["g_star"]), _fmt(b["a"]), _fmt(b["b"]),
-                  _fmt(b["c"]), _fmt(b["r2"]), str(b["recommended_group_size"] or "-"))
+        t.add_row(
+            str(b["samples_per_step"]),
+            b["status"],
+            _fmt(b["g_star"]),
+            _fmt(b["a"]),
+            _fmt(b["b"]),
+            _fmt(b["c"]),
+            _fmt(b["r2"]),
+            str(b["recommended_group_size"] or "-"),
+        )
     out.print(t)
     ci = fit.get("g_star_ci95")
-    out.print(f"status: [bold]{fit['status']}[/bold]   G* = {_fmt(fit['g_star'])}"
-              f"   95% CI = {'[' + ', '.join(_fmt(v) for v in ci) + ']' if ci else '-'}"
-              f"   recommended G = [bold]{fit['recommended_group_size'] or '-'}[/bold]")
+    out.print(
+        f"status: [bold]{fit['status']}[/bold]   G* = {_fmt(fit['g_star'])}"
+        f"   95% CI = {'[' + ', '.join(_fmt(v) for v in ci) + ']' if ci else '-'}"
+        f"   recommended G = [bold]{fit['recommended_group_size'] or '-'}[/bold]"
+    )
     uni = fit.get("universality")
     if uni:
         out.print(f"universality: shared G* = {_fmt(uni['shared_g_star'])}; {uni['message']}")
@@ -114,13 +124,16 @@ def up(
 def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
     """Progress bar until the sweep ends; returns the final sweep."""
     sweep = _api(client.sweep, sweep_id)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err) as bar:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
         while True:
             p = sweep["progress"]
-            bar.update(task, completed=p["done"] + p["failed"] + p.get("cancelled", 0), total=p["total"],
-                       description=f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}")
+            bar.update(
+                task,
+                completed=p["done"] + p["failed"] + p.get("cancelled", 0),
+                total=p["total"],
+                description=f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}",
+            )
             if sweep["status"] in TERMINAL:
                 return sweep
             time.sleep(interval_s)
@@ -154,8 +167,9 @@ def submit(
 
 
 @app.command()
-def status(sweep_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None, url: UrlOpt = None,
-           as_json: JsonOpt = False) -> None:
+def status(
+    sweep_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None, url: UrlOpt = None, as_json: JsonOpt = False
+) -> None:
     """One sweep's status, or a table of all sweeps."""
     client = Client(url)
     if sweep_id:
@@ -163,8 +177,10 @@ def status(sweep_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = Non
         if as_json:
             return _print_json(sweep)
         p = sweep["progress"]
-        out.print(f"{sweep['id']} {sweep['name']}: [bold]{sweep['status']}[/bold]  done {p['done']}/{p['total']}, "
-                  f"running {p['running']}, failed {p['failed']}" + (f"  error: {sweep['error']}" if sweep["error"] else ""))
+        out.print(
+            f"{sweep['id']} {sweep['name']}: [bold]{sweep['status']}[/bold]  done {p['done']}/{p['total']}, "
+            f"running {p['running']}, failed {p['failed']}" + (f"  error: {sweep['error']}" if sweep["error"] else "")
+        )
         if sweep["mlflow"]["url"]:
             out.print(f"MLflow: {sweep['mlflow']['url']}")
         return None
@@ -176,8 +192,15 @@ def status(sweep_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = Non
         t.add_column(col)
     for w in sweeps:
         p = w["progress"]
-        t.add_row(w["id"], w["name"], w["status"], f"{p['done']}/{p['total']}", w["fit_status"] or "-",
-                  _fmt(w["g_star"]), w["created_at"][:19])
+        t.add_row(
+            w["id"],
+            w["name"],
+            w["status"],
+            f"{p['done']}/{p['total']}",
+            w["fit_status"] or "-",
+            _fmt(w["g_star"]),
+            w["created_at"][:19],
+        )
     out.print(t)
     return None
 
@@ -216,8 +239,10 @@ def recommend(
     rec = _api(Client(url).recommend, task, model, samples_per_step)
     if as_json:
         return _print_json(rec)
-    out.print(f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
-              f"fit {rec['status']}, sweep {rec['sweep_id']})")
+    out.print(
+        f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
+        f"fit {rec['status']}, sweep {rec['sweep_id']})"
+    )
     out.print(rec["message"], highlight=False)
     return None
 
@@ -280,8 +305,18 @@ def demo(
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.resolve() / "up.log"
-    cmd = [sys.executable, "-m", "service", "up", "--port", str(port), "--mlflow-port", str(mlflow_port),
-           "--data-dir", str(data_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "service",
+        "up",
+        "--port",
+        str(port),
+        "--mlflow-port",
+        str(mlflow_port),
+        "--data-dir",
+        str(data_dir),
+    ]
     err.print(f"starting the stack (log: {log_path}) ...")
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -310,17 +345,23 @@ def demo(
         for g in sorted({tr["group_size"] for tr in trials}):
             ok = [tr for tr in trials if tr["group_size"] == g and tr["status"] == "succeeded"]
             if ok:
-                t.add_row(str(g), str(ok[0]["prompts_per_step"]),
-                          f"{sum(tr['metrics']['eval_accuracy_initial'] for tr in ok) / len(ok):.3f}",
-                          f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}")
+                t.add_row(
+                    str(g),
+                    str(ok[0]["prompts_per_step"]),
+                    f"{sum(tr['metrics']['eval_accuracy_initial'] for tr in ok) / len(ok):.3f}",
+                    f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}",
+                )
         out.print(t)
         rec = _api(client.recommend, spec.task.name, spec.model.label, None)
-        out.print(f"recommendation for task={spec.task.name} model={spec.model.label}: "
-                  f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})")
+        out.print(
+            f"recommendation for task={spec.task.name} model={spec.model.label}: "
+            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})"
+        )
         out.print(f"MLflow UI: [bold]{final['mlflow']['url']}[/bold]")
         if keep:
-            out.print(f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; "
-                      "Ctrl-C stops it")
+            out.print(
+                f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"
+            )
             proc.wait()
     except KeyboardInterrupt:
         pass

@@ -35,8 +35,11 @@ def require_token(request: Request, authorization: Annotated[str | None, Header(
     if not token:
         return
     if not authorization or not secrets.compare_digest(authorization, f"Bearer {token}"):
-        raise HTTPException(401, "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 StoreDep = Annotated[Store, Depends(_store)]

@@ -23,17 +23,24 @@ def preflight(spec: SweepSpec, settings: Settings, cluster_gpus: float | None) -
         cluster_gpus: GPUs in the Ray cluster, or None when unknown (check skipped).
     """
     if spec.n_trials > settings.max_trials:
-        raise SpecError(("seeds",), f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts at "
-                                    f"most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)")
+        raise SpecError(
+            ("seeds",),
+            f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts at "
+            f"most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)",
+        )
     gpus = spec.resources.gpus_per_trial
     if cluster_gpus is not None and gpus > cluster_gpus:
-        raise SpecError(("resources", "gpus_per_trial"),
-                        f"gpus_per_trial={gpus} but the cluster has {cluster_gpus:g} GPUs; allowed: 0 to {cluster_gpus:g}")
+        raise SpecError(
+            ("resources", "gpus_per_trial"),
+            f"gpus_per_trial={gpus} but the cluster has {cluster_gpus:g} GPUs; allowed: 0 to {cluster_gpus:g}",
+        )
     if spec.model.path is not None:
         path = Path(spec.model.path).expanduser().resolve()
         root = settings.model_root.expanduser().resolve() if settings.model_root else None
         if root is not None and not path.is_relative_to(root):
-            raise SpecError(("model", "path"), f"{spec.model.path!r} is outside the model root {str(root)!r} "
-                                               "(GROUPSCALE_MODEL_ROOT); allowed: folders under it")
+            raise SpecError(
+                ("model", "path"),
+                f"{spec.model.path!r} is outside the model root {str(root)!r} (GROUPSCALE_MODEL_ROOT); allowed: folders under it",
+            )
         if not (path / "config.json").is_file():
             raise SpecError(("model", "path"), f"{spec.model.path!r} is not a Hugging Face model folder (no config.json)")

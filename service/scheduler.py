@@ -31,6 +31,25 @@ from workers.trainer import TrialConfig
 log = logging.getLogger("groupscale.scheduler")
 
 
+def connect_ray(settings: Settings) -> bool:
+    """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns True if local.
+
+    Call it from the main thread before the web server installs its signal handlers: ray.init
+    replaces the process's SIGTERM handler, and the server's must win so that SIGTERM shuts the
+    stack down cleanly.
+    """
+    if settings.ray_address:
+        ray.init(address=settings.ray_address, log_to_driver=False)
+        return False
+    ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    return True
+
+
+def disconnect_ray() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 class Scheduler:
     """Owns the Ray connection and the scheduling thread."""
 
@@ -46,12 +65,7 @@ class Scheduler:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         if not ray.is_initialized():
-            if self.settings.ray_address:
-                ray.init(address=self.settings.ray_address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.settings.ray_num_cpus, include_dashboard=False, log_to_driver=False,
-                         _node_ip_address="127.0.0.1")
-                self._owns_ray = True
+            self._owns_ray = connect_ray(self.settings)
         self._reconcile()
         self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
         self._thread.start()
@@ -60,8 +74,8 @@ class Scheduler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
+        if self._owns_ray:
+            disconnect_ray()
 
     def cluster_resources(self) -> dict[str, float]:
         """Total cluster resources (cached for 5 s)."""
@@ -87,8 +101,7 @@ class Scheduler:
         self._cancel_stopped()
         self._launch()
         if self._inflight:
-            ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight),
-                                timeout=self.settings.poll_interval_s)
+            ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=self.settings.poll_interval_s)
             for ref in ready:
                 self._collect(ref)
         else:
@@ -113,8 +126,15 @@ class Scheduler:
                     sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = self.tracking.start_sweep(sweep.id, spec)
                 if not sweep.trials:
                     for i, plan in enumerate(plan_trials(spec)):
-                        s.add(Trial(sweep_id=sweep.id, position=i, group_size=plan.group_size,
-                                    samples_per_step=plan.samples_per_step, seed=plan.seed))
+                        s.add(
+                            Trial(
+                                sweep_id=sweep.id,
+                                position=i,
+                                group_size=plan.group_size,
+                                samples_per_step=plan.samples_per_step,
+                                seed=plan.seed,
+                            )
+                        )
                 sweep.status = "running"
 
     def _free(self) -> tuple[float, float]:
@@ -127,7 +147,9 @@ class Scheduler:
         running = {tid for tid, _, _ in self._inflight.values()}
         with self.store.session() as s:
             rows = s.execute(
-                select(Trial, Sweep).join(Sweep).where(Sweep.status == "running", Trial.status == "pending")
+                select(Trial, Sweep)
+                .join(Sweep)
+                .where(Sweep.status == "running", Trial.status == "pending")
                 .order_by(Sweep.created_at, Trial.position)
             ).all()
             for trial, sweep in rows:
@@ -139,15 +161,23 @@ class Scheduler:
                 if cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9:
                     if self._inflight:  # wait for a slot; with nothing running, let Ray queue it anyway
                         break
-                plan = next(p for p in plan_trials(spec) if (p.group_size, p.samples_per_step, p.seed)
-                            == (trial.group_size, trial.samples_per_step, trial.seed))
+                plan = next(
+                    p
+                    for p in plan_trials(spec)
+                    if (p.group_size, p.samples_per_step, p.seed) == (trial.group_size, trial.samples_per_step, trial.seed)
+                )
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))
                 if self.tracking and sweep.mlflow_parent_run_id:
                     trial.mlflow_run_id = self.tracking.start_trial(
-                        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
-                        trial.group_size, trial.samples_per_step, trial.seed)
-                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0,
-                                                     name=f"trial-{trial.id}")
+                        sweep.mlflow_experiment_id,
+                        sweep.mlflow_parent_run_id,
+                        spec,
+                        trial.id,
+                        trial.group_size,
+                        trial.samples_per_step,
+                        trial.seed,
+                    )
+                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0, name=f"trial-{trial.id}")
                 ref = task.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id)
                 self._inflight[ref] = (trial.id, cpus, gpus)
                 trial.status, trial.attempts = "running", trial.attempts + 1

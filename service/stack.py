@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 
 from service.main import create_app
+from service.scheduler import connect_ray, disconnect_ray
 from service.settings import Settings
 
 
@@ -34,13 +35,23 @@ def start_mlflow(data_dir: Path, host: str, port: int, timeout_s: float = 120.0)
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "logs" / "mlflow.log"
     cmd = [
-        str(Path(sys.executable).with_name("mlflow")), "server",
-        "--backend-store-uri", f"sqlite:///{data_dir / 'mlflow.db'}",
-        "--artifacts-destination", str(data_dir / "mlartifacts"),
-        "--host", host, "--port", str(port), "--workers", "1",
+        str(Path(sys.executable).with_name("mlflow")),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{data_dir / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(data_dir / "mlartifacts"),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
     ]
+    # The job runner (huey consumers) serves MLflow's GenAI jobs, which groupscale does not use.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://{host}:{port}/health"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -78,8 +89,10 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
+        connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {tracking_uri}, data {data_dir}", flush=True)
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
+        disconnect_ray()
         if mlflow_proc is not None:
             stop_process_group(mlflow_proc)

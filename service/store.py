@@ -85,12 +85,14 @@ class Store:
         sqlite = url.startswith("sqlite")
         self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30} if sqlite else {})
         if sqlite:
+
             @event.listens_for(self.engine, "connect")
             def _pragmas(conn, _record) -> None:  # noqa: ANN001
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
+
         Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 

@@ -33,27 +33,46 @@ class Tracking:
         name = f"groupscale/{spec.task.name}"
         exp = self.client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp else self.client.create_experiment(name)
-        run = self.client.create_run(exp_id, run_name=f"{spec.name} ({sweep_id})",
-                                     tags={"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"})
+        run = self.client.create_run(
+            exp_id, run_name=f"{spec.name} ({sweep_id})", tags={"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}
+        )
         params = {
-            "task": spec.task.name, "model": spec.model.label, "group_sizes": ",".join(map(str, spec.group_sizes)),
-            "samples_per_step": ",".join(map(str, spec.samples_per_step)), "seeds": ",".join(map(str, spec.seeds)),
-            "steps": spec.steps, **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+            "task": spec.task.name,
+            "model": spec.model.label,
+            "group_sizes": ",".join(map(str, spec.group_sizes)),
+            "samples_per_step": ",".join(map(str, spec.samples_per_step)),
+            "seeds": ",".join(map(str, spec.seeds)),
+            "steps": spec.steps,
+            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
         }
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         self.client.log_dict(run.info.run_id, spec.model_dump(mode="json"), "spec.json")
         return exp_id, run.info.run_id
 
-    def start_trial(self, experiment_id: str, parent_run_id: str, spec: SweepSpec, trial_id: str,
-                    group_size: int, samples_per_step: int, seed: int) -> str:
+    def start_trial(
+        self,
+        experiment_id: str,
+        parent_run_id: str,
+        spec: SweepSpec,
+        trial_id: str,
+        group_size: int,
+        samples_per_step: int,
+        seed: int,
+    ) -> str:
         run = self.client.create_run(
-            experiment_id, run_name=f"G={group_size} B={samples_per_step} seed={seed}",
+            experiment_id,
+            run_name=f"G={group_size} B={samples_per_step} seed={seed}",
             tags={"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"},
         )
         params = {
-            "group_size": group_size, "samples_per_step": samples_per_step,
-            "prompts_per_step": samples_per_step // group_size, "seed": seed, "steps": spec.steps,
-            "task": spec.task.name, "model": spec.model.label, **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+            "group_size": group_size,
+            "samples_per_step": samples_per_step,
+            "prompts_per_step": samples_per_step // group_size,
+            "seed": seed,
+            "steps": spec.steps,
+            "task": spec.task.name,
+            "model": spec.model.label,
+            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
         }
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         return run.info.run_id

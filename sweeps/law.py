@@ -164,7 +164,8 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     base = {"samples_per_step": b, "points": points}
     if pts.g.size < N_PARAMS + 1:
         return BudgetFit(
-            **base, status="insufficient_data",
+            **base,
+            status="insufficient_data",
             message=f"B={b}: {pts.g.size} distinct G, the law needs at least {N_PARAMS + 1}",
         )
     if np.ptp(pts.y) <= _TINY * max(1.0, float(np.abs(pts.y).max())):
@@ -180,7 +181,12 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     lo, hi = float(pts.g.min()), float(pts.g.max())
     rec = recommend_group_size(gs, _divisors_in(b, lo, hi) or [int(v) for v in pts.g])
     fit = BudgetFit(
-        **base, status="ok", a=a, b=bb, c=c, recommended_group_size=rec,
+        **base,
+        status="ok",
+        a=a,
+        b=bb,
+        c=c,
+        recommended_group_size=rec,
         r2=1.0 - rss / tss if tss > _TINY else None,
         chi2_per_dof=rss / dof if dof > 0 else None,
     )
@@ -228,18 +234,28 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     df1, df2 = k - 1, n - N_PARAMS * k
     shared = 1.0 + math.sqrt(rho)
     if df2 <= 0 or rss_sep <= _TINY:
-        return Universality(shared_g_star=shared, rho=rho, f_statistic=None, p_value=None,
-                            message="too few points per budget for the F-test")
+        return Universality(
+            shared_g_star=shared, rho=rho, f_statistic=None, p_value=None, message="too few points per budget for the F-test"
+        )
     f_stat = max(0.0, (rss_shared - rss_sep) / df1) / (rss_sep / df2)
     p = float(stats.f.sf(f_stat, df1, df2))
     return Universality(
-        shared_g_star=shared, rho=rho, f_statistic=f_stat, p_value=p, rejected=p < 0.05,
-        message=(f"separate G* per budget fit significantly better (F={f_stat:.3g}, p={p:.3g})" if p < 0.05
-                 else f"one G* across budgets is consistent with the data (F={f_stat:.3g}, p={p:.3g})"),
+        shared_g_star=shared,
+        rho=rho,
+        f_statistic=f_stat,
+        p_value=p,
+        rejected=p < 0.05,
+        message=(
+            f"separate G* per budget fit significantly better (F={f_stat:.3g}, p={p:.3g})"
+            if p < 0.05
+            else f"one G* across budgets is consistent with the data (F={f_stat:.3g}, p={p:.3g})"
+        ),
     )
 
 
-def _point_estimate(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[list[BudgetFit], Universality | None, dict[int, _Points]]:
+def _point_estimate(
+    g: np.ndarray, b: np.ndarray, y: np.ndarray
+) -> tuple[list[BudgetFit], Universality | None, dict[int, _Points]]:
     data = {int(v): _aggregate(g[b == v], y[b == v]) for v in np.unique(b)}
     fits = [_fit_budget(k, p) for k, p in data.items()]
     return fits, _universality(fits, data), data

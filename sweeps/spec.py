@@ -47,9 +47,7 @@ class ModelSpec(_Strict):
     @model_validator(mode="after")
     def _exactly_one(self) -> ModelSpec:
         if (self.preset is None) == (self.path is None):
-            raise ValueError(
-                f"give exactly one of model.preset (one of: {', '.join(PRESET_NAMES)}) or model.path"
-            )
+            raise ValueError(f"give exactly one of model.preset (one of: {', '.join(PRESET_NAMES)}) or model.path")
         return self
 
     @property
@@ -68,9 +66,7 @@ class GRPOSpec(_Strict):
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     inner_steps: int = Field(1, ge=1, le=16, description="optimizer steps per batch (mu)")
     kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
-    loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = (
-        "seq_mean_token_mean"
-    )
+    loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="gradient clipping norm")
 
 
@@ -96,9 +92,7 @@ class SweepSpec(_Strict):
     group_sizes: list[Annotated[int, Field(ge=2, le=MAX_GROUP_SIZE)]] = Field(
         ..., min_length=1, max_length=64, description="group sizes G (completions per prompt), each >= 2"
     )
-    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(
-        default_factory=lambda: [0], min_length=1, max_length=64
-    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
     steps: int = Field(150, ge=1, le=1_000_000, description="optimizer steps T per trial")
     grpo: GRPOSpec = Field(default_factory=GRPOSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)

@@ -76,8 +76,13 @@ def generate(
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
     config = GenerationConfig(
-        do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        do_sample=True,
+        temperature=temperature,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     out = model.generate(**enc, generation_config=config)
     prompt_len = enc["input_ids"].shape[1]
@@ -85,8 +90,9 @@ def generate(
     cmask = completion_mask_from_eos(completion, tokenizer.eos_token_id)
     truncated = ~(completion == tokenizer.eos_token_id).any(dim=1)
     attention = torch.cat([enc["attention_mask"], cmask.long()], dim=1)
-    texts = tokenizer.batch_decode(completion * cmask.long() + tokenizer.pad_token_id * (1 - cmask.long()),
-                                   skip_special_tokens=True)
+    texts = tokenizer.batch_decode(
+        completion * cmask.long() + tokenizer.pad_token_id * (1 - cmask.long()), skip_special_tokens=True
+    )
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu())
 
 
@@ -135,8 +141,14 @@ def sequence_probability(
     for i, r in enumerate(rows):
         target[i, : len(r)] = torch.tensor(r, device=device)
         tmask[i, : len(r)] = 1.0
-    rollout = Rollout(torch.cat([enc["input_ids"], target], 1), torch.cat([enc["attention_mask"], tmask.long()], 1),
-                      tmask, enc["input_ids"].shape[1], list(targets), torch.zeros(len(rows), dtype=torch.bool))
+    rollout = Rollout(
+        torch.cat([enc["input_ids"], target], 1),
+        torch.cat([enc["attention_mask"], tmask.long()], 1),
+        tmask,
+        enc["input_ids"].shape[1],
+        list(targets),
+        torch.zeros(len(rows), dtype=torch.bool),
+    )
     logp = completion_logprobs(model, rollout, temperature)
     prob = torch.exp((logp * tmask).sum(dim=1))
     return torch.where(torch.tensor(fits, device=device), prob, torch.zeros_like(prob)).float().cpu()

@@ -60,12 +60,24 @@ class TrialConfig:
     def from_spec(cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path) -> TrialConfig:
         g = spec.grpo
         return cls(
-            task=spec.task.model_dump(), model=spec.model.model_dump(exclude_none=True),
-            group_size=plan.group_size, samples_per_step=plan.samples_per_step, seed=plan.seed, steps=spec.steps,
-            advantage=g.advantage, lr=g.lr, temperature=g.temperature, max_new_tokens=g.max_new_tokens,
-            clip_eps=g.clip_eps, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
-            loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
-            cache_dir=str(cache_dir), num_threads=max(1, int(spec.resources.cpus_per_trial)),
+            task=spec.task.model_dump(),
+            model=spec.model.model_dump(exclude_none=True),
+            group_size=plan.group_size,
+            samples_per_step=plan.samples_per_step,
+            seed=plan.seed,
+            steps=spec.steps,
+            advantage=g.advantage,
+            lr=g.lr,
+            temperature=g.temperature,
+            max_new_tokens=g.max_new_tokens,
+            clip_eps=g.clip_eps,
+            inner_steps=g.inner_steps,
+            kl_beta=g.kl_beta,
+            loss_aggregation=g.loss_aggregation,
+            max_grad_norm=g.max_grad_norm,
+            eval_prompts=spec.eval.prompts,
+            cache_dir=str(cache_dir),
+            num_threads=max(1, int(spec.resources.cpus_per_trial)),
         )
 
 
@@ -89,8 +101,9 @@ def evaluate(model, tokenizer, task: Task, cfg: TrialConfig) -> dict[str, float]
     problems = task.eval_problems(cfg.eval_prompts)
     prompts, answers = [p.prompt for p in problems], [p.answer for p in problems]
     model.eval()
-    exact = sequence_probability(model, tokenizer, prompts, answers, max_new_tokens=cfg.max_new_tokens,
-                                 temperature=cfg.temperature)
+    exact = sequence_probability(
+        model, tokenizer, prompts, answers, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature
+    )
     with torch.random.fork_rng():
         torch.manual_seed(EVAL_SEED)
         ro = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
@@ -163,7 +176,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).detach())
-            bad = [k for k, v in (("loss", float(loss.detach())), ("kl", float(kl.detach())), ("grad_norm", grad_norm)) if not math.isfinite(v)]
+            values = {"loss": float(loss.detach()), "kl": float(kl.detach()), "grad_norm": grad_norm}
+            bad = [k for k, v in values.items() if not math.isfinite(v)]
             if bad:
                 return TrialResult("failed", reason=f"non-finite {', '.join(bad)} at step {step}", steps_done=step - 1)
             opt.step()
@@ -171,17 +185,26 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         tokens = float(mask.sum())
         reward_sum += float(rewards.mean())
         trunc_sum += float(ro.truncated.float().mean())
-        report({
-            "reward_mean": float(rewards.mean()), "zero_variance_group_frac": zero_var, "loss": float(loss.detach()),
-            "grad_norm": grad_norm, "kl": float(kl), "clip_frac_low": clip.clip_frac_low,
-            "clip_frac_high": clip.clip_frac_high, "completion_tokens_mean": tokens / mask.shape[0],
-            "truncation_rate": float(ro.truncated.float().mean()), "tokens_per_s": tokens / max(t2 - t0, 1e-9),
-            "time_generate_s": t1 - t0, "time_update_s": t2 - t1,
-        }, step)
+        report(
+            {
+                "reward_mean": float(rewards.mean()),
+                "zero_variance_group_frac": zero_var,
+                "loss": float(loss.detach()),
+                "grad_norm": grad_norm,
+                "kl": float(kl),
+                "clip_frac_low": clip.clip_frac_low,
+                "clip_frac_high": clip.clip_frac_high,
+                "completion_tokens_mean": tokens / mask.shape[0],
+                "truncation_rate": float(ro.truncated.float().mean()),
+                "tokens_per_s": tokens / max(t2 - t0, 1e-9),
+                "time_generate_s": t1 - t0,
+                "time_update_s": t2 - t1,
+            },
+            step,
+        )
     if silent_steps > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(reward_sum / cfg.steps, trunc_sum / cfg.steps)
-        return TrialResult("no_signal", reason=f"{silent_steps}/{cfg.steps} steps without signal; {reason}",
-                           steps_done=cfg.steps)
+        return TrialResult("no_signal", reason=f"{silent_steps}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps)
     final = evaluate(model, tokenizer, task, cfg)
     metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}}
     report(final, cfg.steps)

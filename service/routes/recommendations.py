@@ -30,10 +30,13 @@ def recommend(
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
     """
     with store.session() as s:
-        sweeps = list(s.scalars(
-            select(Sweep).where(Sweep.task_name == task, Sweep.model_name == model, Sweep.status == "succeeded",
-                                Sweep.fit.is_not(None)).order_by(Sweep.created_at.desc())
-        ))
+        sweeps = list(
+            s.scalars(
+                select(Sweep)
+                .where(Sweep.task_name == task, Sweep.model_name == model, Sweep.status == "succeeded", Sweep.fit.is_not(None))
+                .order_by(Sweep.created_at.desc())
+            )
+        )
     if not sweeps:
         raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first")
     best = min(sweeps, key=lambda w: _RANK.get(w.fit["status"], 2))
@@ -47,6 +50,14 @@ def recommend(
         else:
             rec = min(candidates, key=lambda g: abs(g - fit.recommended_group_size))
             message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
-    return Recommendation(task=task, model=model, samples_per_step=samples_per_step, recommended_group_size=rec,
-                          g_star=fit.g_star, g_star_ci95=fit.g_star_ci95, status=fit.status, sweep_id=best.id,
-                          message=message)
+    return Recommendation(
+        task=task,
+        model=model,
+        samples_per_step=samples_per_step,
+        recommended_group_size=rec,
+        g_star=fit.g_star,
+        g_star_ci95=fit.g_star_ci95,
+        status=fit.status,
+        sweep_id=best.id,
+        message=message,
+    )

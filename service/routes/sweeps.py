@@ -34,8 +34,13 @@ def _get(store: StoreDep, s, sweep_id: str) -> Sweep:  # noqa: ANN001
 
 @router.post("", status_code=201, dependencies=[Authorized])
 def create_sweep(
-    spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep, tracking: TrackingDep,
-    response: Response, idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    spec: SweepSpec,
+    store: StoreDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    tracking: TrackingDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> SweepPublic:
     """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
     with store.session() as s:
@@ -49,8 +54,14 @@ def create_sweep(
             preflight(spec, settings, gpus)
         except SpecError as e:
             raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
-        sweep = Sweep(name=spec.name, spec=spec.model_dump(mode="json"), task_name=spec.task.name,
-                      model_name=spec.model.label, idempotency_key=idempotency_key, status="queued")
+        sweep = Sweep(
+            name=spec.name,
+            spec=spec.model_dump(mode="json"),
+            task_name=spec.task.name,
+            model_name=spec.model.label,
+            idempotency_key=idempotency_key,
+            status="queued",
+        )
         s.add(sweep)
         s.flush()
         return _public(sweep, tracking)

@@ -10,8 +10,14 @@ from mlflow import MlflowClient
 pytestmark = pytest.mark.e2e
 
 SPEC = {
-    "name": "e2e", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4, 8, 16], "samples_per_step": [16], "seeds": [0], "steps": 20, "eval": {"prompts": 64},
+    "name": "e2e",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4, 8, 16],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": 20,
+    "eval": {"prompts": 64},
 }
 
 
@@ -53,8 +59,7 @@ def test_sweep_end_to_end(stack):
     parent = client.get_run(links["parent_run_id"])
     assert parent.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"fit.json", "fit.png", "spec.json"}
-    children = client.search_runs([links["experiment_id"]],
-                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    children = client.search_runs([links["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert len(children) == 4
     by_run = {t["mlflow_run_id"]: t for t in trials}
     for child in children:

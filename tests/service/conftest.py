@@ -8,9 +8,11 @@ from service.settings import Settings
 @pytest.fixture
 def make_client(tmp_path):
     """An app with a real SQLite store and no scheduler (HTTP layer only: nothing runs)."""
+
     def make(**settings):
         app = create_app(Settings(data_dir=tmp_path, **settings), run_scheduler=False)
         return TestClient(app)
+
     return make
 
 
@@ -20,5 +22,12 @@ def client(make_client):
         yield c
 
 
-SPEC = {"name": "s", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-        "group_sizes": [2, 4, 8, 16], "samples_per_step": [64], "seeds": [0, 1], "steps": 5}
+SPEC = {
+    "name": "s",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4, 8, 16],
+    "samples_per_step": [64],
+    "seeds": [0, 1],
+    "steps": 5,
+}

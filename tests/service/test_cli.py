@@ -28,11 +28,14 @@ def test_law_fit_json_recovers_g_star(tmp_path):
     assert {"g_star_ci95", "per_budget", "universality", "message"} <= set(d)
 
 
-@pytest.mark.parametrize("grid, f, status", [
-    ([2, 3, 4, 6, 8, 12, 16], lambda g: 0.2 + 0.09 / (g - 1), "boundary"),
-    ([2, 8], lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), "insufficient_data"),
-    ([2, 3, 4, 8], lambda g: 0.5, "no_signal"),
-])
+@pytest.mark.parametrize(
+    "grid, f, status",
+    [
+        ([2, 3, 4, 6, 8, 12, 16], lambda g: 0.2 + 0.09 / (g - 1), "boundary"),
+        ([2, 8], lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), "insufficient_data"),
+        ([2, 3, 4, 8], lambda g: 0.5, "no_signal"),
+    ],
+)
 def test_law_fit_typed_statuses(tmp_path, grid, f, status):
     r = law(write_csv(tmp_path / "r.csv", f, grid), "--y", "gap", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["status"] == status
@@ -47,8 +50,7 @@ def test_law_fit_bad_input_exits_2_naming_the_column(tmp_path):
 
 def test_submit_invalid_spec_exits_2_before_any_request(tmp_path):
     p = tmp_path / "s.yaml"
-    p.write_text("name: x\ntask: {name: arithmetic}\nmodel: {preset: tiny-llama}\n"
-                 "group_sizes: [3]\nsamples_per_step: [64]\n")
+    p.write_text("name: x\ntask: {name: arithmetic}\nmodel: {preset: tiny-llama}\ngroup_sizes: [3]\nsamples_per_step: [64]\n")
     r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
     assert r.exit_code == 2 and "group_sizes" in r.output and "2, 4, 8, 16, 32, 64" in r.output
 

@@ -77,8 +77,14 @@ def test_maximize_fits_the_negated_metric():
 
 def test_shared_g_star_across_budgets():
     f1 = rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), budget=48, seeds=range(3), noise=0.002)
-    f2 = rows(lambda g: 0.1 + 0.02 * g + 0.18 / (g - 1), grid=[2, 3, 4, 6, 8, 12, 16], budget=96, seeds=range(3),
-              noise=0.002, rng_seed=1)
+    f2 = rows(
+        lambda g: 0.1 + 0.02 * g + 0.18 / (g - 1),
+        grid=[2, 3, 4, 6, 8, 12, 16],
+        budget=96,
+        seeds=range(3),
+        noise=0.002,
+        rng_seed=1,
+    )
     fit = fit_law(*[a + b for a, b in zip(f1, f2)])
     assert fit.status == "ok" and abs(fit.g_star - 4) < 0.3
     assert fit.universality.rejected is False

@@ -10,8 +10,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
 
 
 def spec(**over):
-    base = {"name": "t", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-            "group_sizes": [2, 4], "samples_per_step": [16], "seeds": [0], "steps": 5}
+    base = {
+        "name": "t",
+        "task": {"name": "arithmetic"},
+        "model": {"preset": "tiny-llama"},
+        "group_sizes": [2, 4],
+        "samples_per_step": [16],
+        "seeds": [0],
+        "steps": 5,
+    }
     return {**base, **over}
 
 

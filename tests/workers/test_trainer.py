@@ -15,8 +15,16 @@ TASK = {"name": "arithmetic", "max_operand": 49}
 
 
 def cfg(cache, **over):
-    base = dict(task=TASK, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=32, seed=0, steps=40,
-                eval_prompts=256, cache_dir=str(cache))
+    base = dict(
+        task=TASK,
+        model={"preset": "tiny-llama"},
+        group_size=4,
+        samples_per_step=32,
+        seed=0,
+        steps=40,
+        eval_prompts=256,
+        cache_dir=str(cache),
+    )
     return TrialConfig(**{**base, **over})
 
 
@@ -40,8 +48,9 @@ def test_preset_is_warm_started_to_the_target_band_and_round_trips(model_cache):
     model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
     assert 95_000 < sum(p.numel() for p in model.parameters()) < 110_000
     problems = task.eval_problems(256)
-    p = sequence_probability(model, tok, [q.prompt for q in problems], [q.answer for q in problems],
-                             max_new_tokens=4, temperature=1.0)
+    p = sequence_probability(
+        model, tok, [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=4, temperature=1.0
+    )
     assert 0.3 <= float(p.mean()) <= 0.5
 
 
@@ -49,8 +58,9 @@ def test_exact_expected_accuracy_matches_sampling(model_cache):
     task = make_task(TASK)
     model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
     problems = task.eval_problems(64)
-    exact = sequence_probability(model, tok, [q.prompt for q in problems], [q.answer for q in problems],
-                                 max_new_tokens=4, temperature=1.0)
+    exact = sequence_probability(
+        model, tok, [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=4, temperature=1.0
+    )
     prompts = [q.prompt for q in problems for _ in range(64)]
     ro = generate(model, tok, prompts, max_new_tokens=4, temperature=1.0)
     hits = np.array([task.reward(t, q.answer) for t, q in zip(ro.texts, [q for q in problems for _ in range(64)])])

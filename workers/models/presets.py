@@ -59,9 +59,17 @@ def build_char_tokenizer(characters: str) -> PreTrainedTokenizerFast:
 def tiny_llama(tokenizer: PreTrainedTokenizerFast, seed: int) -> LlamaForCausalLM:
     """About 100k parameters: 2 layers, width 64, 4 heads, tied embeddings."""
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config)
@@ -73,8 +81,14 @@ PRESETS: dict[str, Callable[[PreTrainedTokenizerFast, int], PreTrainedModel]] = 
 def expected_accuracy(model: PreTrainedModel, tokenizer, task: Task, n: int, max_new_tokens: int, temperature: float) -> float:
     """Mean over the first n held-out problems of P(sampling returns the exact answer)."""
     problems = task.eval_problems(n)
-    probs = sequence_probability(model, tokenizer, [p.prompt for p in problems], [p.answer for p in problems],
-                                 max_new_tokens=max_new_tokens, temperature=temperature)
+    probs = sequence_probability(
+        model,
+        tokenizer,
+        [p.prompt for p in problems],
+        [p.answer for p in problems],
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+    )
     return float(probs.mean())
 
 
