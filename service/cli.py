@@ -23,8 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from service.client import ApiError, Client
+from service.store import finite_or_none
 from sweeps.law import fit_law
-from sweeps.spec import load_spec
+from sweeps.spec import SweepSpec, load_spec
 
 app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
 law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
@@ -140,6 +141,19 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
             sweep = _api(client.sweep, sweep_id)
 
 
+def _read_spec(spec_path: Path) -> SweepSpec:
+    """Load and validate a spec file; bad input exits 2 with every field error."""
+    if not spec_path.is_file():
+        _fail(f"SPEC.yaml: no file {spec_path}", 2)
+    try:
+        return load_spec(spec_path)
+    except ValidationError as e:
+        lines = [f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in e.errors()]
+        _fail(f"{spec_path} is not a valid sweep spec:\n  " + "\n  ".join(lines), 2)
+    except Exception as e:  # noqa: BLE001 - YAML syntax and type errors alike are bad input
+        _fail(f"{spec_path}: {e}", 2)
+
+
 @app.command()
 def submit(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="sweep spec (YAML or JSON)")],
@@ -147,15 +161,7 @@ def submit(
     url: UrlOpt = None,
 ) -> None:
     """Submit a sweep; prints its id (last line)."""
-    if not spec_path.is_file():
-        _fail(f"SPEC.yaml: no file {spec_path}", 2)
-    try:
-        spec = load_spec(spec_path)
-    except ValidationError as e:
-        lines = [f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in e.errors()]
-        _fail(f"{spec_path} is not a valid sweep spec:\n  " + "\n  ".join(lines), 2)
-    except Exception as e:  # noqa: BLE001 - YAML syntax and type errors alike are bad input
-        _fail(f"{spec_path}: {e}", 2)
+    spec = _read_spec(spec_path)
     client = Client(url)
     sweep = _api(client.submit, spec.model_dump(mode="json"))
     if sweep["mlflow"]["url"]:
@@ -291,6 +297,52 @@ def law_fit(
         _fail(str(e), 2)
     doc = fit_law(g, b, s, v, metric=y, maximize=maximize).model_dump(mode="json")
     _print_json(doc) if as_json else print_fit(doc)
+
+
+@app.command()
+def probe(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="spec with task, model and a probe section")],
+    local: Annotated[bool, typer.Option("--local", help="run here instead of on the controller's Ray cluster")] = False,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Estimate tau2, sigma2, kappa and G* from one batch of K x M rollouts (no sweep)."""
+    spec = _read_spec(spec_path)
+    if local:
+        from service.settings import get_settings
+        from sweeps.planner import plan_trials
+        from workers.probe import run_probe
+        from workers.trainer import TrialConfig
+
+        cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
+        p = spec.probe
+        result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed)
+    else:
+        client = Client(url)
+        job = _api(client.probe, spec.model_dump(mode="json"))
+        with err.status(f"probe {job['id']}: {spec.probe.prompts} prompts x {spec.probe.completions} completions"):
+            while job["status"] not in TERMINAL:
+                time.sleep(1)
+                job = _api(client.get_probe, job["id"])
+        if job["status"] != "succeeded":
+            _fail(f"probe {job['id']} {job['status']}: {job['error']}")
+        result = job["result"]
+    if as_json:
+        return _print_json(finite_or_none(result))
+    ci = result["g_star_ci95"]
+    out.print(
+        f"tau2 = {_fmt(result['tau2'])}, sigma2 = {_fmt(result['sigma2'])}, kappa = {_fmt(result['kappa'])}"
+        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        f"  ({result['samples']} samples, {result['seconds']:.1f} s)"
+    )
+    if "exact" in result:
+        ex = result["exact"]
+        out.print(
+            f"exact: tau2 = {_fmt(ex['tau2'])}, sigma2 = {_fmt(ex['sigma2'])}, kappa = {_fmt(ex['kappa'])}, "
+            f"G* = {_fmt(ex['g_star'])}"
+        )
+    out.print(result["message"], highlight=False)
+    return None
 
 
 @app.command()

@@ -60,5 +60,11 @@ class Client:
             params["samples_per_step"] = str(samples_per_step)
         return self._call("GET", "/v1/recommendations", params=params)
 
+    def probe(self, spec: dict) -> dict:
+        return self._call("POST", "/v1/probes", json=spec)
+
+    def get_probe(self, probe_id: str) -> dict:
+        return self._call("GET", f"/v1/probes/{probe_id}")
+
     def health(self) -> dict:
         return self._call("GET", "/v1/health")

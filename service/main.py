@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.routes import health, recommendations, sweeps
+from service.routes import health, probes, recommendations, sweeps
 from service.scheduler import Scheduler
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -46,6 +46,6 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (sweeps, recommendations, health):
+    for module in (sweeps, probes, recommendations, health):
         app.include_router(module.router)
     return app

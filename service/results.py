@@ -7,29 +7,32 @@ from collections.abc import Sequence
 from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
 from service.store import Sweep, Trial
 from sweeps.law import LawFit, fit_law
+from sweeps.spec import SweepSpec
 
-FIT_METRIC = "gap"  # THEORY.md: max reward - achieved expected reward on the held-out set
 
-
-def fit_from_trials(trials: Sequence[Trial], n_boot: int = 200) -> LawFit:
+def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200) -> LawFit:
     """Fit the law on succeeded trials (no_signal, failed and unfinished trials are not data points).
 
+    The metric is the spec's: ``gap`` for outcome sweeps, ``grad_mse`` for gradient-MSE sweeps.
     A sweep whose usable trials are all no_signal gets status no_signal.
     """
+    metric = spec.measure.metric
     done = [t for t in trials if t.status == "succeeded"]
     if not done and any(t.status == "no_signal" for t in trials):
-        return LawFit(status="no_signal", message="every finished trial was no_signal (no learning signal)")
+        return LawFit(status="no_signal", metric=metric, message="every finished trial was no_signal (no learning signal)")
+    values = [t.metrics.get(metric) for t in done]
     fit = fit_law(
-        [t.group_size for t in done],
-        [t.samples_per_step for t in done],
-        [t.seed for t in done],
-        [t.metrics.get(FIT_METRIC) if t.metrics.get(FIT_METRIC) is not None else float("nan") for t in done],
-        metric=FIT_METRIC,
-        n_boot=n_boot,
-    )
+        [t.group_size for t in done], [t.samples_per_step for t in done], [t.seed for t in done],
+        [float("nan") if v is None else v for v in values], metric=metric, n_boot=n_boot,
+    )  # fmt: skip
     excluded = [t for t in trials if t.status in ("no_signal", "failed")]
     if excluded:
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"
+    if spec.grpo.advantage in ("mean", "mean_std"):
+        fit.message += (
+            f"; made on the {spec.grpo.advantage!r} advantage: the law is derived for loo (THEORY.md), "
+            "so read G* as descriptive"
+        )
     return fit
 
 

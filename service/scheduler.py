@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import ray
@@ -21,14 +21,24 @@ from sqlalchemy import select
 
 from service.results import fit_from_trials
 from service.settings import Settings
-from service.store import TRIAL_TERMINAL, Store, Sweep, Trial, finite_or_none
+from service.store import TRIAL_TERMINAL, Probe, Store, Sweep, Trial, finite_or_none
 from service.tracking import Tracking
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
-from workers.entry import run_trial
+from workers.entry import run_probe_task, run_trial
 from workers.trainer import TrialConfig
 
 log = logging.getLogger("groupscale.scheduler")
+
+
+@dataclass(frozen=True)
+class Work:
+    """A Ray task in flight: a trial or a probe, with the resources it holds."""
+
+    kind: str  # "trial" | "probe"
+    id: str
+    cpus: float
+    gpus: float
 
 
 def connect_ray(settings: Settings) -> bool:
@@ -55,7 +65,7 @@ class Scheduler:
 
     def __init__(self, store: Store, settings: Settings, tracking: Tracking | None) -> None:
         self.store, self.settings, self.tracking = store, settings, tracking
-        self._inflight: dict[ray.ObjectRef, tuple[str, float, float]] = {}  # ref -> (trial id, cpus, gpus)
+        self._inflight: dict[ray.ObjectRef, Work] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._owns_ray = False
@@ -99,6 +109,7 @@ class Scheduler:
     def _tick(self) -> None:
         self._admit()
         self._cancel_stopped()
+        self._launch_probes()
         self._launch()
         if self._inflight:
             ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=self.settings.poll_interval_s)
@@ -117,6 +128,8 @@ class Scheduler:
                 trial.status, trial.mlflow_run_id = "pending", None
             for sweep in self.store.sweeps_with_status(s, "fitting"):
                 sweep.status = "running"
+            for probe in s.scalars(select(Probe).where(Probe.status == "running")):
+                probe.status = "queued"
 
     def _admit(self) -> None:
         with self.store.session() as s:
@@ -139,12 +152,12 @@ class Scheduler:
 
     def _free(self) -> tuple[float, float]:
         total = self.cluster_resources()
-        used_cpu = sum(c for _, c, _ in self._inflight.values())
-        used_gpu = sum(g for _, _, g in self._inflight.values())
+        used_cpu = sum(w.cpus for w in self._inflight.values())
+        used_gpu = sum(w.gpus for w in self._inflight.values())
         return total.get("CPU", 0.0) - used_cpu, total.get("GPU", 0.0) - used_gpu
 
     def _launch(self) -> None:
-        running = {tid for tid, _, _ in self._inflight.values()}
+        running = {w.id for w in self._inflight.values()}
         with self.store.session() as s:
             rows = s.execute(
                 select(Trial, Sweep)
@@ -179,11 +192,40 @@ class Scheduler:
                     )
                 task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0, name=f"trial-{trial.id}")
                 ref = task.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id)
-                self._inflight[ref] = (trial.id, cpus, gpus)
+                self._inflight[ref] = Work("trial", trial.id, cpus, gpus)
                 trial.status, trial.attempts = "running", trial.attempts + 1
 
+    def _launch_probes(self) -> None:
+        with self.store.session() as s:
+            for probe in s.scalars(select(Probe).where(Probe.status == "queued").order_by(Probe.created_at)):
+                spec = SweepSpec.model_validate(probe.spec)
+                plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
+                config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))
+                cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+                task = ray.remote(run_probe_task).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
+                self._inflight[task.remote(config, spec.probe.model_dump())] = Work("probe", probe.id, cpus, gpus)
+                probe.status = "running"
+
+    def _collect_probe(self, probe_id: str, ref: ray.ObjectRef) -> None:
+        try:
+            result, error = ray.get(ref), None
+        except Exception as e:  # noqa: BLE001 - a failed probe is reported, not raised
+            result, error = None, f"{type(e).__name__}: {e}"[:4000]
+        with self.store.session() as s:
+            probe = s.get(Probe, probe_id)
+            probe.status, probe.error = ("succeeded", None) if error is None else ("failed", error)
+            probe.result = finite_or_none(result) if result is not None else None
+            if self.tracking and result is not None:
+                try:
+                    probe.mlflow_run_id = self.tracking.log_probe(probe.id, SweepSpec.model_validate(probe.spec), result)
+                except Exception:  # noqa: BLE001 - the result is stored either way; the failure is logged
+                    log.exception("logging probe %s to MLflow failed", probe_id)
+
     def _collect(self, ref: ray.ObjectRef) -> None:
-        trial_id, _, _ = self._inflight.pop(ref)
+        work = self._inflight.pop(ref)
+        if work.kind == "probe":
+            return self._collect_probe(work.id, ref)
+        trial_id = work.id
         try:
             result: dict[str, Any] = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
@@ -212,12 +254,12 @@ class Scheduler:
         if not self._inflight:
             return
         with self.store.session() as s:
-            ids = {t for t, _, _ in self._inflight.values()}
+            ids = {w.id for w in self._inflight.values() if w.kind == "trial"}
             doomed = set(s.scalars(select(Trial.id).join(Sweep).where(Trial.id.in_(ids), Sweep.status == "cancelled")))
             for trial in s.scalars(select(Trial).where(Trial.id.in_(doomed))):
                 trial.status = "cancelled"
-        for ref, (tid, _, _) in list(self._inflight.items()):
-            if tid in doomed:
+        for ref, work in list(self._inflight.items()):
+            if work.id in doomed:
                 ray.cancel(ref, force=True)
 
     def _finish(self) -> None:
@@ -239,7 +281,7 @@ class Scheduler:
                 self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "FAILED")
             sweep.mlflow_closed = True
             return
-        fit = fit_from_trials(sweep.trials)
+        fit = fit_from_trials(sweep.trials, SweepSpec.model_validate(sweep.spec))
         sweep.fit = fit.model_dump(mode="json")
         if self.tracking and sweep.mlflow_parent_run_id:
             self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, fit, f"{sweep.name}: {fit.status}")

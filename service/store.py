@@ -29,9 +29,15 @@ def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def finite_or_none(values: dict[str, Any]) -> dict[str, Any]:
-    """Replace NaN and inf by None so that they never reach a JSON response."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
+def finite_or_none(value: Any) -> Any:
+    """Replace NaN and inf by None, through dicts and lists, so that they never reach a JSON response."""
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 class Base(DeclarativeBase):
@@ -76,6 +82,21 @@ class Trial(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     sweep: Mapped[Sweep] = relationship(back_populates="trials")
+
+
+class Probe(Base):
+    """A probe request: status queued -> running -> succeeded | failed; result is the probe's JSON."""
+
+    __tablename__ = "probes"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class Store:

@@ -28,11 +28,15 @@ class Tracking:
             return None
         return f"{self.uri}/#/experiments/{experiment_id}/runs/{run_id}"
 
-    def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
-        """Create (or reuse) the experiment ``groupscale/<task>`` and the sweep's parent run."""
+    def _experiment(self, spec: SweepSpec) -> str:
+        """The experiment ``groupscale/<task>``, created on first use."""
         name = f"groupscale/{spec.task.name}"
         exp = self.client.get_experiment_by_name(name)
-        exp_id = exp.experiment_id if exp else self.client.create_experiment(name)
+        return exp.experiment_id if exp else self.client.create_experiment(name)
+
+    def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
+        """Create the sweep's parent run in the experiment ``groupscale/<task>``."""
+        exp_id = self._experiment(spec)
         run = self.client.create_run(
             exp_id, run_name=f"{spec.name} ({sweep_id})", tags={"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}
         )
@@ -43,6 +47,7 @@ class Tracking:
             "samples_per_step": ",".join(map(str, spec.samples_per_step)),
             "seeds": ",".join(map(str, spec.seeds)),
             "steps": spec.steps,
+            "measure": spec.measure.kind,
             **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
         }
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
@@ -100,6 +105,26 @@ class Tracking:
             c.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
             c.log_figure(run_id, plot_fit(fit, title), "fit.png")
         self.client.set_terminated(run_id, status)
+
+    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
+        """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
+        exp_id = self._experiment(spec)
+        run = self.client.create_run(
+            exp_id, run_name=f"probe {spec.name} ({probe_id})", tags={"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}
+        )
+        params = {
+            "task": spec.task.name,
+            "model": spec.model.label,
+            **spec.probe.model_dump(),
+            "temperature": spec.grpo.temperature,
+        }
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+        for key in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds"):
+            if isinstance(result.get(key), int | float):
+                self.client.log_metric(run.info.run_id, key, float(result[key]))
+        self.client.log_dict(run.info.run_id, result, "probe.json")
+        self.client.set_terminated(run.info.run_id, "FINISHED")
+        return run.info.run_id
 
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):

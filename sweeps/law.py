@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -73,30 +73,63 @@ class LawFit(BaseModel):
 
 @dataclass(frozen=True)
 class _Points:
-    """Seed-averaged points of one budget: G, mean y, standard error, seeds per point."""
+    """Seed-averaged points of one budget.
+
+    g: (P,) group sizes; y: (P,) seed means; se: (P,) sample standard errors (nan with one seed);
+    n: (P,) seeds per point; w: (P,) fit weights 1/se from the noise model; values: per-seed values.
+    """
 
     g: np.ndarray
     y: np.ndarray
     se: np.ndarray
     n: np.ndarray
+    w: np.ndarray
+    values: tuple[np.ndarray, ...]
+
+    def with_values(self, values: list[np.ndarray]) -> _Points:
+        """The same points (and weights) with resampled per-seed values."""
+        return replace(self, y=np.array([v.mean() for v in values]), values=tuple(values))
 
 
 def _aggregate(g: np.ndarray, y: np.ndarray) -> _Points:
     gs = np.unique(g)
-    means = np.array([y[g == v].mean() for v in gs])
-    ns = np.array([(g == v).sum() for v in gs])
-    se = np.array([y[g == v].std(ddof=1) / math.sqrt(k) if k > 1 else np.nan for v, k in zip(gs, ns)])
-    return _Points(gs.astype(float), means, se, ns)
+    values = tuple(y[g == v] for v in gs)
+    ns = np.array([v.size for v in values])
+    se = np.array([v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else np.nan for v in values])
+    return _Points(gs.astype(float), np.array([v.mean() for v in values]), se, ns, np.ones(gs.size), values)
 
 
-def _weights(se: np.ndarray) -> np.ndarray:
-    """1/se per point; missing or zero se takes the median of the others (floored at 10% of it)."""
-    good = se[np.isfinite(se) & (se > _TINY)]
-    if good.size == 0:
-        return np.ones_like(se)
-    ref = float(np.median(good))
-    se = np.where(np.isfinite(se) & (se > _TINY), se, ref)
-    return 1.0 / np.maximum(se, 0.1 * ref)
+def _noise_model(points: list[_Points]) -> list[_Points]:
+    """Weights 1/se from a variance function fitted across all points, not from each point alone.
+
+    With a few seeds per point, each point's own standard error is itself very noisy (2 degrees of
+    freedom with 3 seeds), and weighting by it makes tests and intervals overconfident. We fit
+    log var(seed) = alpha + beta log|mean| (beta in [0, 2]: from constant to multiplicative noise)
+    by least squares weighted by the degrees of freedom, and weight each point by
+    1 / sqrt(var_hat / n). With fewer than 3 points that have >= 2 seeds, the pooled variance is used.
+    """
+    y = np.concatenate([p.y for p in points])
+    n = np.concatenate([p.n for p in points])
+    var = np.concatenate([np.array([v.var(ddof=1) if v.size > 1 else np.nan for v in p.values]) for p in points])
+    ok = np.isfinite(var) & (var > _TINY) & (np.abs(y) > _TINY)
+    if not ok.any():
+        return points
+    dof = (n - 1.0)[ok]
+    pooled = float((var[ok] * dof).sum() / dof.sum())
+    model = np.full(y.size, pooled)
+    if ok.sum() >= 3 and np.ptp(np.log(np.abs(y[ok]))) > 1e-6:
+        x = np.stack([np.ones(ok.sum()), np.log(np.abs(y[ok]))], axis=1)
+        sw = np.sqrt(dof)
+        alpha, beta = np.linalg.lstsq(x * sw[:, None], np.log(var[ok]) * sw, rcond=None)[0]
+        beta = float(np.clip(beta, 0.0, 2.0))
+        alpha = float(np.average(np.log(var[ok]) - beta * np.log(np.abs(y[ok])), weights=dof))
+        model = np.exp(alpha + beta * np.log(np.maximum(np.abs(y), _TINY)))
+    out, i = [], 0
+    for p in points:
+        k = p.y.size
+        out.append(replace(p, w=1.0 / np.sqrt(model[i : i + k] / p.n)))
+        i += k
+    return out
 
 
 def _nnls_free_intercept(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
@@ -171,7 +204,7 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     if np.ptp(pts.y) <= _TINY * max(1.0, float(np.abs(pts.y).max())):
         return BudgetFit(**base, status="no_signal", message=f"B={b}: the metric is the same at every G")
     x = np.stack([np.ones_like(pts.g), pts.g, 1.0 / (pts.g - 1.0)], axis=1)
-    w = _weights(pts.se)
+    w = pts.w
     coef, rss = _nnls_free_intercept(x, pts.y, w)
     a, bb, c = (float(v) for v in coef)
     ybar = float(np.average(pts.y, weights=w**2))
@@ -226,7 +259,7 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     usable = [f for f in fits if f.status in ("ok", "boundary")]
     if len(usable) < 2:
         return None
-    arrays = [(data[f.samples_per_step].g, data[f.samples_per_step].y, _weights(data[f.samples_per_step].se)) for f in usable]
+    arrays = [(data[f.samples_per_step].g, data[f.samples_per_step].y, data[f.samples_per_step].w) for f in usable]
     g_max = max(float(g.max()) for g, _, _ in arrays)
     rho, rss_shared = _shared_rho(arrays, g_max)
     rss_sep = sum(_nnls_free_intercept(np.stack([np.ones_like(g), g, 1 / (g - 1)], 1), y, w)[1] for g, y, w in arrays)
@@ -253,12 +286,14 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     )
 
 
-def _point_estimate(
-    g: np.ndarray, b: np.ndarray, y: np.ndarray
-) -> tuple[list[BudgetFit], Universality | None, dict[int, _Points]]:
-    data = {int(v): _aggregate(g[b == v], y[b == v]) for v in np.unique(b)}
+def _aggregate_all(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> dict[int, _Points]:
+    budgets = [int(v) for v in np.unique(b)]
+    return dict(zip(budgets, _noise_model([_aggregate(g[b == v], y[b == v]) for v in budgets])))
+
+
+def _point_estimate(data: dict[int, _Points]) -> tuple[list[BudgetFit], Universality | None]:
     fits = [_fit_budget(k, p) for k, p in data.items()]
-    return fits, _universality(fits, data), data
+    return fits, _universality(fits, data)
 
 
 def _g_star_raw(fits: list[BudgetFit], uni: Universality | None) -> float | None:
@@ -271,20 +306,32 @@ def _g_star_raw(fits: list[BudgetFit], uni: Universality | None) -> float | None
     return g_star_of(usable[0].b or 0.0, usable[0].c or 0.0)
 
 
-def _bootstrap_ci(g, b, seed, y, n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
-    seeds = np.unique(seed)
-    if seeds.size < 2:
-        return None, "a 95% interval needs at least 2 seeds"
+def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
+    """Percentile interval of G* from resampling seed deviations (trials are independent).
+
+    Each point's resampled seeds are its mean plus deviations drawn from the pool of all points'
+    standardised seed deviations (y_is - mean_i) / sd_i * sqrt(n_i / (n_i - 1)), rescaled by the
+    point's noise-model sd_i. With 3 seeds a point alone has only 10 distinct resamples, which makes
+    a per-point bootstrap interval too narrow; pooling the deviations fixes that.
+    """
+    sd = {b: 1.0 / (p.w * np.sqrt(p.n)) for b, p in data.items()}  # per-seed sd from the noise model
+    pool = np.concatenate([
+        (v - v.mean()) / sd[b][i] * math.sqrt(v.size / (v.size - 1))
+        for b, p in data.items() for i, v in enumerate(p.values) if v.size > 1
+    ] or [np.array([])])  # fmt: skip
+    if pool.size < 2:
+        return None, "; a 95% interval needs at least 2 seeds per point"
     draws = []
     for _ in range(n_boot):
-        pick = rng.choice(seeds, size=seeds.size, replace=True)
-        idx = np.concatenate([np.flatnonzero(seed == s) for s in pick])
-        fits, uni, _ = _point_estimate(g[idx], b[idx], y[idx])
-        v = _g_star_raw(fits, uni)
+        boot = {
+            b: p.with_values([v.mean() + sd[b][i] * rng.choice(pool, size=v.size) for i, v in enumerate(p.values)])
+            for b, p in data.items()
+        }
+        v = _g_star_raw(*_point_estimate(boot))
         if v is not None:
             draws.append(v)
     if len(draws) < n_boot // 2:
-        return None, "most bootstrap resamples could not be fitted"
+        return None, "; most bootstrap resamples could not be fitted"
     lo, hi = np.percentile(np.array(draws), [2.5, 97.5])
     ci = [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None]
     note = "" if all(v is not None for v in ci) else "; the interval is open above (G* unbounded in some resamples)"
@@ -323,7 +370,8 @@ def fit_law(
     if g.size == 0:
         return LawFit(status="insufficient_data", message="no usable rows" + dropped, **head)
     try:
-        fits, uni, _ = _point_estimate(g, b, v)
+        data = _aggregate_all(g, b, v)
+        fits, uni = _point_estimate(data)
         statuses = {f.status for f in fits}
         if statuses <= {"no_signal"}:
             return LawFit(status="no_signal", per_budget=fits, message=f"{metric} is the same at every G" + dropped, **head)
@@ -350,7 +398,7 @@ def fit_law(
             )
             return out
         out.g_star = raw
-        ci, note = _bootstrap_ci(g, b, s, v, n_boot, np.random.default_rng(random_state))
+        ci, note = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
         out.g_star_ci95 = ci
         out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "") + dropped
         return out

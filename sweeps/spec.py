@@ -15,9 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 # Names the workers implement; tests/workers check that the registries agree with these.
-TASK_NAMES = ("arithmetic",)
-PRESET_NAMES = ("tiny-llama",)
-ADVANTAGE_NAMES = ("loo", "mean", "mean_std")
+TASK_NAMES = ("arithmetic", "bandit")
+PRESET_NAMES = ("tiny-llama", "tabular")
+ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle")
+OPTIMIZER_NAMES = ("adamw", "sgd")
 LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 MAX_GROUP_SIZE = 4096
@@ -35,13 +36,22 @@ class ArithmeticTaskSpec(_Strict):
     max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
 
 
-TaskSpec = Annotated[ArithmeticTaskSpec, Field(discriminator="name")]
+class BanditTaskSpec(_Strict):
+    """Tabular softmax contextual bandit with Bernoulli rewards (THEORY.md check instance: 20, 6, 0)."""
+
+    name: Literal["bandit"]
+    contexts: int = Field(20, ge=1, le=10_000, description="M, contexts (uniform)")
+    arms: int = Field(6, ge=2, le=1_000, description="K, arms per context")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="numpy default_rng seed of logits and success rates")
+
+
+TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec, Field(discriminator="name")]
 
 
 class ModelSpec(_Strict):
     """Either a built-in preset (tiny, built from a transformers config) or a local HF folder."""
 
-    preset: Literal["tiny-llama"] | None = None
+    preset: Literal["tiny-llama", "tabular"] | None = None
     path: str | None = Field(None, max_length=4096, description="local Hugging Face model folder")
 
     @model_validator(mode="after")
@@ -59,8 +69,9 @@ class ModelSpec(_Strict):
 class GRPOSpec(_Strict):
     """GRPO hyper-parameters (names follow TRL/verl)."""
 
-    advantage: Literal["loo", "mean", "mean_std"] = "loo"
-    lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate")
+    advantage: Literal["loo", "mean", "mean_std", "oracle"] = "loo"
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    lr: float = Field(2e-4, gt=0, le=1000.0, description="learning rate")
     temperature: float = Field(1.0, gt=0, le=10.0, description="sampling temperature; G > 1 needs > 0")
     max_new_tokens: int = Field(4, ge=1, le=4096, description="completion length cap (tokens)")
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
@@ -72,6 +83,28 @@ class GRPOSpec(_Strict):
 
 class EvalSpec(_Strict):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
+
+
+class MeasureSpec(_Strict):
+    """What a trial measures: ``outcome`` (train T steps, then the held-out gap) or ``gradient_mse``
+    (at the starting policy, the batch gradient's MSE against the exact gradient over ``repeats`` draws)."""
+
+    kind: Literal["outcome", "gradient_mse"] = "outcome"
+    repeats: int = Field(256, ge=2, le=100_000, description="gradient draws per trial (gradient_mse)")
+
+    @property
+    def metric(self) -> str:
+        """The trial metric the law is fitted to."""
+        return "gap" if self.kind == "outcome" else "grad_mse"
+
+
+class ProbeSpec(_Strict):
+    """The variance-component probe: K prompts x M completions at the starting policy."""
+
+    prompts: int = Field(256, ge=2, le=100_000, description="K, prompts")
+    completions: int = Field(16, ge=4, le=1024, description="M, completions per prompt (>= 4)")
+    projection_dim: int = Field(512, ge=8, le=65_536, description="score vectors are sketched to this size when larger")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
 class ResourcesSpec(_Strict):
@@ -97,6 +130,21 @@ class SweepSpec(_Strict):
     grpo: GRPOSpec = Field(default_factory=GRPOSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+
+    @field_validator("model")
+    @classmethod
+    def _model_fits_task(cls, v: ModelSpec, info: ValidationInfo) -> ModelSpec:
+        task = info.data.get("task")
+        if task is None:
+            return v
+        if (task.name == "bandit") != (v.preset == "tabular"):
+            raise ValueError(
+                f"task {task.name!r} needs "
+                + ("model: {preset: tabular}" if task.name == "bandit" else "a language model (preset tiny-llama or a path)")
+            )
+        return v
 
     @field_validator("samples_per_step", "seeds")
     @classmethod

@@ -75,21 +75,45 @@ def compute_mean_std_advantages(rewards: torch.Tensor, reward_range: float = 1.0
     return torch.where(std > floor, centred / std.clamp_min(floor), torch.zeros_like(centred))
 
 
-ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+def compute_oracle_advantages(rewards: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Oracle baseline: A_i = r_i - V(x) with the true value V(x) = E[r | x] (THEORY.md, `oracle`).
+
+    GRPO's loo gradient is asymptotically equivalent to this oracle (arXiv 2603.01162); its
+    excess variance is kappa / (G (G - 1)) per prompt.
+
+    Args:
+        rewards: (N, G) float.
+        values: (N,) float, V(x) of each prompt under the current policy.
+    Returns:
+        (N, G) float.
+    """
+    _check_groups(rewards)
+    if values.shape != rewards.shape[:1]:
+        raise ValueError(f"values must be (N,) = ({rewards.shape[0]},), got {tuple(values.shape)}")
+    return rewards - values.to(rewards.dtype).unsqueeze(1)
+
+
+ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
     "loo": compute_loo_advantages,
     "mean": compute_mean_advantages,
     "mean_std": compute_mean_std_advantages,
+    "oracle": compute_oracle_advantages,
 }
+NEEDS_VALUES = frozenset({"oracle"})
 
 
-def compute_advantages(rewards: torch.Tensor, estimator: str) -> torch.Tensor:
-    """Dispatch to ADVANTAGES[estimator]. rewards: (N, G) -> (N, G).
+def compute_advantages(rewards: torch.Tensor, estimator: str, values: torch.Tensor | None = None) -> torch.Tensor:
+    """Dispatch to ADVANTAGES[estimator]. rewards: (N, G) -> (N, G); values: (N,) for ``oracle``.
 
     Raises:
-        ValueError: unknown estimator (lists the valid names) or bad shape.
+        ValueError: unknown estimator (lists the valid names), bad shape, or oracle without values.
     """
     if estimator not in ADVANTAGES:
         raise ValueError(f"unknown advantage estimator {estimator!r}; valid: {', '.join(ADVANTAGES)}")
+    if estimator in NEEDS_VALUES:
+        if values is None:
+            raise ValueError(f"the {estimator!r} advantage needs the true values V(x)")
+        return ADVANTAGES[estimator](rewards, values)
     return ADVANTAGES[estimator](rewards)
 
 

@@ -9,6 +9,13 @@ from typing import Any
 from workers.trainer import TrialConfig, train_trial
 
 
+def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
+    """Run the variance-component probe (workers.probe) for a spec's task and model."""
+    from workers.probe import run_probe
+
+    return run_probe(TrialConfig(**config), probe["prompts"], probe["completions"], probe["projection_dim"], probe["seed"])
+
+
 def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Train one trial and return ``{status, metrics, reason, steps_done, seconds}``.
 

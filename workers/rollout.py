@@ -38,6 +38,17 @@ class Rollout:
         """(S, L) long."""
         return self.input_ids[:, self.prompt_len :]
 
+    def slice(self, i: int) -> Rollout:
+        """Completion i alone, as a batch of one."""
+        return Rollout(
+            self.input_ids[i : i + 1],
+            self.attention_mask[i : i + 1],
+            self.completion_mask[i : i + 1],
+            self.prompt_len,
+            self.texts[i : i + 1],
+            self.truncated[i : i + 1],
+        )
+
 
 def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
     """(S, L) long -> (S, L) float32 mask, 1 on tokens up to and including the first EOS."""
@@ -108,8 +119,7 @@ def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: f
     return torch.log_softmax(logits, dim=-1).gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
 
 
-@torch.no_grad()
-def sequence_probability(
+def sequence_logprob(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
@@ -118,14 +128,15 @@ def sequence_probability(
     max_new_tokens: int,
     temperature: float,
 ) -> torch.Tensor:
-    """Probability that sampling (as in ``generate``) returns exactly ``target`` for each prompt.
+    """Log-probability that sampling (as in ``generate``) returns exactly ``target`` for each prompt.
 
     A completion decodes to the target when it is the target's tokens followed by EOS, or the
     target's tokens alone when they fill max_new_tokens (truncation). Teacher forcing gives this
-    probability exactly, so the expected exact-match accuracy has no Monte Carlo noise.
+    probability exactly, so an expected exact-match accuracy has no Monte Carlo noise.
+    Differentiable (wrap in torch.no_grad() to evaluate only).
 
     Returns:
-        (S,) float32 probabilities (0 where the target does not fit in max_new_tokens).
+        (S,) float32 log-probabilities (-inf where the target does not fit in max_new_tokens).
     """
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
@@ -149,6 +160,6 @@ def sequence_probability(
         list(targets),
         torch.zeros(len(rows), dtype=torch.bool),
     )
-    logp = completion_logprobs(model, rollout, temperature)
-    prob = torch.exp((logp * tmask).sum(dim=1))
-    return torch.where(torch.tensor(fits, device=device), prob, torch.zeros_like(prob)).float().cpu()
+    logp = (completion_logprobs(model, rollout, temperature) * tmask).sum(dim=1)
+    fit = torch.tensor(fits, device=device)
+    return torch.where(fit, logp, torch.full_like(logp, -torch.inf))

@@ -2,7 +2,8 @@
 
 Pure of Ray and MLflow: metrics leave through the ``report(metrics, step)`` callback.
 Each step samples N = B / G prompts, G completions each (B completions in all), computes rewards,
-group advantages (workers.algos), the clipped policy loss and one AdamW step per inner step.
+group advantages (workers.algos), the clipped policy loss and one optimizer step per inner step.
+The same code path trains transformers models and the tabular bandit policy (workers.models).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import torch
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers import algos
+from workers.models.base import Policy
 from workers.models.loading import load_policy
-from workers.rollout import completion_logprobs, generate, sequence_probability
-from workers.tasks import Task, make_task
+from workers.rollout import Rollout
+from workers.tasks import Problem, Task, make_task
 
 Report = Callable[[dict[str, float], int], None]
 NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps than this without any signal is no_signal
@@ -40,6 +42,7 @@ class TrialConfig:
     seed: int
     steps: int  # T
     advantage: str = "loo"
+    optimizer: str = "adamw"
     lr: float = 2e-4
     temperature: float = 1.0
     max_new_tokens: int = 4
@@ -49,6 +52,8 @@ class TrialConfig:
     loss_aggregation: str = "seq_mean_token_mean"
     max_grad_norm: float = 1.0
     eval_prompts: int = 512
+    measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
+    mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
     num_threads: int = 1
 
@@ -60,25 +65,14 @@ class TrialConfig:
     def from_spec(cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path) -> TrialConfig:
         g = spec.grpo
         return cls(
-            task=spec.task.model_dump(),
-            model=spec.model.model_dump(exclude_none=True),
-            group_size=plan.group_size,
-            samples_per_step=plan.samples_per_step,
-            seed=plan.seed,
-            steps=spec.steps,
-            advantage=g.advantage,
-            lr=g.lr,
-            temperature=g.temperature,
-            max_new_tokens=g.max_new_tokens,
-            clip_eps=g.clip_eps,
-            inner_steps=g.inner_steps,
-            kl_beta=g.kl_beta,
-            loss_aggregation=g.loss_aggregation,
-            max_grad_norm=g.max_grad_norm,
-            eval_prompts=spec.eval.prompts,
-            cache_dir=str(cache_dir),
-            num_threads=max(1, int(spec.resources.cpus_per_trial)),
-        )
+            task=spec.task.model_dump(), model=spec.model.model_dump(exclude_none=True),
+            group_size=plan.group_size, samples_per_step=plan.samples_per_step, seed=plan.seed, steps=spec.steps,
+            advantage=g.advantage, optimizer=g.optimizer, lr=g.lr, temperature=g.temperature,
+            max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
+            loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
+            measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
+            cache_dir=str(cache_dir), num_threads=max(1, int(spec.resources.cpus_per_trial)),
+        )  # fmt: skip
 
 
 @dataclass
@@ -91,26 +85,71 @@ class TrialResult:
     steps_done: int = 0
 
 
-def evaluate(model, tokenizer, task: Task, cfg: TrialConfig) -> dict[str, float]:
-    """Held-out accuracy under the policy's own sampling (temperature as in training).
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
-    ``eval_accuracy`` is the expected exact-match accuracy, computed exactly by teacher forcing
-    (no sampling noise); ``eval_accuracy_sampled`` samples one completion per prompt with a fixed
-    seed. gap = 1 - eval_accuracy (THEORY.md: max reward - achieved expected reward).
+
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # noqa: ANN001
+    """OPTIMIZERS[name](params, lr). Raises ValueError for an unknown name (lists the valid ones)."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[name](params, lr=lr)
+
+
+def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
+    """Seed everything from cfg.seed, build the task and load the policy."""
+    torch.set_num_threads(cfg.num_threads)
+    torch.manual_seed(cfg.seed)
+    task = make_task(cfg.task)
+    return task, load_policy(cfg.model, task, Path(cfg.cache_dir)), np.random.default_rng(cfg.seed)
+
+
+@dataclass
+class Batch:
+    """One step's data: N prompts x G completions (B in all), completions of one group adjacent."""
+
+    problems: list[Problem]  # (N,)
+    rollout: Rollout  # S = B completions
+    rewards: torch.Tensor  # (N, G) float32
+    advantages: torch.Tensor  # (B,) float32
+
+
+def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator) -> Batch:
+    """Sample N = B/G prompts, G completions each, score them and compute group advantages."""
+    n, g = cfg.prompts_per_step, cfg.group_size
+    problems = task.sample_train(n, rng)
+    expanded = [p for p in problems for _ in range(g)]
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    rewards = torch.as_tensor(task.rewards(expanded, ro.texts, rng)).view(n, g)
+    values = None
+    if cfg.advantage in algos.NEEDS_VALUES:
+        with torch.no_grad():
+            values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    adv = algos.compute_advantages(rewards, cfg.advantage, values).reshape(-1)
+    return Batch(problems, ro, rewards, adv)
+
+
+def evaluate(policy: Policy, task: Task, cfg: TrialConfig) -> dict[str, float]:
+    """Held-out expected reward under the policy's own sampling (temperature as in training).
+
+    ``eval_accuracy`` is the expected reward (the accuracy, for 0/1 rewards), computed exactly
+    (teacher forcing for exact-match tasks, enumeration for the bandit), so it carries no sampling
+    noise; ``eval_accuracy_sampled`` samples one completion per prompt with a fixed seed.
+    gap = mean(max reward - expected reward) (THEORY.md).
     """
     problems = task.eval_problems(cfg.eval_prompts)
-    prompts, answers = [p.prompt for p in problems], [p.answer for p in problems]
-    model.eval()
-    exact = sequence_probability(
-        model, tokenizer, prompts, answers, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature
-    )
+    module = policy.module
+    was_training = module.training
+    module.eval()
+    with torch.no_grad():
+        v = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
     with torch.random.fork_rng():
         torch.manual_seed(EVAL_SEED)
-        ro = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-    model.train()
-    sampled = float(np.mean([task.reward(t, a) for t, a in zip(ro.texts, answers)]))
-    acc = float(exact.mean())
-    return {"eval_accuracy": acc, "eval_accuracy_sampled": sampled, "gap": 1.0 - acc}
+        ro = policy.sample([p.prompt for p in problems], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    module.train(was_training)
+    sampled = float(task.rewards(problems, ro.texts, np.random.default_rng(EVAL_SEED)).mean())
+    best = task.max_reward(problems)
+    v = v.double().numpy()
+    return {"eval_accuracy": float(v.mean()), "eval_accuracy_sampled": sampled, "gap": float((best - v).mean())}
 
 
 def _no_signal_reason(reward_mean: float, truncation: float) -> str:
@@ -124,48 +163,40 @@ def _no_signal_reason(reward_mean: float, truncation: float) -> str:
 
 
 def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """Run one GRPO trial on CPU (or the device the model was loaded on).
+    """Run one GRPO trial on the CPU.
 
-    Returns a TrialResult; a non-finite loss or gradient ends it as ``failed`` with the step and
+    Returns a TrialResult; a non-finite loss, KL or gradient ends it as ``failed`` with the step and
     cause, a trial without learning signal in most steps as ``no_signal``.
     Raises:
-        ValueError: unknown task, preset, advantage or loss aggregation.
+        ValueError: unknown task, preset, advantage, optimizer or loss aggregation.
     """
-    torch.set_num_threads(cfg.num_threads)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    task = make_task(cfg.task)
-    model, tokenizer = load_policy(cfg.model, task, Path(cfg.cache_dir))
-    ref = None
-    if cfg.kl_beta > 0:
-        ref, _ = load_policy(cfg.model, task, Path(cfg.cache_dir))
-        ref.requires_grad_(False).eval()
+    if cfg.measure == "gradient_mse":
+        from workers.gradient_mse import measure_gradient_mse
+
+        return measure_gradient_mse(cfg, report)
+    task, policy, rng = setup(cfg)
+    ref = load_policy(cfg.model, task, Path(cfg.cache_dir)) if cfg.kl_beta > 0 else None
+    if ref is not None:
+        ref.module.requires_grad_(False).eval()
+    model = policy.module
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
-    initial = evaluate(model, tokenizer, task, cfg)
+    opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr)
+    initial = evaluate(policy, task, cfg)
     report({f"{k}_initial": v for k, v in initial.items()}, 0)
-    g, n = cfg.group_size, cfg.prompts_per_step
     silent_steps, reward_sum, trunc_sum = 0, 0.0, 0.0
     for step in range(1, cfg.steps + 1):
         t0 = time.perf_counter()
-        problems = task.sample_train(n, rng)
-        prompts = [p.prompt for p in problems for _ in range(g)]  # each prompt's G completions adjacent
-        model.eval()
-        ro = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-        model.train()
+        batch = sample_batch(policy, task, cfg, rng)
+        ro, mask = batch.rollout, batch.rollout.completion_mask
         t1 = time.perf_counter()
-        answers = [p.answer for p in problems for _ in range(g)]
-        rewards = torch.tensor([task.reward(t, a) for t, a in zip(ro.texts, answers)]).view(n, g)
-        adv = algos.compute_advantages(rewards, cfg.advantage).reshape(-1)
-        zero_var = algos.zero_variance_group_fraction(rewards)
+        zero_var = algos.zero_variance_group_fraction(batch.rewards)
         silent_steps += zero_var == 1.0
-        mask = ro.completion_mask
-        old_logp = completion_logprobs(model, ro, cfg.temperature).detach() if cfg.inner_steps > 1 else None
-        ref_logp = completion_logprobs(ref, ro, cfg.temperature).detach() if ref is not None else None
+        old_logp = policy.logprobs(ro, cfg.temperature).detach() if cfg.inner_steps > 1 else None
+        ref_logp = ref.logprobs(ro, cfg.temperature).detach() if ref is not None else None
         for _ in range(cfg.inner_steps):
-            logp = completion_logprobs(model, ro, cfg.temperature)
+            logp = policy.logprobs(ro, cfg.temperature)
             per_token, clip = algos.compute_policy_loss(
-                logp, logp.detach() if old_logp is None else old_logp, adv, mask, cfg.clip_eps
+                logp, logp.detach() if old_logp is None else old_logp, batch.advantages, mask, cfg.clip_eps
             )
             kl = torch.zeros(())
             if ref_logp is not None:
@@ -175,7 +206,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             loss = algos.aggregate_loss(per_token, mask, cfg.loss_aggregation, cfg.max_new_tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
             values = {"loss": float(loss.detach()), "kl": float(kl.detach()), "grad_norm": grad_norm}
             bad = [k for k, v in values.items() if not math.isfinite(v)]
             if bad:
@@ -183,29 +214,19 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             opt.step()
         t2 = time.perf_counter()
         tokens = float(mask.sum())
-        reward_sum += float(rewards.mean())
-        trunc_sum += float(ro.truncated.float().mean())
-        report(
-            {
-                "reward_mean": float(rewards.mean()),
-                "zero_variance_group_frac": zero_var,
-                "loss": float(loss.detach()),
-                "grad_norm": grad_norm,
-                "kl": float(kl),
-                "clip_frac_low": clip.clip_frac_low,
-                "clip_frac_high": clip.clip_frac_high,
-                "completion_tokens_mean": tokens / mask.shape[0],
-                "truncation_rate": float(ro.truncated.float().mean()),
-                "tokens_per_s": tokens / max(t2 - t0, 1e-9),
-                "time_generate_s": t1 - t0,
-                "time_update_s": t2 - t1,
-            },
-            step,
-        )
+        reward_mean = float(batch.rewards.mean())
+        truncation = float(ro.truncated.float().mean())
+        reward_sum += reward_mean
+        trunc_sum += truncation
+        report({
+            "reward_mean": reward_mean, "zero_variance_group_frac": zero_var, **values,
+            "clip_frac_low": clip.clip_frac_low, "clip_frac_high": clip.clip_frac_high,
+            "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
+            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": t1 - t0, "time_update_s": t2 - t1,
+        }, step)  # fmt: skip
     if silent_steps > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(reward_sum / cfg.steps, trunc_sum / cfg.steps)
         return TrialResult("no_signal", reason=f"{silent_steps}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps)
-    final = evaluate(model, tokenizer, task, cfg)
-    metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}}
+    final = evaluate(policy, task, cfg)
     report(final, cfg.steps)
-    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+    return TrialResult("succeeded", metrics={**final, **{f"{k}_initial": v for k, v in initial.items()}}, steps_done=cfg.steps)

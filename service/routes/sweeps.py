@@ -107,6 +107,6 @@ def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
         sweep = _get(store, s, sweep_id)
         if sweep.fit is not None:
             return LawFit.model_validate(sweep.fit)
-        fit = fit_from_trials(sweep.trials, n_boot=50)
+        fit = fit_from_trials(sweep.trials, SweepSpec.model_validate(sweep.spec), n_boot=50)
         fit.message = f"provisional (sweep {sweep.status}): " + fit.message
         return fit

@@ -2,14 +2,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from sweeps import spec as spec_names
 from workers import algos
 from workers.models.loading import load_policy
 from workers.models.presets import PRESETS
-from workers.rollout import generate, sequence_probability
 from workers.tasks import TASKS, make_task
-from workers.trainer import TrialConfig, train_trial
+from workers.trainer import OPTIMIZERS, TrialConfig, train_trial
 
 TASK = {"name": "arithmetic", "max_operand": 49}
 
@@ -30,7 +30,8 @@ def cfg(cache, **over):
 
 def test_registries_match_the_spec_names():
     assert set(TASKS) == set(spec_names.TASK_NAMES)
-    assert set(PRESETS) == set(spec_names.PRESET_NAMES)
+    assert set(PRESETS) | {"tabular"} == set(spec_names.PRESET_NAMES)
+    assert set(OPTIMIZERS) == set(spec_names.OPTIMIZER_NAMES)
     assert set(algos.ADVANTAGES) == set(spec_names.ADVANTAGE_NAMES)
     assert set(algos.LOSS_AGGREGATIONS) == set(spec_names.LOSS_AGGREGATION_NAMES)
 
@@ -40,31 +41,30 @@ def test_arithmetic_split_is_disjoint_and_rewards_exact_answers():
     held_out = {p.prompt for p in task.eval_problems(625)}
     train = {p.prompt for p in task.sample_train(5000, np.random.default_rng(0))}
     assert len(held_out) == 625 and not held_out & train
-    assert task.reward("42", "42") == 1.0 and task.reward("24", "42") == 0.0
+    q = task.eval_problems(1)
+    assert task.rewards(q * 2, [q[0].answer, q[0].answer + "1"], np.random.default_rng(0)).tolist() == [1.0, 0.0]
+
+
+def expected(policy, task, problems):
+    with torch.no_grad():
+        return task.expected_reward(policy, problems, max_new_tokens=4, temperature=1.0)
 
 
 def test_preset_is_warm_started_to_the_target_band_and_round_trips(model_cache):
     task = make_task(TASK)
-    model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
-    assert 95_000 < sum(p.numel() for p in model.parameters()) < 110_000
-    problems = task.eval_problems(256)
-    p = sequence_probability(
-        model, tok, [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=4, temperature=1.0
-    )
-    assert 0.3 <= float(p.mean()) <= 0.5
+    policy = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
+    assert 95_000 < sum(p.numel() for p in policy.module.parameters()) < 110_000
+    assert 0.3 <= float(expected(policy, task, task.eval_problems(256)).mean()) <= 0.5
 
 
 def test_exact_expected_accuracy_matches_sampling(model_cache):
     task = make_task(TASK)
-    model, tok = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
+    policy = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
     problems = task.eval_problems(64)
-    exact = sequence_probability(
-        model, tok, [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=4, temperature=1.0
-    )
-    prompts = [q.prompt for q in problems for _ in range(64)]
-    ro = generate(model, tok, prompts, max_new_tokens=4, temperature=1.0)
-    hits = np.array([task.reward(t, q.answer) for t, q in zip(ro.texts, [q for q in problems for _ in range(64)])])
-    sampled = hits.reshape(64, 64).mean(1)
+    exact = expected(policy, task, problems)
+    repeated = [q for q in problems for _ in range(64)]
+    ro = policy.sample([q.prompt for q in repeated], max_new_tokens=4, temperature=1.0)
+    sampled = task.rewards(repeated, ro.texts, np.random.default_rng(0)).reshape(64, 64).mean(1)
     # 4096 samples: the standard error of the mean accuracy is < 0.008
     assert abs(sampled.mean() - float(exact.mean())) < 0.03
 

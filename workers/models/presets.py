@@ -23,7 +23,7 @@ from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
-from workers.rollout import sequence_probability
+from workers.models.lm import LMPolicy
 from workers.tasks import Task
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -81,15 +81,9 @@ PRESETS: dict[str, Callable[[PreTrainedTokenizerFast, int], PreTrainedModel]] = 
 def expected_accuracy(model: PreTrainedModel, tokenizer, task: Task, n: int, max_new_tokens: int, temperature: float) -> float:
     """Mean over the first n held-out problems of P(sampling returns the exact answer)."""
     problems = task.eval_problems(n)
-    probs = sequence_probability(
-        model,
-        tokenizer,
-        [p.prompt for p in problems],
-        [p.answer for p in problems],
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-    )
-    return float(probs.mean())
+    with torch.no_grad():
+        v = task.expected_reward(LMPolicy(model, tokenizer), problems, max_new_tokens=max_new_tokens, temperature=temperature)
+    return float(v.mean())
 
 
 def warm_start(model: PreTrainedModel, tokenizer, task: Task, recipe: WarmStart, max_new_tokens: int = 4) -> float:

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from workers.tasks.arithmetic import ArithmeticTask
+from workers.tasks.bandit import BanditTask
 from workers.tasks.base import Problem, Task
 
-TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask}
+TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask, "bandit": BanditTask}
 
 
 def make_task(spec: dict[str, Any]) -> Task:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from workers.tasks.base import Problem
 
@@ -42,8 +43,22 @@ class ArithmeticTask:
         held_out = self._split[1]
         return [self._problem(held_out[i % held_out.size]) for i in range(n)]
 
-    def reward(self, completion: str, answer: str) -> float:
-        return 1.0 if completion.strip() == answer else 0.0
+    def train_support(self) -> tuple[list[Problem], np.ndarray]:
+        train = self._split[0]
+        return [self._problem(i) for i in train], np.full(train.size, 1.0 / train.size)
+
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+        """1 for the exact sum (surrounding whitespace ignored), else 0."""
+        return np.array([c.strip() == q.answer for q, c in zip(problems, completions)], dtype=np.float32)
+
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+        """V(x) = P(the completion is exactly the answer), by teacher forcing (exact, differentiable)."""
+        return policy.answer_probability(
+            [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=max_new_tokens, temperature=temperature
+        )
+
+    def max_reward(self, problems: list[Problem]) -> np.ndarray:
+        return np.ones(len(problems))
 
     def vocabulary(self) -> str:
         return "0123456789+="

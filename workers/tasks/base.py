@@ -1,4 +1,4 @@
-"""What every task gives the trainer: problems with verifiable answers and a reward."""
+"""What every task gives the trainer: problems with verifiable rewards and their expectations."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One prompt with its reference answer (both plain text)."""
+    """One prompt with its reference answer (plain text; empty when the reward needs none)."""
 
     prompt: str
     answer: str
@@ -22,15 +23,27 @@ class Task(Protocol):
     name: str
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
-        """n training problems drawn i.i.d. (with replacement) from the training split."""
+        """n training problems drawn i.i.d. (with replacement) from the training distribution."""
         ...
 
     def eval_problems(self, n: int) -> list[Problem]:
-        """The first n problems of the fixed held-out split (cycled when n exceeds it)."""
+        """The held-out evaluation problems (a fixed set)."""
         ...
 
-    def reward(self, completion: str, answer: str) -> float:
-        """Reward of one decoded completion (text before the first EOS)."""
+    def train_support(self) -> tuple[list[Problem], np.ndarray]:
+        """Every training problem with its probability (for exact reference gradients)."""
+        ...
+
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+        """(S,) float32 rewards of decoded completions (text before the first EOS)."""
+        ...
+
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+        """(S,) V(x) = E[r | x] under the policy's own sampling, exact and differentiable."""
+        ...
+
+    def max_reward(self, problems: list[Problem]) -> np.ndarray:
+        """(S,) best achievable expected reward per problem (for the gap)."""
         ...
 
     def vocabulary(self) -> str:

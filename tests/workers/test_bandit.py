@@ -1,0 +1,96 @@
+"""The bandit's exact ground truth, the gradient-MSE mode and the probe against it (THEORY.md check values)."""
+
+import numpy as np
+import pytest
+
+from sweeps.law import fit_law
+from workers.probe import prompt_stats, run_probe
+from workers.tasks import make_task
+from workers.trainer import TrialConfig, train_trial
+
+TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
+EXACT_G_STAR = 4.205
+
+
+def bandit_cfg(**over):
+    base = dict(task=TASK, model={"preset": "tabular"}, group_size=4, samples_per_step=48, seed=0, steps=1)
+    return TrialConfig(**{**base, **over})
+
+
+def test_check_instance_reproduces_theory_values():
+    c = make_task(TASK).exact_components()
+    assert (round(c.tau2, 4), round(c.sigma2, 4), round(c.kappa, 4)) == (0.0166, 0.1452, 0.1708)
+    assert round(c.g_star, 2) == 4.21
+
+
+def test_exact_components_match_an_independent_monte_carlo():
+    """Simulate (a, r) draws per context with numpy and estimate tau2, sigma2, kappa from their definitions."""
+    task = make_task(TASK)
+    logits, p = task.initial_logits, task.success_rates
+    rng = np.random.default_rng(1)
+    n = 400_000
+    m, k = logits.shape
+    pi = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    g_rows, sigma2, zeta2 = [], [], []
+    for x in range(m):
+        a = rng.choice(k, size=n, p=pi[x])
+        r = (rng.random(n) < p[x, a]).astype(float)
+        s = np.eye(k)[a] - pi[x]
+        v = (pi[x] * p[x]).sum()
+        g = (r[:, None] * s).mean(0)
+        g_rows.append(g)
+        sigma2.append(((r - v)[:, None] * s).var(0).sum())
+        h = (r[::2] - r[1::2])[:, None] * (s[::2] - s[1::2]) / 2  # independent pairs
+        zeta2.append(h.var(0).sum())
+    gx = np.zeros((m, m * k))
+    for x, g in enumerate(g_rows):
+        gx[x, x * k : (x + 1) * k] = g
+    tau2 = gx.var(0).sum()
+    exact = task.exact_components()
+    mc = {"tau2": tau2, "sigma2": np.mean(sigma2), "kappa": np.mean(2 * np.array(zeta2) - np.array(sigma2))}
+    for key, value in mc.items():
+        assert value == pytest.approx(getattr(exact, key), rel=0.03), key
+
+
+@pytest.mark.parametrize("g, b", [(2, 48), (4, 48), (12, 48), (8, 96)])
+def test_gradient_mse_mode_traces_the_exact_mse(g, b):
+    r = train_trial(bandit_cfg(group_size=g, samples_per_step=b, measure="gradient_mse", mse_repeats=3000))
+    m = r.metrics
+    assert m["grad_mse_exact"] == pytest.approx(make_task(TASK).exact_components().gradient_mse(g, b))
+    assert m["grad_mse"] == pytest.approx(m["grad_mse_exact"], rel=0.05)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_probe_estimates_within_10_percent_with_4096_samples(seed):
+    out = run_probe(bandit_cfg(seed=seed), prompts=256, completions=16)
+    assert out["samples"] <= 4096
+    for key in ("tau2", "sigma2", "kappa", "g_star"):
+        assert out[key] == pytest.approx(out["exact"][key], rel=0.10), key
+    lo, hi = out["g_star_ci95"]
+    assert lo < out["g_star"] < hi
+
+
+def test_probe_estimators_are_unbiased_on_a_known_kernel():
+    """Scores in 1 dimension with r = s: E||h||^2 and friends have closed forms."""
+    rng = np.random.default_rng(0)
+    stats = [prompt_stats(x := rng.normal(size=8), x[:, None]) for _ in range(20000)]
+    # h = (r - r')^2 / 2 with r ~ N(0,1): E h = 1, Var h = 2, h1(z) = (z^2 + 1)/2 -> zeta1 = 1/2
+    assert np.mean([s.g_norm2 for s in stats]) == pytest.approx(1.0, abs=0.03)
+    assert np.mean([s.zeta2 for s in stats]) == pytest.approx(2.0, abs=0.06)
+    assert np.mean([s.zeta1 for s in stats]) == pytest.approx(0.5, abs=0.03)
+
+
+def test_gradient_mse_sweep_interval_contains_the_exact_g_star():
+    rows = []
+    for b in (48, 96):
+        for g in (2, 3, 4, 6, 8, 12, 16):
+            for seed in (0, 1, 2):
+                r = train_trial(bandit_cfg(group_size=g, samples_per_step=b, seed=seed, measure="gradient_mse", mse_repeats=300))
+                rows.append((g, b, seed, r.metrics["grad_mse"]))
+    fit = fit_law(*zip(*rows), metric="grad_mse")
+    assert fit.status == "ok"
+    lo, hi = fit.g_star_ci95
+    assert lo <= EXACT_G_STAR <= hi, fit
+    assert fit.universality.rejected is False
+    for budget in fit.per_budget:
+        assert budget.g_star == pytest.approx(EXACT_G_STAR, rel=0.25)

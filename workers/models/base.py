@@ -1,0 +1,32 @@
+"""What the trainer and the probe need of a policy, whatever it is (transformers LM or tabular)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from workers.rollout import Rollout
+
+
+class Policy(Protocol):
+    """A stochastic policy pi(y | x) with parameters theta.
+
+    ``module`` holds the parameters (optimizers, checkpoints, train/eval modes act on it).
+    """
+
+    module: torch.nn.Module
+
+    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float) -> Rollout:
+        """One completion per prompt (repeat a prompt G times for a group)."""
+        ...
+
+    def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:
+        """(S, L) log-probs of the rollout's completion tokens (differentiable; mask with completion_mask)."""
+        ...
+
+    def answer_probability(
+        self, prompts: list[str], answers: list[str], *, max_new_tokens: int, temperature: float
+    ) -> torch.Tensor:
+        """(S,) probability that sampling returns exactly ``answers[i]`` (differentiable)."""
+        ...
