@@ -2,10 +2,16 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+
+from sweeps.spec import load_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -97,3 +103,45 @@ def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):
     for t in trials:
         if t["mlflow_run_id"]:
             assert client.get_run(t["mlflow_run_id"]).info.status == "KILLED"
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
+EXACT_G_STAR = 4.205  # THEORY.md check instance
+
+
+def test_bandit_law_sweep_finds_the_exact_g_star(stack):
+    spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
+    sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+    sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+    assert sweep["status"] == "succeeded", sweep
+    fit = stack.http.get(f"/v1/sweeps/{sid}/fit").json()
+    assert fit["metric"] == "grad_mse" and fit["status"] == "ok", fit
+    lo, hi = fit["g_star_ci95"]
+    assert lo <= EXACT_G_STAR <= hi
+    assert fit["universality"]["shared_g_star"] == pytest.approx(EXACT_G_STAR, rel=0.1)
+    assert {b["samples_per_step"] for b in fit["per_budget"]} == {48, 96}
+    client = MlflowClient(stack.mlflow_uri)
+    fit_json = client.download_artifacts(sweep["mlflow"]["parent_run_id"], "fit.json")
+    assert json.loads(Path(fit_json).read_text())["g_star"] == pytest.approx(fit["g_star"])
+
+
+def test_probe_over_http_and_cli(stack):
+    spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "probe", str(EXAMPLES / "bandit-law.yaml"), "--json"],
+        env={**os.environ, "GROUPSCALE_URL": stack.url}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert {"tau2", "sigma2", "kappa", "g_star", "g_star_ci95"} <= set(result)
+    assert result["samples"] == spec["probe"]["prompts"] * spec["probe"]["completions"] <= 4096
+    for key in ("tau2", "sigma2", "kappa", "g_star"):
+        assert result[key] == pytest.approx(result["exact"][key], rel=0.10)
+    probe_id = stack.http.post("/v1/probes", json=spec).json()["id"]
+    deadline = time.monotonic() + 120
+    while (probe := stack.http.get(f"/v1/probes/{probe_id}").json())["status"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert probe["status"] == "succeeded" and probe["mlflow_run_id"]
+    run = MlflowClient(stack.mlflow_uri).get_run(probe["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.metrics["g_star"] == pytest.approx(probe["result"]["g_star"])
