@@ -30,8 +30,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"
     if spec.grpo.advantage in ("mean", "mean_std"):
         fit.message += (
-            f"; made on the {spec.grpo.advantage!r} advantage: the law is derived for loo (THEORY.md), "
-            "so read G* as descriptive"
+            f"; made on the {spec.grpo.advantage!r} advantage: the law is derived for loo (THEORY.md), so read G* as descriptive"
         )
     return fit
 

@@ -252,6 +252,8 @@ def _shared_rho(budgets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], g_max:
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
     res = optimize.minimize_scalar(rss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
     best = (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
+    if i == len(grid) - 1:  # the optimum lies beyond the search range: no finite rho fits better
+        return math.inf, best[1]
     return math.exp(best[0]), best[1]
 
 
@@ -265,7 +267,8 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     rss_sep = sum(_nnls_free_intercept(np.stack([np.ones_like(g), g, 1 / (g - 1)], 1), y, w)[1] for g, y, w in arrays)
     n, k = sum(g.size for g, _, _ in arrays), len(arrays)
     df1, df2 = k - 1, n - N_PARAMS * k
-    shared = 1.0 + math.sqrt(rho)
+    shared = 1.0 + math.sqrt(rho) if math.isfinite(rho) else None
+    rho = rho if math.isfinite(rho) else None
     if df2 <= 0 or rss_sep <= _TINY:
         return Universality(
             shared_g_star=shared, rho=rho, f_statistic=None, p_value=None, message="too few points per budget for the F-test"
@@ -299,7 +302,7 @@ def _point_estimate(data: dict[int, _Points]) -> tuple[list[BudgetFit], Universa
 def _g_star_raw(fits: list[BudgetFit], uni: Universality | None) -> float | None:
     """The continuous G* (inf allowed) behind the overall answer, for the bootstrap."""
     if uni is not None:
-        return uni.shared_g_star
+        return math.inf if uni.shared_g_star is None else uni.shared_g_star
     usable = [f for f in fits if f.status in ("ok", "boundary")]
     if len(usable) != 1:
         return None
@@ -321,6 +324,8 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
     ] or [np.array([])])  # fmt: skip
     if pool.size < 2:
         return None, "; a 95% interval needs at least 2 seeds per point"
+    if n_boot <= 0:
+        return None, "; no interval (n_boot = 0)"
     draws = []
     for _ in range(n_boot):
         boot = {
@@ -332,8 +337,9 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
             draws.append(v)
     if len(draws) < n_boot // 2:
         return None, "; most bootstrap resamples could not be fitted"
-    lo, hi = np.percentile(np.array(draws), [2.5, 97.5])
-    ci = [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None]
+    big = np.finfo(float).max / 4  # inf (no interior optimum) sorts last without NaN from interpolation
+    lo, hi = np.percentile(np.minimum(np.array(draws), big), [2.5, 97.5])
+    ci = [float(lo) if lo < big / 2 else None, float(hi) if hi < big / 2 else None]
     note = "" if all(v is not None for v in ci) else "; the interval is open above (G* unbounded in some resamples)"
     return ci, note
 

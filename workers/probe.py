@@ -155,7 +155,9 @@ def run_probe(
     est = combine(stats)
     boot_rng = np.random.default_rng(seed)
     draws = np.array([combine(stats, boot_rng.integers(0, prompts, prompts)).g_star for _ in range(n_boot)])
-    lo, hi = np.percentile(draws, [2.5, 97.5])
+    big = np.finfo(float).max / 4  # inf (tau2 <= 0 in a resample) sorts last without NaN from interpolation
+    lo, hi = np.percentile(np.minimum(draws, big), [2.5, 97.5]) if n_boot else (math.inf, math.inf)
+    lo, hi = (lo if lo < big / 2 else math.inf), (hi if hi < big / 2 else math.inf)
     g_star = est.g_star
     out = {
         **asdict(est), "g_star": g_star if math.isfinite(g_star) else None,

@@ -69,3 +69,19 @@ def test_health_reports_missing_components(client):
     r = client.get("/v1/health")
     assert r.status_code == 503
     assert r.json()["store"]["ok"] is True and r.json()["ray"]["ok"] is False
+
+
+def test_probe_is_queued_and_readable(client):
+    bandit = {**SPEC, "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "probe": {"prompts": 8, "completions": 4}}
+    r = client.post("/v1/probes", json=bandit)
+    assert r.status_code == 201 and r.json()["status"] == "queued"
+    assert client.get(f"/v1/probes/{r.json()['id']}").json()["spec"]["probe"]["completions"] == 4
+    assert client.get("/v1/probes/nope").status_code == 404
+    bad = client.post("/v1/probes", json={**bandit, "probe": {"completions": 3}})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "probe", "completions"]
+
+
+def test_task_and_model_must_fit(client):
+    r = client.post("/v1/sweeps", json={**SPEC, "task": {"name": "bandit"}})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "model"] and "tabular" in r.json()["detail"][0]["msg"]
