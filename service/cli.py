@@ -10,7 +10,6 @@ import json
 import math
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -352,23 +351,12 @@ def demo(
     spec_path: Annotated[Path, typer.Option("--spec")] = EXAMPLES / "arithmetic-tiny.yaml",
 ) -> None:
     """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
-    from service.stack import stop_process_group
+    from service.stack import stop_process_group, up_command
 
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.resolve() / "up.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "service",
-        "up",
-        "--port",
-        str(port),
-        "--mlflow-port",
-        str(mlflow_port),
-        "--data-dir",
-        str(data_dir),
-    ]
+    cmd = up_command(port, mlflow_port, data_dir)
     err.print(f"starting the stack (log: {log_path}) ...")
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
-from service.store import Sweep, Trial
+from service.schemas import MlflowLinks, ProbePublic, Progress, SweepPublic, TrialPublic
+from service.store import Probe, Sweep, Trial
 from sweeps.law import LawFit, fit_law
 from sweeps.spec import SweepSpec
 
@@ -84,4 +84,17 @@ def trial_public(trial: Trial) -> TrialPublic:
         attempts=trial.attempts,
         seconds=trial.seconds,
         updated_at=trial.updated_at,
+    )
+
+
+def probe_public(p: Probe) -> ProbePublic:
+    return ProbePublic(
+        id=p.id,
+        status=p.status,
+        spec=p.spec,
+        result=p.result,
+        error=p.error,
+        mlflow_run_id=p.mlflow_run_id,
+        created_at=p.created_at,
+        updated_at=p.updated_at,
     )

@@ -86,3 +86,14 @@ class Health(BaseModel):
     ray: ComponentHealth
     mlflow: ComponentHealth
     store: ComponentHealth
+
+
+class ProbePublic(BaseModel):
+    id: str
+    status: str
+    spec: dict
+    result: dict | None = None
+    error: str | None = None
+    mlflow_run_id: str | None = None
+    created_at: datetime
+    updated_at: datetime

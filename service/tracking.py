@@ -18,6 +18,12 @@ from sweeps.spec import SweepSpec
 TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
 
 
+def _spec_params(spec: SweepSpec) -> dict:
+    """Parameters every run of a spec carries (task, model, T, measure and the GRPO settings)."""
+    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind,
+            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()}}  # fmt: skip
+
+
 class Tracking:
     def __init__(self, tracking_uri: str) -> None:
         self.uri = tracking_uri.rstrip("/")
@@ -34,53 +40,32 @@ class Tracking:
         exp = self.client.get_experiment_by_name(name)
         return exp.experiment_id if exp else self.client.create_experiment(name)
 
+    def _create_run(self, experiment_id: str, name: str, tags: dict[str, str], params: dict) -> str:
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        return run.info.run_id
+
     def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
         """Create the sweep's parent run in the experiment ``groupscale/<task>``."""
         exp_id = self._experiment(spec)
-        run = self.client.create_run(
-            exp_id, run_name=f"{spec.name} ({sweep_id})", tags={"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}
-        )
         params = {
-            "task": spec.task.name,
-            "model": spec.model.label,
-            "group_sizes": ",".join(map(str, spec.group_sizes)),
-            "samples_per_step": ",".join(map(str, spec.samples_per_step)),
-            "seeds": ",".join(map(str, spec.seeds)),
-            "steps": spec.steps,
-            "measure": spec.measure.kind,
-            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
-        }
-        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-        self.client.log_dict(run.info.run_id, spec.model_dump(mode="json"), "spec.json")
-        return exp_id, run.info.run_id
+            **_spec_params(spec), "group_sizes": ",".join(map(str, spec.group_sizes)),
+            "samples_per_step": ",".join(map(str, spec.samples_per_step)), "seeds": ",".join(map(str, spec.seeds)),
+        }  # fmt: skip
+        run_id = self._create_run(exp_id, f"{spec.name} ({sweep_id})",
+                                  {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params)  # fmt: skip
+        self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
+        return exp_id, run_id
 
-    def start_trial(
-        self,
-        experiment_id: str,
-        parent_run_id: str,
-        spec: SweepSpec,
-        trial_id: str,
-        group_size: int,
-        samples_per_step: int,
-        seed: int,
-    ) -> str:
-        run = self.client.create_run(
-            experiment_id,
-            run_name=f"G={group_size} B={samples_per_step} seed={seed}",
-            tags={"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"},
-        )
+    def start_trial(self, experiment_id: str, parent_run_id: str, spec: SweepSpec, trial_id: str,
+                    group_size: int, samples_per_step: int, seed: int) -> str:  # fmt: skip
+        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run)."""
         params = {
-            "group_size": group_size,
-            "samples_per_step": samples_per_step,
-            "prompts_per_step": samples_per_step // group_size,
-            "seed": seed,
-            "steps": spec.steps,
-            "task": spec.task.name,
-            "model": spec.model.label,
-            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
-        }
-        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-        return run.info.run_id
+            **_spec_params(spec), "group_size": group_size, "samples_per_step": samples_per_step,
+            "prompts_per_step": samples_per_step // group_size, "seed": seed,
+        }  # fmt: skip
+        tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
+        return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
 
     def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
         self.client.set_tag(run_id, "groupscale.status", status)
@@ -108,23 +93,15 @@ class Tracking:
 
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
         """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
-        exp_id = self._experiment(spec)
-        run = self.client.create_run(
-            exp_id, run_name=f"probe {spec.name} ({probe_id})", tags={"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}
-        )
-        params = {
-            "task": spec.task.name,
-            "model": spec.model.label,
-            **spec.probe.model_dump(),
-            "temperature": spec.grpo.temperature,
-        }
-        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+        params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
+        run_id = self._create_run(self._experiment(spec), f"probe {spec.name} ({probe_id})",
+                                  {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}, params)  # fmt: skip
         for key in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds"):
             if isinstance(result.get(key), int | float):
-                self.client.log_metric(run.info.run_id, key, float(result[key]))
-        self.client.log_dict(run.info.run_id, result, "probe.json")
-        self.client.set_terminated(run.info.run_id, "FINISHED")
-        return run.info.run_id
+                self.client.log_metric(run_id, key, float(result[key]))
+        self.client.log_dict(run_id, result, "probe.json")
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
 
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):

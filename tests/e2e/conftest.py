@@ -4,12 +4,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from service.stack import up_command
 
 
 def free_port() -> int:
@@ -30,18 +31,7 @@ class Stack:
 
     def start(self, timeout_s: float = 180) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-        cmd = [
-            sys.executable,
-            "-m",
-            "service",
-            "up",
-            "--port",
-            str(self.port),
-            "--mlflow-port",
-            str(self.mlflow_port),
-            "--data-dir",
-            str(self.data_dir),
-        ]
+        cmd = up_command(self.port, self.mlflow_port, self.data_dir)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
