@@ -34,6 +34,9 @@ def preflight(spec: SweepSpec, settings: Settings, cluster_gpus: float | None) -
             ("resources", "gpus_per_trial"),
             f"gpus_per_trial={gpus} but the cluster has {cluster_gpus:g} GPUs; allowed: 0 to {cluster_gpus:g}",
         )
+    task_path = getattr(spec.task, "path", None)
+    if task_path is not None and not Path(task_path).expanduser().is_file():
+        raise SpecError(("task", "path"), f"{task_path!r} is not a readable file on the controller")
     if spec.model.path is not None:
         path = Path(spec.model.path).expanduser().resolve()
         root = settings.model_root.expanduser().resolve() if settings.model_root else None

@@ -179,7 +179,8 @@ class Scheduler:
                     for p in plan_trials(spec)
                     if (p.group_size, p.samples_per_step, p.seed) == (trial.group_size, trial.samples_per_step, trial.seed)
                 )
-                config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))
+                ckpt = self.settings.data_dir.resolve() / "checkpoints" / trial.id  # a rerun resumes from it
+                config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
                 if self.tracking and sweep.mlflow_parent_run_id:
                     trial.mlflow_run_id = self.tracking.start_trial(
                         sweep.mlflow_experiment_id,

@@ -15,7 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 # Names the workers implement; tests/workers check that the registries agree with these.
-TASK_NAMES = ("arithmetic", "bandit")
+TASK_NAMES = ("arithmetic", "bandit", "jsonl")
+REWARD_NAMES = ("exact_match", "numeric_match")
 PRESET_NAMES = ("tiny-llama", "tabular")
 ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle")
 OPTIMIZER_NAMES = ("adamw", "sgd")
@@ -45,7 +46,16 @@ class BanditTaskSpec(_Strict):
     seed: int = Field(0, ge=0, le=2**31 - 1, description="numpy default_rng seed of logits and success rates")
 
 
-TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec, Field(discriminator="name")]
+class JsonlTaskSpec(_Strict):
+    """Your data: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
+
+    name: Literal["jsonl"]
+    path: str = Field(..., min_length=1, max_length=4096, description="local .jsonl file")
+    reward: Literal["exact_match", "numeric_match"] = "exact_match"
+    eval_fraction: float = Field(0.2, gt=0, lt=1, description="share of lines held out for evaluation")
+
+
+TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec, Field(discriminator="name")]
 
 
 class ModelSpec(_Strict):
@@ -75,6 +85,8 @@ class GRPOSpec(_Strict):
     temperature: float = Field(1.0, gt=0, le=10.0, description="sampling temperature; G > 1 needs > 0")
     max_new_tokens: int = Field(4, ge=1, le=4096, description="completion length cap (tokens)")
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
+    clip_eps_high: float | None = Field(None, gt=0, le=10, description="upper clip epsilon (DAPO clip-higher); default clip_eps")
+    reward_scale: float = Field(1.0, gt=0, le=1e6, description="rewards are multiplied by this before advantages")
     inner_steps: int = Field(1, ge=1, le=16, description="optimizer steps per batch (mu)")
     kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
     loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
@@ -127,6 +139,7 @@ class SweepSpec(_Strict):
     )
     seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
     steps: int = Field(150, ge=1, le=1_000_000, description="optimizer steps T per trial")
+    checkpoint_every: int = Field(50, ge=0, le=1_000_000, description="steps between trial checkpoints (0: none)")
     grpo: GRPOSpec = Field(default_factory=GRPOSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -143,6 +156,17 @@ class SweepSpec(_Strict):
             raise ValueError(
                 f"task {task.name!r} needs "
                 + ("model: {preset: tabular}" if task.name == "bandit" else "a language model (preset tiny-llama or a path)")
+            )
+        return v
+
+    @field_validator("measure")
+    @classmethod
+    def _measure_fits_task(cls, v: MeasureSpec, info: ValidationInfo) -> MeasureSpec:
+        task = info.data.get("task")
+        if v.kind == "gradient_mse" and getattr(task, "reward", "exact_match") != "exact_match":
+            raise ValueError(
+                "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
+                "arithmetic, bandit, or jsonl with reward exact_match"
             )
         return v
 

@@ -152,7 +152,7 @@ def compute_policy_loss(
     """
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     ratio = torch.exp(logp - old_logp)
-    adv = advantages.unsqueeze(1)
+    adv = advantages.to(logp.device, logp.dtype).unsqueeze(1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + eps_high) * adv
     m = mask.to(logp.dtype)
@@ -163,6 +163,33 @@ def compute_policy_loss(
         high = ((ratio > 1.0 + eps_high) & (adv > 0)).to(m.dtype) * m
         stats = PolicyLossStats(float(low.sum() / n), float(high.sum() / n))
     return loss, stats
+
+
+def clip_active(
+    ratio: torch.Tensor, advantages: torch.Tensor, clip_eps: float, clip_eps_high: float | None = None
+) -> torch.Tensor:
+    """(S, L) bool: tokens whose PPO-clip term is on the clipped branch, so their gradient is zero.
+
+    ratio: (S, L); advantages: (S,).
+    """
+    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    adv = advantages.to(ratio.device).unsqueeze(1)
+    return ((ratio > 1.0 + eps_high) & (adv > 0)) | ((ratio < 1.0 - clip_eps) & (adv < 0))
+
+
+def compute_momentum_overshoot(
+    ratio_before: torch.Tensor, ratio_after: torch.Tensor, clipped_before: torch.Tensor, mask: torch.Tensor
+) -> float:
+    """Share of completion tokens that an optimizer step pushed further outside the clip region
+    although their gradient was clipped (zero) in that step.
+
+    With zero gradient only optimizer state (momentum, Adam's moments) can move them: the momentum
+    overshoot of "On the Hidden Objective Biases of Group-based RL", arXiv 2601.05002.
+    Shapes: (S, L) each; returns a fraction of masked tokens.
+    """
+    m = mask.to(torch.bool)
+    further = (ratio_after - 1.0).abs() > (ratio_before - 1.0).abs()
+    return float((clipped_before & further & m).sum() / m.sum().clamp_min(1))
 
 
 def _token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:

@@ -107,16 +107,30 @@ def generate(
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu())
 
 
+def _completion_log_softmax(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
+    """(S, L, V) float32 log-softmax of logits / temperature at the completion positions."""
+    ids, att = rollout.input_ids, rollout.attention_mask
+    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att)).logits
+    return torch.log_softmax(logits[:, rollout.prompt_len - 1 : -1].float() / temperature, dim=-1)
+
+
 def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
     """Log-probs of the sampled completion tokens, logits scaled by 1/temperature (as sampled).
 
     Returns:
         (S, L) float32; values off the completion mask are meaningless (mask them).
     """
-    ids, att = rollout.input_ids, rollout.attention_mask
-    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att)).logits
-    logits = logits[:, rollout.prompt_len - 1 : -1].float() / temperature
-    return torch.log_softmax(logits, dim=-1).gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+    logp_all = _completion_log_softmax(model, rollout, temperature)
+    return logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def completion_logprobs_entropy(
+    model: PreTrainedModel, rollout: Rollout, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like completion_logprobs, plus the per-token entropy of the sampling distribution (nats), both (S, L)."""
+    logp_all = _completion_log_softmax(model, rollout, temperature)
+    logp = logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+    return logp, -(logp_all.exp() * logp_all).sum(dim=-1)
 
 
 def sequence_logprob(

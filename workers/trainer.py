@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import torch
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers import algos
+from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.models.base import Policy
 from workers.models.loading import load_policy
 from workers.rollout import Rollout
@@ -47,6 +48,8 @@ class TrialConfig:
     temperature: float = 1.0
     max_new_tokens: int = 4
     clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    reward_scale: float = 1.0
     inner_steps: int = 1
     kl_beta: float = 0.0
     loss_aggregation: str = "seq_mean_token_mean"
@@ -55,6 +58,9 @@ class TrialConfig:
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0  # steps; 0 disables
+    device: str = "cpu"  # or cuda (bf16 autocast)
     num_threads: int = 1
 
     @property
@@ -62,16 +68,21 @@ class TrialConfig:
         return self.samples_per_step // self.group_size
 
     @classmethod
-    def from_spec(cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path) -> TrialConfig:
+    def from_spec(
+        cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path, checkpoint_dir: str | Path | None = None
+    ) -> TrialConfig:
         g = spec.grpo
         return cls(
             task=spec.task.model_dump(), model=spec.model.model_dump(exclude_none=True),
             group_size=plan.group_size, samples_per_step=plan.samples_per_step, seed=plan.seed, steps=spec.steps,
             advantage=g.advantage, optimizer=g.optimizer, lr=g.lr, temperature=g.temperature,
-            max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
+            max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, clip_eps_high=g.clip_eps_high,
+            reward_scale=g.reward_scale, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
             loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
             measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
-            cache_dir=str(cache_dir), num_threads=max(1, int(spec.resources.cpus_per_trial)),
+            cache_dir=str(cache_dir), checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+            checkpoint_every=spec.checkpoint_every, device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
+            num_threads=max(1, int(spec.resources.cpus_per_trial)),
         )  # fmt: skip
 
 
@@ -97,10 +108,14 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # no
 
 def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     """Seed everything from cfg.seed, build the task and load the policy."""
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
-    return task, load_policy(cfg.model, task, Path(cfg.cache_dir)), np.random.default_rng(cfg.seed)
+    policy = load_policy(cfg.model, task, Path(cfg.cache_dir))
+    policy.module.to(cfg.device)
+    return task, policy, np.random.default_rng(cfg.seed)
 
 
 @dataclass
@@ -109,8 +124,8 @@ class Batch:
 
     problems: list[Problem]  # (N,)
     rollout: Rollout  # S = B completions
-    rewards: torch.Tensor  # (N, G) float32
-    advantages: torch.Tensor  # (B,) float32
+    rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale)
+    advantages: torch.Tensor  # (B,) float32, of the scaled rewards
 
 
 def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator) -> Batch:
@@ -124,7 +139,8 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     if cfg.advantage in algos.NEEDS_VALUES:
         with torch.no_grad():
             values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-    adv = algos.compute_advantages(rewards, cfg.advantage, values).reshape(-1)
+        values = values.float().cpu() * cfg.reward_scale
+    adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
     return Batch(problems, ro, rewards, adv)
 
 
@@ -148,7 +164,7 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig) -> dict[str, float]:
     module.train(was_training)
     sampled = float(task.rewards(problems, ro.texts, np.random.default_rng(EVAL_SEED)).mean())
     best = task.max_reward(problems)
-    v = v.double().numpy()
+    v = v.double().cpu().numpy()
     return {"eval_accuracy": float(v.mean()), "eval_accuracy_sampled": sampled, "gap": float((best - v).mean())}
 
 
@@ -162,9 +178,67 @@ def _no_signal_reason(reward_mean: float, truncation: float) -> str:
     return "groups had equal rewards in most steps: raise the temperature"
 
 
-def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """Run one GRPO trial on the CPU.
+@dataclass
+class UpdateStats:
+    loss: float
+    kl: float
+    grad_norm: float
+    entropy: float
+    clip_frac_low: float
+    clip_frac_high: float
+    momentum_overshoot_frac: float
 
+
+def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
+    """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
+
+    Returns the last inner step's statistics; the momentum overshoot is averaged over inner steps.
+    Raises:
+        FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
+    """
+    ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
+    with torch.no_grad():
+        old_logp = policy.logprobs(ro, cfg.temperature) if cfg.inner_steps > 1 else None
+        ref_logp = ref.logprobs(ro, cfg.temperature) if ref is not None else None
+    overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
+    for _ in range(cfg.inner_steps):
+        logp, entropy = policy.logprobs_entropy(ro, cfg.temperature)
+        base = logp.detach() if old_logp is None else old_logp
+        ratio = torch.exp(logp.detach() - base)
+        if prev is not None:
+            overshoot.append(algos.compute_momentum_overshoot(prev[0], ratio, prev[1], mask))
+        per_token, clip = algos.compute_policy_loss(logp, base, batch.advantages, mask, cfg.clip_eps, cfg.clip_eps_high)
+        kl = torch.zeros((), device=logp.device)
+        if ref_logp is not None:
+            kl_tok = algos.compute_kl_k3(logp, ref_logp)
+            per_token = per_token + cfg.kl_beta * kl_tok * mask
+            kl = (kl_tok * mask).sum() / mask.sum().clamp_min(1.0)
+        loss = algos.aggregate_loss(per_token, mask, cfg.loss_aggregation, cfg.max_new_tokens)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        values = {"loss": float(loss.detach()), "kl": float(kl.detach()), "grad_norm": grad_norm}
+        bad = [k for k, v in values.items() if not math.isfinite(v)]
+        if bad:
+            raise FloatingPointError(f"non-finite {', '.join(bad)}")
+        opt.step()
+        prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.clip_eps, cfg.clip_eps_high))
+    if cfg.inner_steps > 1:  # where did the last step leave the clipped tokens?
+        with torch.no_grad():
+            after = torch.exp(policy.logprobs(ro, cfg.temperature) - old_logp)
+        overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
+    m = mask.sum().clamp_min(1.0)
+    return UpdateStats(
+        **values, entropy=float((entropy.detach() * mask).sum() / m), clip_frac_low=clip.clip_frac_low,
+        clip_frac_high=clip.clip_frac_high, momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
+    )  # fmt: skip
+
+
+def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
+    """Run one GRPO trial (CPU, or CUDA with bf16 autocast when cfg.device is cuda).
+
+    With cfg.checkpoint_dir and checkpoint_every, the model, optimizer, RNG states and counters
+    are saved every k steps and a restarted trial continues from the last checkpoint.
     Returns a TrialResult; a non-finite loss, KL or gradient ends it as ``failed`` with the step and
     cause, a trial without learning signal in most steps as ``no_signal``.
     Raises:
@@ -177,56 +251,53 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     task, policy, rng = setup(cfg)
     ref = load_policy(cfg.model, task, Path(cfg.cache_dir)) if cfg.kl_beta > 0 else None
     if ref is not None:
-        ref.module.requires_grad_(False).eval()
+        ref.module.requires_grad_(False).eval().to(cfg.device)
     model = policy.module
     model.train()
     opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr)
-    initial = evaluate(policy, task, cfg)
-    report({f"{k}_initial": v for k, v in initial.items()}, 0)
-    silent_steps, reward_sum, trunc_sum = 0, 0.0, 0.0
-    for step in range(1, cfg.steps + 1):
+    counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
+    ckpt = load_checkpoint(cfg.checkpoint_dir)
+    if ckpt is None:
+        initial, first = evaluate(policy, task, cfg), 1
+        report({f"{k}_initial": v for k, v in initial.items()}, 0)
+    else:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        rng.bit_generator.state = ckpt["numpy_rng"]
+        counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
+    for step in range(first, cfg.steps + 1):
         t0 = time.perf_counter()
         batch = sample_batch(policy, task, cfg, rng)
-        ro, mask = batch.rollout, batch.rollout.completion_mask
         t1 = time.perf_counter()
-        zero_var = algos.zero_variance_group_fraction(batch.rewards)
-        silent_steps += zero_var == 1.0
-        old_logp = policy.logprobs(ro, cfg.temperature).detach() if cfg.inner_steps > 1 else None
-        ref_logp = ref.logprobs(ro, cfg.temperature).detach() if ref is not None else None
-        for _ in range(cfg.inner_steps):
-            logp = policy.logprobs(ro, cfg.temperature)
-            per_token, clip = algos.compute_policy_loss(
-                logp, logp.detach() if old_logp is None else old_logp, batch.advantages, mask, cfg.clip_eps
-            )
-            kl = torch.zeros(())
-            if ref_logp is not None:
-                kl_tok = algos.compute_kl_k3(logp, ref_logp)
-                per_token = per_token + cfg.kl_beta * kl_tok * mask
-                kl = (kl_tok * mask).sum() / mask.sum().clamp_min(1.0)
-            loss = algos.aggregate_loss(per_token, mask, cfg.loss_aggregation, cfg.max_new_tokens)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            values = {"loss": float(loss.detach()), "kl": float(kl.detach()), "grad_norm": grad_norm}
-            bad = [k for k, v in values.items() if not math.isfinite(v)]
-            if bad:
-                return TrialResult("failed", reason=f"non-finite {', '.join(bad)} at step {step}", steps_done=step - 1)
-            opt.step()
+        try:
+            upd = grpo_update(policy, ref, opt, batch, cfg)
+        except FloatingPointError as e:
+            return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
         t2 = time.perf_counter()
-        tokens = float(mask.sum())
-        reward_mean = float(batch.rewards.mean())
+        ro, mask = batch.rollout, batch.rollout.completion_mask
+        zero_var = algos.zero_variance_group_fraction(batch.rewards)
+        tokens, reward_mean = float(mask.sum()), float(batch.rewards.mean())
         truncation = float(ro.truncated.float().mean())
-        reward_sum += reward_mean
-        trunc_sum += truncation
+        counters["silent_steps"] += int(zero_var == 1.0)
+        counters["reward_sum"] += reward_mean
+        counters["trunc_sum"] += truncation
         report({
-            "reward_mean": reward_mean, "zero_variance_group_frac": zero_var, **values,
-            "clip_frac_low": clip.clip_frac_low, "clip_frac_high": clip.clip_frac_high,
+            "reward_mean": reward_mean, "zero_variance_group_frac": zero_var,
+            "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var), **asdict(upd),
             "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
-            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": t1 - t0, "time_update_s": t2 - t1,
+            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_sample_s": t1 - t0, "time_update_s": t2 - t1,
         }, step)  # fmt: skip
-    if silent_steps > NO_SIGNAL_STEP_FRACTION * cfg.steps:
-        reason = _no_signal_reason(reward_sum / cfg.steps, trunc_sum / cfg.steps)
-        return TrialResult("no_signal", reason=f"{silent_steps}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps)
+        if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            save_checkpoint(cfg.checkpoint_dir, {
+                "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
+                "counters": counters, "initial": initial,
+            })  # fmt: skip
+    if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
+        reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
+        return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}",
+                           steps_done=cfg.steps)  # fmt: skip
     final = evaluate(policy, task, cfg)
     report(final, cfg.steps)
     return TrialResult("succeeded", metrics={**final, **{f"{k}_initial": v for k, v in initial.items()}}, steps_done=cfg.steps)

@@ -25,6 +25,10 @@ class Policy(Protocol):
         """(S, L) log-probs of the rollout's completion tokens (differentiable; mask with completion_mask)."""
         ...
 
+    def logprobs_entropy(self, rollout: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(S, L) log-probs as ``logprobs`` and (S, L) entropy of the sampling distribution (nats)."""
+        ...
+
     def answer_probability(
         self, prompts: list[str], answers: list[str], *, max_new_tokens: int, temperature: float
     ) -> torch.Tensor:

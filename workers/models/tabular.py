@@ -45,8 +45,13 @@ class TabularPolicy:
         )
 
     def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:
+        return self.logprobs_entropy(rollout, temperature)[0]
+
+    def logprobs_entropy(self, rollout: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(S, 1) log-probs of the sampled arms and (S, 1) entropies (nats)."""
         ctx, arms = rollout.input_ids[:, 0], rollout.input_ids[:, 1:]
-        return torch.log_softmax(self.module.logits[ctx] / temperature, dim=-1).gather(1, arms)
+        logp_all = torch.log_softmax(self.module.logits[ctx] / temperature, dim=-1)
+        return logp_all.gather(1, arms), -(logp_all.exp() * logp_all).sum(dim=-1, keepdim=True)
 
     def answer_probability(
         self, prompts: list[str], answers: list[str], *, max_new_tokens: int, temperature: float

@@ -8,8 +8,9 @@ from typing import Any
 from workers.tasks.arithmetic import ArithmeticTask
 from workers.tasks.bandit import BanditTask
 from workers.tasks.base import Problem, Task
+from workers.tasks.jsonl import JsonlTask
 
-TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask, "bandit": BanditTask}
+TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask, "bandit": BanditTask, "jsonl": JsonlTask}
 
 
 def make_task(spec: dict[str, Any]) -> Task:

@@ -1,0 +1,120 @@
+"""The ``jsonl`` task: your own prompts and answers, one JSON object a line.
+
+Each line is ``{"prompt": "...", "answer": "..."}`` (a numeric answer may be a number). A fixed
+share of the lines (``eval_fraction``, chosen by a seeded permutation) is held out for evaluation.
+Rewards come from REWARDS: ``exact_match`` (the completion, stripped, equals the answer) or
+``numeric_match`` (the first number in the completion equals the answer's number).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from workers.tasks.base import Problem
+
+SPLIT_SEED = 12345
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def exact_match(completion: str, answer: str) -> float:
+    return 1.0 if completion.strip() == answer.strip() else 0.0
+
+
+def numeric_match(completion: str, answer: str) -> float:
+    """1 when the first number in the completion equals float(answer) (relative tolerance 1e-6)."""
+    found = _NUMBER.search(completion)
+    if found is None:
+        return 0.0
+    try:
+        return 1.0 if math.isclose(float(found.group()), float(answer), rel_tol=1e-6, abs_tol=1e-9) else 0.0
+    except ValueError:
+        return 0.0
+
+
+REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "numeric_match": numeric_match}
+
+
+def read_problems(path: Path) -> list[Problem]:
+    """Parse the file. Raises ValueError naming the line for anything but prompt/answer objects."""
+    problems = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "answer" not in row:
+            raise ValueError(f'{path}:{i}: each line must be {{"prompt": str, "answer": str or number}}')
+        problems.append(Problem(row["prompt"], str(row["answer"])))
+    if len(problems) < 2:
+        raise ValueError(f"{path}: needs at least 2 problems (one to train, one to evaluate), found {len(problems)}")
+    return problems
+
+
+@dataclass(frozen=True)
+class JsonlTask:
+    path: str
+    reward: str = "exact_match"
+    eval_fraction: float = 0.2
+    oracle_samples: int = 8  # completions per prompt for Monte Carlo V(x) when the reward is not exact_match
+    name: str = "jsonl"
+    digest: str = field(init=False, default="")  # content hash: part of repr, so caches follow the data
+    _split: tuple[list[Problem], list[Problem]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; valid: {', '.join(REWARDS)}")
+        path = Path(self.path)
+        problems = read_problems(path)
+        perm = np.random.default_rng(SPLIT_SEED).permutation(len(problems))
+        n_eval = min(len(problems) - 1, max(1, int(round(self.eval_fraction * len(problems)))))
+        object.__setattr__(self, "digest", hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+        object.__setattr__(self, "_split", ([problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]))
+
+    @property
+    def exact_expected_reward(self) -> bool:
+        return self.reward == "exact_match"
+
+    def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
+        train = self._split[0]
+        return [train[i] for i in rng.integers(0, len(train), size=n)]
+
+    def eval_problems(self, n: int) -> list[Problem]:
+        held_out = self._split[1]
+        return [held_out[i % len(held_out)] for i in range(n)]
+
+    def train_support(self) -> tuple[list[Problem], np.ndarray]:
+        train = self._split[0]
+        return list(train), np.full(len(train), 1.0 / len(train))
+
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+        fn = REWARDS[self.reward]
+        return np.array([fn(c, q.answer) for q, c in zip(problems, completions)], dtype=np.float32)
+
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+        """Exact (teacher forcing) for exact_match; otherwise a Monte Carlo mean over oracle_samples
+        completions per prompt, without gradient (these samples are not counted in the budget B)."""
+        if self.exact_expected_reward:
+            return policy.answer_probability([q.prompt for q in problems], [q.answer for q in problems],
+                                             max_new_tokens=max_new_tokens, temperature=temperature)  # fmt: skip
+        k = self.oracle_samples
+        expanded = [q for q in problems for _ in range(k)]
+        ro = policy.sample([q.prompt for q in expanded], max_new_tokens=max_new_tokens, temperature=temperature)
+        r = self.rewards(expanded, ro.texts, np.random.default_rng(0))
+        return torch.as_tensor(r.reshape(len(problems), k).mean(axis=1))
+
+    def max_reward(self, problems: list[Problem]) -> np.ndarray:
+        return np.ones(len(problems))
+
+    def vocabulary(self) -> str:
+        return "".join(sorted({ch for q in self._split[0] + self._split[1] for ch in q.prompt + q.answer}))
