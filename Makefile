@@ -26,6 +26,7 @@ test-all: setup
 	$(BIN)/pytest -q
 
 bench: setup
+	$(BIN)/pip install -q -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: setup

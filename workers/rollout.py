@@ -110,8 +110,11 @@ def generate(
 def _completion_log_softmax(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
     """(S, L, V) float32 log-softmax of logits / temperature at the completion positions."""
     ids, att = rollout.input_ids, rollout.attention_mask
-    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att)).logits
-    return torch.log_softmax(logits[:, rollout.prompt_len - 1 : -1].float() / temperature, dim=-1)
+    n_completion = ids.shape[1] - rollout.prompt_len
+    # Only the L + 1 last positions need logits (the LM head over a large vocabulary is costly).
+    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att),
+                   logits_to_keep=n_completion + 1).logits  # fmt: skip
+    return torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
 
 
 def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
