@@ -8,6 +8,7 @@ attention mask, so left padding does not shift positions between generation and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -63,6 +64,13 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(dim=1) - 1).clamp_min(0)
 
 
+@lru_cache(maxsize=64)
+def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
+    """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free)."""
+    return GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
+                            pad_token_id=pad_token_id, eos_token_id=eos_token_id)  # fmt: skip
+
+
 @torch.no_grad()
 def generate(
     model: PreTrainedModel,
@@ -86,15 +94,7 @@ def generate(
     """
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-    config = GenerationConfig(
-        do_sample=True,
-        temperature=temperature,
-        top_k=0,
-        top_p=1.0,
-        max_new_tokens=max_new_tokens,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tokenizer.eos_token_id)
     out = model.generate(**enc, generation_config=config)
     prompt_len = enc["input_ids"].shape[1]
     completion = out[:, prompt_len:]
