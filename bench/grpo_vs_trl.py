@@ -96,8 +96,10 @@ def main() -> None:
         ours = groupscale_seconds_per_step(folder, cache, args)
         theirs = trl_seconds_per_step(folder, Path(tmp) / "trl", args)
     print(f"versions: torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}")
-    print(f"work: tiny-llama ({folder.name}), B={args.samples_per_step}, G={args.group_size}, "
-          f"max_new_tokens={args.max_new_tokens}, {args.steps} steps, 1 CPU thread, both from the same weights")
+    print(
+        f"work: tiny-llama ({folder.name}), B={args.samples_per_step}, G={args.group_size}, "
+        f"max_new_tokens={args.max_new_tokens}, {args.steps} steps, 1 CPU thread, both from the same weights"
+    )
     print(f"groupscale: {ours * 1000:.1f} ms/step;  TRL GRPOTrainer: {theirs * 1000:.1f} ms/step")
     print(f"speedup_vs_trl: {theirs / ours:.2f}")
 

@@ -48,6 +48,8 @@ def _api(fn, *args: Any) -> Any:  # noqa: ANN001
     try:
         return fn(*args)
     except ApiError as e:
+        if e.status == 404 and not e.is_json:
+            _fail(f"the server at {e.url} is not a groupscale controller (check --url / GROUPSCALE_URL)")
         if isinstance(e.detail, list):
             lines = [f"{'.'.join(str(p) for p in d.get('loc', []) if p != 'body')}: {d.get('msg')}" for d in e.detail]
             _fail("the server refused the input:\n  " + "\n  ".join(lines), 2)
@@ -97,6 +99,7 @@ def print_fit(fit: dict) -> None:
 def _free_port(preferred: int) -> int:
     for candidate in (preferred, 0):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
             try:
                 s.bind(("127.0.0.1", candidate))
                 return s.getsockname()[1]
@@ -143,7 +146,7 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
 def _read_spec(spec_path: Path) -> SweepSpec:
     """Load and validate a spec file; bad input exits 2 with every field error."""
     if not spec_path.is_file():
-        _fail(f"SPEC.yaml: no file {spec_path}", 2)
+        _fail(f"SPEC.yaml: {spec_path} is {'a directory' if spec_path.is_dir() else 'not there'}; give a spec file", 2)
     try:
         return load_spec(spec_path)
     except ValidationError as e:
@@ -193,7 +196,8 @@ def status(
     if as_json:
         return _print_json(sweeps)
     t = Table()
-    for col in ("id", "name", "status", "done/total", "fit", "G*", "created"):
+    t.add_column("id", no_wrap=True, min_width=12)  # ids must stay whole to be copied
+    for col in ("name", "status", "done/total", "fit", "G*", "created"):
         t.add_column(col)
     for w in sweeps:
         p = w["progress"]
@@ -253,7 +257,7 @@ def recommend(
 
 
 def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], list[float]]:
-    """Columns group_size, samples_per_step, seed and y of a CSV. Non-numeric y becomes NaN (dropped later).
+    """Columns group_size, samples_per_step, seed and y of a CSV. An empty or NaN y is missing (dropped later).
 
     Raises:
         ValueError: a missing column or a non-integer group_size/samples_per_step/seed (names row and column).
@@ -271,10 +275,11 @@ def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], l
                     col.append(int(float(row[name])))
                 except (TypeError, ValueError):
                     raise ValueError(f"{path}:{i}: {name} must be an integer, got {row[name]!r}") from None
-            try:
-                cols[3].append(float(row[y]))
-            except (TypeError, ValueError):
-                cols[3].append(math.nan)
+            value = (row[y] or "").strip()
+            try:  # an empty cell or NaN is a missing value (dropped and counted); other text is an error
+                cols[3].append(float(value) if value else math.nan)
+            except ValueError:
+                raise ValueError(f"{path}:{i}: {y} must be a number (or empty for a missing value), got {value!r}") from None
     if any(g < 2 for g in cols[0]):
         raise ValueError(f"{path}: group_size must be >= 2")
     return cols
@@ -315,7 +320,10 @@ def probe(
 
         cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
         p = spec.probe
-        result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed)
+        try:
+            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed)
+        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
+            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:
         client = Client(url)
         job = _api(client.probe, spec.model_dump(mode="json"))
@@ -397,7 +405,10 @@ def demo(
             f"recommendation for task={spec.task.name} model={spec.model.label}: "
             f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})"
         )
-        out.print(f"MLflow UI: [bold]{final['mlflow']['url']}[/bold]")
+        url = final["mlflow"]["url"]
+        out.print(f"MLflow run: {url}" + ("" if keep else "  (the stack stops now; `groupscale demo --keep` or "
+                                                         "`groupscale up --port ... --mlflow-port ...` to browse it)"),
+                  soft_wrap=True)  # fmt: skip
         if keep:
             out.print(
                 f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"

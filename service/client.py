@@ -13,9 +13,9 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 class ApiError(RuntimeError):
     """A non-2xx answer. status: HTTP code; detail: the JSON ``detail`` (str or list of errors)."""
 
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: Any, is_json: bool = True, url: str = "") -> None:
         super().__init__(f"HTTP {status}: {detail}")
-        self.status, self.detail = status, detail
+        self.status, self.detail, self.is_json, self.url = status, detail, is_json, url
 
 
 class Client:
@@ -29,10 +29,10 @@ class Client:
         r = self._http.request(method, path, **kw)
         if r.status_code >= 400:
             try:
-                detail = r.json().get("detail", r.text)
+                body = r.json()
             except ValueError:
-                detail = r.text
-            raise ApiError(r.status_code, detail)
+                raise ApiError(r.status_code, r.text[:200], is_json=False, url=self.url) from None
+            raise ApiError(r.status_code, body.get("detail", body) if isinstance(body, dict) else body)
         return r.json()
 
     def submit(self, spec: dict, idempotency_key: str | None = None) -> dict:

@@ -6,11 +6,14 @@ import secrets
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 
+from service.preflight import SpecError, preflight
 from service.scheduler import Scheduler
 from service.settings import Settings
 from service.store import Store
 from service.tracking import Tracking
+from sweeps.spec import SweepSpec
 
 
 def _store(request: Request) -> Store:
@@ -40,6 +43,14 @@ def require_token(request: Request, authorization: Annotated[str | None, Header(
             "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> None:
+    """Run service.preflight and turn its SpecError into FastAPI's 422 shape (field path + reason)."""
+    try:
+        preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
+    except SpecError as e:
+        raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
 
 
 StoreDep = Annotated[Store, Depends(_store)]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 
 from service.routes import health, probes, recommendations, sweeps
 from service.scheduler import Scheduler
@@ -48,4 +50,57 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
     )
     for module in (sweeps, probes, recommendations, health):
         app.include_router(module.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422 shape with loc, msg and type only: the input is not echoed back (it may be
+        large, and NaN or infinity in it cannot be written as JSON)."""
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
+                  for e in exc.errors()]  # fmt: skip
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 for a request body over max_bytes (declared or streamed)."""
+
+    def __init__(self, app, max_bytes: int) -> None:  # noqa: ANN001
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._reject(send)
+        seen = 0
+
+        async def limited_receive():  # noqa: ANN202
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise _TooLarge
+            return message
+
+        try:
+            return await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            return await self._reject(send)
+
+    async def _reject(self, send) -> None:  # noqa: ANN001
+        body = b'{"detail":"request body too large: at most %d bytes"}' % self.max_bytes
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass

@@ -1,8 +1,10 @@
-"""Checks that need the deployment (settings, cluster) and so cannot live in the spec model."""
+"""Checks that need the deployment (settings, cluster, files) and so cannot live in the spec model."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from transformers import AutoConfig
 
 from service.settings import Settings
 from sweeps.spec import SweepSpec
@@ -16,34 +18,40 @@ class SpecError(ValueError):
         self.loc, self.msg = loc, msg
 
 
-def preflight(spec: SweepSpec, settings: Settings, cluster_gpus: float | None) -> None:
+def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | None) -> None:
     """Raise SpecError for the first problem found; return None when the sweep can run.
 
     Args:
-        cluster_gpus: GPUs in the Ray cluster, or None when unknown (check skipped).
+        cluster: the Ray cluster's total resources ({"CPU": .., "GPU": ..}), or None when unknown
+            (the resource checks are skipped).
     """
     if spec.n_trials > settings.max_trials:
-        raise SpecError(
-            ("seeds",),
-            f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts at "
-            f"most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)",
-        )
-    gpus = spec.resources.gpus_per_trial
-    if cluster_gpus is not None and gpus > cluster_gpus:
-        raise SpecError(
-            ("resources", "gpus_per_trial"),
-            f"gpus_per_trial={gpus} but the cluster has {cluster_gpus:g} GPUs; allowed: 0 to {cluster_gpus:g}",
-        )
+        raise SpecError(("seeds",), f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts "
+                                    f"at most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)")  # fmt: skip
+    if cluster is not None:  # a request the cluster can never meet would leave a trial pending forever
+        for field, key, low in (("cpus_per_trial", "CPU", "more than 0"), ("gpus_per_trial", "GPU", "0")):
+            asked, have = getattr(spec.resources, field), cluster.get(key, 0.0)
+            if asked > have:
+                raise SpecError(("resources", field),
+                                f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}")  # fmt: skip
     task_path = getattr(spec.task, "path", None)
     if task_path is not None and not Path(task_path).expanduser().is_file():
         raise SpecError(("task", "path"), f"{task_path!r} is not a readable file on the controller")
     if spec.model.path is not None:
-        path = Path(spec.model.path).expanduser().resolve()
-        root = settings.model_root.expanduser().resolve() if settings.model_root else None
-        if root is not None and not path.is_relative_to(root):
-            raise SpecError(
-                ("model", "path"),
-                f"{spec.model.path!r} is outside the model root {str(root)!r} (GROUPSCALE_MODEL_ROOT); allowed: folders under it",
-            )
-        if not (path / "config.json").is_file():
-            raise SpecError(("model", "path"), f"{spec.model.path!r} is not a Hugging Face model folder (no config.json)")
+        check_model_folder(spec.model.path, settings.model_root)
+
+
+def check_model_folder(model_path: str, model_root: Path | None) -> None:
+    """The folder lies under model_root (when set) and holds a config.json that transformers can load."""
+    path = Path(model_path).expanduser().resolve()
+    root = model_root.expanduser().resolve() if model_root else None
+    if root is not None and not path.is_relative_to(root):
+        raise SpecError(("model", "path"), f"{model_path!r} is outside the model root {str(root)!r} "
+                                           "(GROUPSCALE_MODEL_ROOT); allowed: folders under it")  # fmt: skip
+    if not (path / "config.json").is_file():
+        raise SpecError(("model", "path"), f"{model_path!r} is not a Hugging Face model folder (no config.json)")
+    try:
+        AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 - any load failure is bad input, reported in one line
+        first = (str(e).splitlines() or [""])[0][:300]
+        raise SpecError(("model", "path"), f"{model_path!r} has no loadable config.json ({type(e).__name__}: {first})") from None

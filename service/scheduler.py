@@ -11,6 +11,7 @@ restarted controller reconciles: trials that were running go back to pending and
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -29,6 +30,20 @@ from workers.entry import run_probe_task, run_trial
 from workers.trainer import TrialConfig
 
 log = logging.getLogger("groupscale.scheduler")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure_reason(e: Exception) -> str:
+    """One line for users: the worker's own exception (not Ray's wrapper or the traceback).
+
+    The full traceback goes to the controller's log.
+    """
+    log.warning("task failed", exc_info=e)
+    cause = getattr(e, "cause", None) or e
+    first = (_ANSI.sub("", str(cause)).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {first}"[:1000]
 
 
 @dataclass(frozen=True)
@@ -211,7 +226,7 @@ class Scheduler:
         try:
             result, error = ray.get(ref), None
         except Exception as e:  # noqa: BLE001 - a failed probe is reported, not raised
-            result, error = None, f"{type(e).__name__}: {e}"[:4000]
+            result, error = None, failure_reason(e)
         with self.store.session() as s:
             probe = s.get(Probe, probe_id)
             probe.status, probe.error = ("succeeded", None) if error is None else ("failed", error)
@@ -232,7 +247,7 @@ class Scheduler:
         except ray.exceptions.TaskCancelledError:
             result = {"status": "cancelled", "metrics": {}, "reason": "cancelled"}
         except Exception as e:  # noqa: BLE001 - a failed trial is data, not a controller crash
-            result = {"status": "failed", "metrics": {}, "reason": f"{type(e).__name__}: {e}"[:4000]}
+            result = {"status": "failed", "metrics": {}, "reason": failure_reason(e)}
         with self.store.session() as s:
             trial = s.get(Trial, trial_id)
             if trial.status == "cancelled":  # cancelled while it was finishing

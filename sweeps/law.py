@@ -24,6 +24,8 @@ from scipy import optimize, stats
 
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
 N_PARAMS = 3  # a, b, c
+WEAK_R2 = 0.5  # below it the message warns that the law explains little of the variation
+MAX_ABS_METRIC = 1e100  # squares of larger values overflow float64
 _TINY = 1e-12
 
 
@@ -226,10 +228,7 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     if gs <= lo or gs >= hi:
         side, edge = ("below", int(lo)) if gs <= lo else ("above", int(hi))
         fit.status = "boundary"
-        fit.message = (
-            f"B={b}: G* is at or {side} the {'smallest' if side == 'below' else 'largest'} G tested "
-            f"({edge}); extend group_sizes {side} {edge}"
-        )
+        fit.message = f"B={b}: " + _edge_advice(side, edge)
     else:
         fit.g_star = gs
     return fit
@@ -375,6 +374,8 @@ def fit_law(
     dropped = f" ({head['n_dropped']} rows with a non-finite {metric} dropped)" if head["n_dropped"] else ""
     if g.size == 0:
         return LawFit(status="insufficient_data", message="no usable rows" + dropped, **head)
+    if np.abs(v).max() > MAX_ABS_METRIC:
+        return LawFit(status="fit_failed", message=f"|{metric}| exceeds {MAX_ABS_METRIC:g}: rescale it" + dropped, **head)
     try:
         data = _aggregate_all(g, b, v)
         fits, uni = _point_estimate(data)
@@ -398,15 +399,43 @@ def fit_law(
             side, edge = ("below", lo) if raw <= lo else ("above", hi)
             out.status = "boundary"
             out.g_star_bound = {"side": side, "group_size": edge}
-            out.message = (
-                f"G* is at or {side} the edge of the grid ({edge}); extend group_sizes {side} {edge} "
-                f"before trusting a recommendation" + dropped
-            )
-            return out
+            out.message = _edge_advice(side, edge) + dropped
+            return _finite(out)
         out.g_star = raw
         ci, note = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
         out.g_star_ci95 = ci
+        weak = [f"B={f.samples_per_step}: R2={f.r2:.2f}" for f in usable if f.r2 is not None and f.r2 < WEAK_R2]
         out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "") + dropped
-        return out
+        if weak:
+            out.message += (f"; weak evidence: the law explains little of the variation ({', '.join(weak)}), "
+                            "so add seeds or steps before relying on G*")  # fmt: skip
+        return _finite(out)
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
         return LawFit(status="fit_failed", message=f"{type(e).__name__}: {e}" + dropped, **head)
+
+
+def _edge_advice(side: str, edge: int) -> str:
+    if side == "below" and edge <= 2:
+        return ("G* is at or below 2, the smallest group size: use G = 2 (the fit finds no interior optimum, "
+                "so smaller groups and more prompts win throughout the grid)")  # fmt: skip
+    return (f"G* is at or {side} the edge of the grid ({edge}); extend group_sizes {side} {edge} "
+            "before trusting a recommendation")  # fmt: skip
+
+
+def _finite(fit: LawFit) -> LawFit:
+    """Guard: a fit with NaN or infinity anywhere (overflowing inputs) becomes fit_failed."""
+
+    def bad(x: object) -> bool:
+        if isinstance(x, float):
+            return not math.isfinite(x)
+        if isinstance(x, dict):
+            return any(bad(v) for v in x.values())
+        if isinstance(x, list):
+            return any(bad(v) for v in x)
+        return False
+
+    if bad(fit.model_dump()):
+        msg = "the fit overflowed: rescale the metric (values are too large)"
+        return LawFit(status="fit_failed", metric=fit.metric, maximize=fit.maximize, n_rows=fit.n_rows,
+                      n_dropped=fit.n_dropped, message=msg)  # fmt: skip
+    return fit

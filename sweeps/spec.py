@@ -27,7 +27,8 @@ MAX_SAMPLES_PER_STEP = 1 << 20
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no "20" -> 20 or true -> 1 coercion; no NaN or infinity in any float.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class ArithmeticTaskSpec(_Strict):
@@ -204,14 +205,27 @@ def valid_group_sizes(samples_per_step: int) -> list[int]:
     return [g for g in range(2, samples_per_step + 1) if samples_per_step % g == 0]
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses duplicate keys (YAML would silently keep the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read a YAML or JSON spec file (YAML is a superset of JSON; loaded with safe_load).
+    """Read a YAML or JSON spec file (YAML is a superset of JSON; no tags, no duplicate keys).
 
     Raises:
-        ValueError: the file is not a YAML mapping.
+        ValueError: not YAML, a duplicate key, or not a mapping.
         pydantic.ValidationError: the mapping is not a valid spec.
     """
-    data = yaml.safe_load(Path(path).read_text())
+    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a spec is a YAML mapping, got {type(data).__name__}")
+        raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
     return SweepSpec.model_validate(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-from service.deps import Authorized, StoreDep
+from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
 from service.results import probe_public
 from service.schemas import ProbePublic
 from service.store import Probe
@@ -14,8 +14,9 @@ router = APIRouter(prefix="/v1/probes", tags=["probes"])
 
 
 @router.post("", status_code=201, dependencies=[Authorized])
-def create_probe(spec: SweepSpec, store: StoreDep) -> ProbePublic:
+def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep) -> ProbePublic:
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
+    preflight_or_422(spec, settings, scheduler)
     with store.session() as s:
         probe = Probe(spec=spec.model_dump(mode="json"), status="queued")
         s.add(probe)

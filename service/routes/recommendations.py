@@ -17,6 +17,14 @@ router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"])
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
 
 
+def _evidence(sweep: Sweep) -> tuple:
+    """Sort key, best first: an interior optimum, then a closed interval, a narrower one, more trials."""
+    fit = sweep.fit
+    ci = fit.get("g_star_ci95") or [None, None]
+    width = ci[1] - ci[0] if None not in ci else float("inf")
+    return (_RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
+
+
 @router.get("")
 def recommend(
     store: StoreDep,
@@ -24,7 +32,7 @@ def recommend(
     model: Annotated[str, Query(min_length=1, max_length=4096)],
     samples_per_step: Annotated[int | None, Query(ge=2, le=MAX_SAMPLES_PER_STEP)] = None,
 ) -> Recommendation:
-    """The best fit among succeeded sweeps of (task, model), newest first within the same fit quality.
+    """The best-supported fit among succeeded sweeps of (task, model) (see _evidence), not merely the latest.
 
     G* does not depend on the budget (THEORY.md), so for a given B the answer is the divisor of B
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
@@ -39,7 +47,7 @@ def recommend(
         )
     if not sweeps:
         raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first")
-    best = min(sweeps, key=lambda w: _RANK.get(w.fit["status"], 2))
+    best = min(sweeps, key=_evidence)
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message
     if samples_per_step is not None and rec is not None:

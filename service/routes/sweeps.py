@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Response
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import select
 
-from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep
-from service.preflight import SpecError, preflight
+from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import SWEEP_TERMINAL, Sweep, Trial
@@ -47,13 +45,12 @@ def create_sweep(
         if idempotency_key:
             existing = s.scalars(select(Sweep).where(Sweep.idempotency_key == idempotency_key)).first()
             if existing is not None:
+                if existing.spec != spec.model_dump(mode="json"):
+                    raise HTTPException(409, f"Idempotency-Key {idempotency_key!r} was used for a different spec "
+                                             f"(sweep {existing.id}); use a new key")  # fmt: skip
                 response.status_code = 200
                 return _public(existing, tracking)
-        gpus = scheduler.cluster_resources().get("GPU", 0.0) if scheduler else None
-        try:
-            preflight(spec, settings, gpus)
-        except SpecError as e:
-            raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
+        preflight_or_422(spec, settings, scheduler)
         sweep = Sweep(
             name=spec.name,
             spec=spec.model_dump(mode="json"),
@@ -108,5 +105,6 @@ def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
         if sweep.fit is not None:
             return LawFit.model_validate(sweep.fit)
         fit = fit_from_trials(sweep.trials, SweepSpec.model_validate(sweep.spec), n_boot=50)
-        fit.message = f"provisional (sweep {sweep.status}): " + fit.message
+        kind = "provisional" if sweep.status in ("queued", "running", "fitting") else "partial"
+        fit.message = f"{kind} (sweep {sweep.status}, fit of the trials that finished): " + fit.message
         return fit

@@ -1,3 +1,5 @@
+import pytest
+
 from tests.service.conftest import SPEC
 
 
@@ -85,3 +87,45 @@ def test_task_and_model_must_fit(client):
     r = client.post("/v1/sweeps", json={**SPEC, "task": {"name": "bandit"}})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "model"] and "tabular" in r.json()["detail"][0]["msg"]
+
+
+def test_nan_and_infinity_are_422_not_500(client):
+    for body in ('{"name": "x", "grpo": {"temperature": NaN}}', '{"name": "x", "grpo": {"lr": Infinity}}'):
+        r = client.post("/v1/sweeps", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        assert all("input" not in e for e in r.json()["detail"])  # the input is not echoed back
+
+
+def test_no_type_coercion(client):
+    for bad in ({"steps": True}, {"steps": "20"}, {"group_sizes": ["2", "4"]}):
+        r = client.post("/v1/sweeps", json={**SPEC, **bad})
+        assert r.status_code == 422, bad
+
+
+def test_oversized_body_is_413(client):
+    r = client.post("/v1/sweeps", content=b"{" + b" " * (2 << 20) + b"}", headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "too large" in r.json()["detail"]
+
+
+def test_idempotency_key_reused_for_another_spec_is_409(client):
+    assert client.post("/v1/sweeps", json=SPEC, headers={"Idempotency-Key": "k"}).status_code == 201
+    r = client.post("/v1/sweeps", json={**SPEC, "steps": 6}, headers={"Idempotency-Key": "k"})
+    assert r.status_code == 409 and "different spec" in r.json()["detail"]
+
+
+def test_model_folder_with_a_broken_config_is_422(client, tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    r = client.post("/v1/sweeps", json={**SPEC, "model": {"path": str(tmp_path / "m")}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "model", "path"]
+
+
+def test_preflight_refuses_more_cpus_than_the_cluster_has():
+    from service.preflight import SpecError, preflight
+    from service.settings import Settings
+    from sweeps.spec import SweepSpec
+
+    spec = SweepSpec.model_validate({**SPEC, "resources": {"cpus_per_trial": 64}})
+    with pytest.raises(SpecError) as e:
+        preflight(spec, Settings(), {"CPU": 2.0})
+    assert e.value.loc == ("resources", "cpus_per_trial") and "allowed: more than 0 to 2" in e.value.msg

@@ -58,3 +58,23 @@ def test_submit_invalid_spec_exits_2_before_any_request(tmp_path):
 def test_client_commands_without_a_server_exit_1():
     r = runner.invoke(app, ["status", "--url", "http://127.0.0.1:9"])
     assert r.exit_code == 1 and "cannot reach the controller" in r.output
+
+
+def test_law_fit_text_in_the_metric_is_bad_input(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text("group_size,samples_per_step,seed,gap\n2,48,0,0.5\n4,48,0,abc\n")
+    r = law(p, "--y", "gap")
+    assert r.exit_code == 2 and "r.csv:3" in r.output
+
+
+def test_law_fit_overflowing_values_fail_cleanly(tmp_path):
+    p = write_csv(tmp_path / "r.csv", lambda g: 1e308 if g % 2 else -1e308, [2, 3, 4, 6, 8])
+    r = law(p, "--y", "gap", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["status"] == "fit_failed"
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: a\nname: b\n")
+    r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
+    assert r.exit_code == 2 and "duplicate key 'name'" in r.output
