@@ -3,7 +3,8 @@
 Same tiny preset (identical starting weights, checked), task, budget B, group size G,
 max_new_tokens, learning rate, loss (GRPO's per-sequence token mean, no std scaling, no KL, one
 inner step) and number of steps, both on the CPU with one thread. Prints seconds per step for
-each (median over the steps after a warm-up) and the ratio; the last line is
+each (median over the steps after a warm-up, then the median over ``--repeats`` interleaved pairs
+of runs, so that a burst of load on the machine hits both) and the ratio; the last line is
 ``speedup_vs_trl: X`` (TRL seconds per step / groupscale seconds per step).
 
     pip install trl datasets   # `make bench` does it
@@ -88,19 +89,26 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "models"
         folder = preset_path("tiny-llama", make_task(TASK), cache)
-        ours = groupscale_seconds_per_step(folder, cache, args)
-        theirs = trl_seconds_per_step(folder, Path(tmp) / "trl", args)
+        # One short unmeasured run of each first: lazy imports and first allocations hit neither timing.
+        warm = argparse.Namespace(**{**vars(args), "steps": WARMUP + 2})
+        groupscale_seconds_per_step(folder, cache, warm), trl_seconds_per_step(folder, Path(tmp) / "trl-warm", warm)
+        pairs = [(groupscale_seconds_per_step(folder, cache, args), trl_seconds_per_step(folder, Path(tmp) / f"trl{r}", args))
+                 for r in range(args.repeats)]  # fmt: skip
+    ours, theirs = (float(np.median(x)) for x in zip(*pairs))
     print(f"versions: torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}")
     print(
         f"work: tiny-llama ({folder.name}), B={args.samples_per_step}, G={args.group_size}, "
         f"max_new_tokens={args.max_new_tokens}, {args.steps} steps, 1 CPU thread, both from the same weights"
     )
-    print(f"groupscale: {ours * 1000:.1f} ms/step;  TRL GRPOTrainer: {theirs * 1000:.1f} ms/step")
+    for i, (a, b) in enumerate(pairs):
+        print(f"pair {i}: groupscale {a * 1000:.1f} ms/step, TRL {b * 1000:.1f} ms/step, ratio {b / a:.2f}")
+    print(f"groupscale: {ours * 1000:.1f} ms/step;  TRL GRPOTrainer: {theirs * 1000:.1f} ms/step (medians)")
     print(f"speedup_vs_trl: {theirs / ours:.2f}")
 
 

@@ -7,6 +7,7 @@ attention mask, so left padding does not shift positions between generation and 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +26,7 @@ class Rollout:
         prompt_len: P, columns taken by the padded prompt.
         texts: S decoded completions (text before the first EOS, special tokens removed).
         truncated: (S,) bool, True where no EOS appeared within max_new_tokens.
+        group_size: G when rows come in groups of G completions of one prompt (rows gG..gG+G-1), else 1.
     """
 
     input_ids: torch.Tensor
@@ -33,6 +35,7 @@ class Rollout:
     prompt_len: int
     texts: list[str]
     truncated: torch.Tensor
+    group_size: int = 1
 
     @property
     def completion_ids(self) -> torch.Tensor:
@@ -79,6 +82,7 @@ def generate(
     *,
     max_new_tokens: int,
     temperature: float,
+    group_size: int = 1,
 ) -> Rollout:
     """Sample one completion per prompt (repeat prompts G times for a group) with plain sampling.
 
@@ -89,6 +93,7 @@ def generate(
         prompts: S prompt strings.
         max_new_tokens: completion length cap L_max (tokens).
         temperature: > 0.
+        group_size: G when prompts come as G adjacent copies of each (lets scoring share the prompt).
     Returns:
         Rollout with L <= max_new_tokens columns of completion.
     """
@@ -104,17 +109,52 @@ def generate(
     texts = tokenizer.batch_decode(
         completion * cmask.long() + tokenizer.pad_token_id * (1 - cmask.long()), skip_special_tokens=True
     )
-    return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu())
+    return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu(), group_size)
 
 
 def _completion_log_softmax(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
     """(S, L, V) float32 log-softmax of logits / temperature at the completion positions."""
     ids, att = rollout.input_ids, rollout.attention_mask
-    n_completion = ids.shape[1] - rollout.prompt_len
-    # Only the L + 1 last positions need logits (the LM head over a large vocabulary is costly).
-    logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att),
-                   logits_to_keep=n_completion + 1).logits  # fmt: skip
-    return torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    p, g = rollout.prompt_len, rollout.group_size
+    if g > 1 and p > 0:
+        logits = _shared_prefix_logits(model, ids, att, p, g)
+    else:
+        # Only the L + 1 last positions need logits (the LM head over a large vocabulary is costly).
+        logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att),
+                       logits_to_keep=ids.shape[1] - p + 1).logits[:, :-1]  # fmt: skip
+    return torch.log_softmax(logits.float() / temperature, dim=-1)
+
+
+def _shared_prefix_logits(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, p: int, g: int) -> torch.Tensor:
+    """Logits at the completion positions, running each group's prompt once instead of G times.
+
+    The G completions of a prompt share its P prompt tokens: their keys and values are computed
+    for the N = S/G distinct prompts, repeated G times, and the completions attend to them. Exact
+    (the same values; gradients of the shared prompt add up over the group), and the forward and
+    backward passes see N*P + S*L tokens instead of S*(P+L).
+    Returns (S, L, V).
+    """
+    prompt_att = att[::g, :p]
+    first = model(input_ids=ids[::g, :p], attention_mask=prompt_att, position_ids=position_ids_from_mask(prompt_att),
+                  use_cache=True, logits_to_keep=1)  # fmt: skip
+    logits = [first.logits[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
+    if ids.shape[1] - p > 1:
+        cache = getattr(first, "cache", None) or first.past_key_values
+        cache.batch_repeat_interleave(g)
+        rest = model(input_ids=ids[:, p:-1], attention_mask=att[:, :-1], position_ids=position_ids_from_mask(att)[:, p:-1],
+                     use_cache=False, **{_cache_kwarg(model): cache})  # fmt: skip
+        logits.append(rest.logits)
+    return torch.cat(logits, dim=1)
+
+
+@lru_cache(maxsize=16)
+def _cache_kwarg_of(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def _cache_kwarg(model: PreTrainedModel) -> str:
+    """transformers 5 names the KV-cache argument ``cache``; earlier versions ``past_key_values``."""
+    return _cache_kwarg_of(type(model))
 
 
 def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:

@@ -133,7 +133,8 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     n, g = cfg.prompts_per_step, cfg.group_size
     problems = task.sample_train(n, rng)
     expanded = [p for p in problems for _ in range(g)]
-    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                       group_size=g)  # fmt: skip
     rewards = torch.as_tensor(task.rewards(expanded, ro.texts, rng)).view(n, g)
     values = None
     if cfg.advantage in algos.NEEDS_VALUES:

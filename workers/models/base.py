@@ -17,8 +17,8 @@ class Policy(Protocol):
 
     module: torch.nn.Module
 
-    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float) -> Rollout:
-        """One completion per prompt (repeat a prompt G times for a group)."""
+    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
+        """One completion per prompt; with group_size G, prompts come as G adjacent copies of each."""
         ...
 
     def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:

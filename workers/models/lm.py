@@ -27,13 +27,13 @@ class LMPolicy:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float) -> Rollout:
+    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
         was_training = self.module.training
         self.module.eval()
         try:
             with self._autocast():
                 return generate(self.module, self.tokenizer, prompts, max_new_tokens=max_new_tokens,
-                                temperature=temperature)  # fmt: skip
+                                temperature=temperature, group_size=group_size)  # fmt: skip
         finally:
             self.module.train(was_training)
 

@@ -30,7 +30,7 @@ class TabularPolicy:
         """(S,) long contexts -> (S, K) action probabilities (differentiable)."""
         return torch.softmax(self.module.logits[contexts] / temperature, dim=-1)
 
-    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float) -> Rollout:
+    def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
         ctx = torch.tensor([int(p) for p in prompts])
         with torch.no_grad():
             arms = torch.multinomial(self.probs(ctx, temperature), 1)
