@@ -406,9 +406,8 @@ def demo(
             f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})"
         )
         url = final["mlflow"]["url"]
-        out.print(f"MLflow run: {url}" + ("" if keep else "  (the stack stops now; `groupscale demo --keep` or "
-                                                         "`groupscale up --port ... --mlflow-port ...` to browse it)"),
-                  soft_wrap=True)  # fmt: skip
+        note = "" if keep else f"  (the stack stops now; `groupscale up --data-dir {data_dir}` serves it again)"
+        out.print(f"MLflow run: {url}{note}", soft_wrap=True)
         if keep:
             out.print(
                 f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"
