@@ -126,6 +126,8 @@ class Batch:
     rollout: Rollout  # S = B completions
     rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale)
     advantages: torch.Tensor  # (B,) float32, of the scaled rewards
+    seconds_generate: float = 0.0  # sampling the completions
+    seconds_score: float = 0.0  # rewards, values and advantages
 
 
 def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator) -> Batch:
@@ -133,8 +135,10 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     n, g = cfg.prompts_per_step, cfg.group_size
     problems = task.sample_train(n, rng)
     expanded = [p for p in problems for _ in range(g)]
+    t0 = time.perf_counter()
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                        group_size=g)  # fmt: skip
+    t1 = time.perf_counter()
     rewards = torch.as_tensor(task.rewards(expanded, ro.texts, rng)).view(n, g)
     values = None
     if cfg.advantage in algos.NEEDS_VALUES:
@@ -142,7 +146,7 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
             values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
         values = values.float().cpu() * cfg.reward_scale
     adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
-    return Batch(problems, ro, rewards, adv)
+    return Batch(problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1)
 
 
 def evaluate(policy: Policy, task: Task, cfg: TrialConfig) -> dict[str, float]:
@@ -287,7 +291,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             "reward_mean": reward_mean, "zero_variance_group_frac": zero_var,
             "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var), **asdict(upd),
             "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
-            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_sample_s": t1 - t0, "time_update_s": t2 - t1,
+            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": batch.seconds_generate,
+            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1,
         }, step)  # fmt: skip
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             save_checkpoint(cfg.checkpoint_dir, {

@@ -84,3 +84,16 @@ def test_kl_k3_is_zero_at_equal_policies_and_positive_otherwise():
     lp = torch.randn(3, 4)
     assert torch.allclose(algos.compute_kl_k3(lp, lp), torch.zeros(3, 4))
     assert (algos.compute_kl_k3(lp, lp + 0.3) > 0).all()
+
+
+def test_oracle_subtracts_the_true_value():
+    r = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    a = algos.compute_advantages(r, "oracle", torch.tensor([0.25, 0.9]))
+    assert torch.allclose(a, torch.tensor([[0.75, -0.25], [0.1, 0.1]]))
+    with pytest.raises(ValueError, match="true values"):
+        algos.compute_advantages(r, "oracle")
+
+
+def test_loo_with_two_completions():
+    a = algos.compute_advantages(torch.tensor([[1.0, 0.0], [0.2, 0.2]]), "loo")
+    assert torch.equal(a, torch.tensor([[1.0, -1.0], [0.0, 0.0]]))
