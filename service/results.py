@@ -70,31 +70,8 @@ def sweep_public(sweep: Sweep, tracking_uri: str | None, run_url: str | None) ->
 
 
 def trial_public(trial: Trial) -> TrialPublic:
-    return TrialPublic(
-        id=trial.id,
-        sweep_id=trial.sweep_id,
-        group_size=trial.group_size,
-        samples_per_step=trial.samples_per_step,
-        prompts_per_step=trial.samples_per_step // trial.group_size,
-        seed=trial.seed,
-        status=trial.status,
-        metrics=trial.metrics or {},
-        reason=trial.reason,
-        mlflow_run_id=trial.mlflow_run_id,
-        attempts=trial.attempts,
-        seconds=trial.seconds,
-        updated_at=trial.updated_at,
-    )
+    return TrialPublic.model_validate(trial)
 
 
-def probe_public(p: Probe) -> ProbePublic:
-    return ProbePublic(
-        id=p.id,
-        status=p.status,
-        spec=p.spec,
-        result=p.result,
-        error=p.error,
-        mlflow_run_id=p.mlflow_run_id,
-        created_at=p.created_at,
-        updated_at=p.updated_at,
-    )
+def probe_public(probe: Probe) -> ProbePublic:
+    return ProbePublic.model_validate(probe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 SweepStatus = Literal["queued", "running", "fitting", "succeeded", "failed", "cancelled"]
 TrialStatus = Literal["pending", "running", "succeeded", "failed", "no_signal", "cancelled"]
@@ -46,6 +46,7 @@ class SweepPublic(BaseModel):
 
 
 class TrialPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # built from the store's Trial row
     id: str
     sweep_id: str
     group_size: int
@@ -53,7 +54,7 @@ class TrialPublic(BaseModel):
     prompts_per_step: int
     seed: int
     status: TrialStatus
-    metrics: dict[str, float | None]
+    metrics: dict[str, float | None] = Field(default_factory=dict)
     reason: str | None
     mlflow_run_id: str | None
     attempts: int
@@ -89,6 +90,7 @@ class Health(BaseModel):
 
 
 class ProbePublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # built from the store's Probe row
     id: str
     status: str
     spec: dict

@@ -83,6 +83,10 @@ class Trial(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     sweep: Mapped[Sweep] = relationship(back_populates="trials")
 
+    @property
+    def prompts_per_step(self) -> int:  # N = B / G
+        return self.samples_per_step // self.group_size
+
 
 class Probe(Base):
     """A probe request: status queued -> running -> succeeded | failed; result is the probe's JSON."""
