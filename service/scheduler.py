@@ -96,9 +96,18 @@ class Scheduler:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop scheduling. Trials still running go back to pending (the next start resumes them from
+        their checkpoints) and their MLflow runs end KILLED rather than staying RUNNING."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        running = [w.id for w in self._inflight.values() if w.kind == "trial"]
+        with self.store.session() as s:
+            for trial in s.scalars(select(Trial).where(Trial.id.in_(running))):
+                if trial.mlflow_run_id and self.tracking:
+                    self._safe(self.tracking.kill, trial.mlflow_run_id)
+                trial.status, trial.mlflow_run_id = "pending", None
+        self._inflight.clear()
         if self._owns_ray:
             disconnect_ray()
 
@@ -206,7 +215,10 @@ class Scheduler:
                         trial.samples_per_step,
                         trial.seed,
                     )
-                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0, name=f"trial-{trial.id}")
+                # A dead worker (not an exception in the trial) is retried by Ray, at most trial_retries
+                # times; the retry resumes from the trial's last checkpoint.
+                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=self.settings.trial_retries,
+                                                     retry_exceptions=False, name=f"trial-{trial.id}")  # fmt: skip
                 ref = task.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id)
                 self._inflight[ref] = Work("trial", trial.id, cpus, gpus)
                 trial.status, trial.attempts = "running", trial.attempts + 1

@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     model_root: Path | None = Field(None, description="model.path must lie under this folder when set")
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
     poll_interval_s: float = Field(0.5, gt=0)
+    trial_retries: int = Field(2, ge=0, le=10, description="Ray retries of a trial whose worker died")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
 
     @property

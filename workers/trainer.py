@@ -27,7 +27,7 @@ from workers.models.loading import load_policy
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
 
-Report = Callable[[dict[str, float], int], None]
+Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
 NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps than this without any signal is no_signal
 EVAL_SEED = 20260101  # common random numbers: every trial samples its eval with the same seed
 
@@ -271,6 +271,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         torch.set_rng_state(ckpt["torch_rng"])
         rng.bit_generator.state = ckpt["numpy_rng"]
         counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
+        report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
     for step in range(first, cfg.steps + 1):
         t0 = time.perf_counter()
         batch = sample_batch(policy, task, cfg, rng)
@@ -300,6 +301,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
                 "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
                 "counters": counters, "initial": initial,
             })  # fmt: skip
+            if hasattr(report, "flush"):  # points up to the checkpoint are durable: a resume loses none
+                report.flush()
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
         return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}",

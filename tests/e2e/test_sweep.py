@@ -145,3 +145,32 @@ def test_probe_over_http_and_cli(stack):
     assert probe["status"] == "succeeded" and probe["mlflow_run_id"]
     run = MlflowClient(stack.mlflow_uri).get_run(probe["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.metrics["g_star"] == pytest.approx(probe["result"]["g_star"])
+
+
+def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
+    spec = {**SPEC, "name": "e2e-kill", "group_sizes": [4], "steps": 300, "checkpoint_every": 20}
+    sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+    deadline = time.monotonic() + 180
+    while True:
+        trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()  # empty until the scheduler admits the sweep
+        if trials and trials[0]["status"] == "running":
+            trial = trials[0]
+            if (stack.data_dir / "checkpoints" / trial["id"] / "checkpoint.pt").exists():
+                break
+        assert time.monotonic() < deadline, trials
+        time.sleep(0.2)
+    time.sleep(1.0)
+    pids = subprocess.run(["pgrep", "-f", f"ray::trial-{trial['id']}"], capture_output=True, text=True).stdout.split()
+    assert pids, "the trial's Ray worker process was not found"
+    for pid in pids:
+        os.kill(int(pid), 9)
+    sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+    assert sweep["status"] == "succeeded", sweep
+    (trial,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+    assert trial["status"] == "succeeded"
+    client = MlflowClient(stack.mlflow_uri)
+    steps = [m.step for m in client.get_metric_history(trial["mlflow_run_id"], "reward_mean")]
+    assert set(steps) == set(range(1, 301))  # no step lost
+    assert len(steps) - len(set(steps)) < 20  # nothing before the last checkpoint was redone
+    (resumed,) = client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")
+    assert resumed.value > 0 and resumed.value % 20 == 0  # the retry started from a checkpoint
