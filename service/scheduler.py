@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -203,7 +205,7 @@ class Scheduler:
                     for p in plan_trials(spec)
                     if (p.group_size, p.samples_per_step, p.seed) == (trial.group_size, trial.samples_per_step, trial.seed)
                 )
-                ckpt = self.settings.data_dir.resolve() / "checkpoints" / trial.id  # a rerun resumes from it
+                ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
                 if self.tracking and sweep.mlflow_parent_run_id:
                     trial.mlflow_run_id = self.tracking.start_trial(
@@ -270,6 +272,10 @@ class Scheduler:
             run_id = trial.mlflow_run_id
         if run_id and self.tracking:
             self._safe(self.tracking.end_trial, run_id, result["status"], result.get("reason"))
+        shutil.rmtree(self._checkpoint_dir(trial_id), ignore_errors=True)  # ended: nothing left to resume
+
+    def _checkpoint_dir(self, trial_id: str) -> Path:
+        return self.settings.data_dir.resolve() / "checkpoints" / trial_id
 
     def _cancel_stopped(self) -> None:
         with self.store.session() as s:
