@@ -1,0 +1,49 @@
+"""The MLflow tracking server goes away for 20 s in the middle of a sweep: no metric point is lost."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+from service.stack import start_mlflow, stop_process_group
+
+pytestmark = pytest.mark.e2e
+STEPS = 300
+SPEC = {
+    "name": "e2e-outage", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4], "samples_per_step": [16], "seeds": [0], "steps": STEPS, "eval": {"prompts": 64},
+}  # fmt: skip
+
+
+def test_tracking_server_outage_loses_no_metric_point(stack):
+    sid = stack.http.post("/v1/sweeps", json=SPEC).json()["id"]
+    deadline = time.monotonic() + 180
+    while not any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    time.sleep(2)
+    # Stop the stack's MLflow server (its own process group), keep it down for 20 s, start a new one
+    # on the same port and data.
+    pids = subprocess.run(["pgrep", "-f", f"mlflow server .*--port {stack.mlflow_port}"], capture_output=True,
+                          text=True).stdout.split()  # fmt: skip
+    assert pids, "the stack's MLflow server was not found"
+    os.killpg(os.getpgid(int(pids[0])), signal.SIGTERM)
+    time.sleep(20)
+    health = stack.http.get("/v1/health", timeout=15)
+    assert health.status_code == 503 and health.json()["mlflow"]["ok"] is False  # reported, quickly
+    restarted = start_mlflow(stack.data_dir, "127.0.0.1", stack.mlflow_port)
+    try:
+        sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+        assert sweep["status"] == "succeeded", sweep
+        client = MlflowClient(stack.mlflow_uri)
+        assert client.get_run(sweep["mlflow"]["parent_run_id"]).info.status == "FINISHED"
+        for trial in stack.http.get(f"/v1/sweeps/{sid}/trials").json():
+            run = client.get_run(trial["mlflow_run_id"])
+            assert run.info.status == "FINISHED"
+            steps = {m.step for m in client.get_metric_history(run.info.run_id, "reward_mean")}
+            assert steps == set(range(1, STEPS + 1)), f"lost steps: {sorted(set(range(1, STEPS + 1)) - steps)[:10]}"
+    finally:
+        stop_process_group(restarted)
