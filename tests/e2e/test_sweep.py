@@ -174,3 +174,26 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
     assert len(steps) - len(set(steps)) < 20  # nothing before the last checkpoint was redone
     (resumed,) = client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")
     assert resumed.value > 0 and resumed.value % 20 == 0  # the retry started from a checkpoint
+
+
+def test_twenty_clients_submit_at_once_and_every_sweep_succeeds(stack):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    tiny = {**SPEC, "group_sizes": [2], "samples_per_step": [4], "steps": 3, "eval": {"prompts": 16}}
+
+    def submit(i: int) -> httpx.Response:
+        with httpx.Client(base_url=stack.url, timeout=60) as client:  # one client (connection) each
+            return client.post("/v1/sweeps", json={**tiny, "name": f"load-{i}"})
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(submit, range(20)))
+    assert [r.status_code for r in answers] == [201] * 20, [r.text for r in answers if r.status_code != 201]
+    ids = {r.json()["id"] for r in answers}
+    assert len(ids) == 20
+    listed = {s["id"] for s in stack.http.get("/v1/sweeps", params={"limit": 1000}).json()}
+    assert ids <= listed  # every accepted sweep is there
+    for sid in ids:
+        assert stack.wait(sid, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"
+    assert "database is locked" not in stack.log.read_text()
