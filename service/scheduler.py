@@ -208,15 +208,14 @@ class Scheduler:
                 ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
                 if self.tracking and sweep.mlflow_parent_run_id:
-                    trial.mlflow_run_id = self.tracking.start_trial(
-                        sweep.mlflow_experiment_id,
-                        sweep.mlflow_parent_run_id,
-                        spec,
-                        trial.id,
-                        trial.group_size,
-                        trial.samples_per_step,
-                        trial.seed,
-                    )
+                    try:
+                        trial.mlflow_run_id = self.tracking.start_trial(
+                            sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
+                            trial.group_size, trial.samples_per_step, trial.seed,
+                        )  # fmt: skip
+                    except Exception:  # noqa: BLE001 - keep what was launched; this trial waits for the next tick
+                        log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
+                        break
                 # A dead worker (not an exception in the trial) is retried by Ray, at most trial_retries
                 # times; the retry resumes from the trial's last checkpoint.
                 task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=self.settings.trial_retries,
