@@ -35,21 +35,32 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
                 raise SpecError(("resources", field),
                                 f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}")  # fmt: skip
     task_path = getattr(spec.task, "path", None)
-    if task_path is not None and not Path(task_path).expanduser().is_file():
-        raise SpecError(("task", "path"), f"{task_path!r} is not a readable file on the controller")
+    if task_path is not None and not _is_file(Path(task_path).expanduser()):
+        raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a readable file on the controller")
     if spec.model.path is not None:
         check_model_folder(spec.model.path, settings.model_root)
 
 
+def _is_file(path: Path) -> bool:
+    """is_file() that also says False for paths the OS refuses (too long, bad bytes)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def check_model_folder(model_path: str, model_root: Path | None) -> None:
     """The folder lies under model_root (when set) and holds a config.json that transformers can load."""
-    path = Path(model_path).expanduser().resolve()
+    try:
+        path = Path(model_path).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError):
+        raise SpecError(("model", "path"), "the path cannot be resolved on the controller") from None
     root = model_root.expanduser().resolve() if model_root else None
     if root is not None and not path.is_relative_to(root):
         raise SpecError(("model", "path"), f"{model_path!r} is outside the model root {str(root)!r} "
                                            "(GROUPSCALE_MODEL_ROOT); allowed: folders under it")  # fmt: skip
-    if not (path / "config.json").is_file():
-        raise SpecError(("model", "path"), f"{model_path!r} is not a Hugging Face model folder (no config.json)")
+    if not _is_file(path / "config.json"):
+        raise SpecError(("model", "path"), f"{model_path[:200]!r} is not a Hugging Face model folder (no config.json)")
     try:
         AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - any load failure is bad input, reported in one line

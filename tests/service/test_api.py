@@ -129,3 +129,11 @@ def test_preflight_refuses_more_cpus_than_the_cluster_has():
     with pytest.raises(SpecError) as e:
         preflight(spec, Settings(), {"CPU": 2.0})
     assert e.value.loc == ("resources", "cpus_per_trial") and "allowed: more than 0 to 2" in e.value.msg
+
+
+def test_paths_the_os_refuses_are_422_not_500(client):
+    long_path = "0" * 4000  # found by schemathesis: "File name too long" escaped as a 500
+    r = client.post("/v1/sweeps", json={**SPEC, "model": {"path": long_path}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "model", "path"]
+    r = client.post("/v1/sweeps", json={**SPEC, "task": {"name": "jsonl", "path": long_path}})
+    assert r.status_code == 422
