@@ -26,7 +26,7 @@ from service.results import fit_from_trials
 from service.settings import Settings
 from service.store import TRIAL_TERMINAL, Probe, Store, Sweep, Trial, finite_or_none
 from service.tracking import Tracking
-from sweeps.planner import plan_trials
+from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
 from workers.entry import run_probe_task, run_trial
 from workers.trainer import TrialConfig
@@ -191,20 +191,19 @@ class Scheduler:
                 .where(Sweep.status == "running", Trial.status == "pending")
                 .order_by(Sweep.created_at, Trial.position)
             ).all()
+            specs: dict[str, SweepSpec] = {}  # validated once per sweep per tick, not once per trial
             for trial, sweep in rows:
                 if trial.id in running:
                     continue
-                spec = SweepSpec.model_validate(sweep.spec)
+                if sweep.id not in specs:
+                    specs[sweep.id] = SweepSpec.model_validate(sweep.spec)
+                spec = specs[sweep.id]
                 cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
                 free_cpu, free_gpu = self._free()
                 if cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9:
                     if self._inflight:  # wait for a slot; with nothing running, let Ray queue it anyway
                         break
-                plan = next(
-                    p
-                    for p in plan_trials(spec)
-                    if (p.group_size, p.samples_per_step, p.seed) == (trial.group_size, trial.samples_per_step, trial.seed)
-                )
+                plan = TrialPlan(trial.group_size, trial.samples_per_step, trial.seed)
                 ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
                 if self.tracking and sweep.mlflow_parent_run_id:
