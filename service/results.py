@@ -37,7 +37,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
 
 def progress_of(sweep: Sweep) -> Progress:
     statuses = [t.status for t in sweep.trials]
-    total = len(statuses) or SweepPublic.planned_trials(sweep.spec)
+    total = len(statuses) or SweepSpec.model_validate(sweep.spec).n_trials  # before admission: the plan's size
     return Progress(
         done=sum(s in ("succeeded", "no_signal") for s in statuses),
         running=statuses.count("running"),

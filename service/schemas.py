@@ -40,9 +40,6 @@ class SweepPublic(BaseModel):
     updated_at: datetime
     error: str | None = None
 
-    @staticmethod
-    def planned_trials(spec: dict) -> int:
-        return len(spec["group_sizes"]) * len(spec["samples_per_step"]) * len(spec["seeds"])
 
 
 class TrialPublic(BaseModel):
