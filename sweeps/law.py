@@ -225,10 +225,10 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
         r2=1.0 - rss / tss if tss > _TINY else None,
         chi2_per_dof=rss / dof if dof > 0 else None,
     )
-    if gs <= lo or gs >= hi:
-        side, edge = ("below", int(lo)) if gs <= lo else ("above", int(hi))
+    edge = _grid_edge(gs, int(lo), int(hi))
+    if edge is not None:
         fit.status = "boundary"
-        fit.message = f"B={b}: " + _edge_advice(side, edge)
+        fit.message = f"B={b}: " + _edge_advice(*edge)
     else:
         fit.g_star = gs
     return fit
@@ -395,11 +395,11 @@ def fit_law(
             return LawFit(status="fit_failed", per_budget=fits, message="no overall G*", **head)
         rec = recommend_group_size(raw, common or list(range(lo, hi + 1)))
         out = LawFit(status="ok", per_budget=fits, universality=uni, recommended_group_size=rec, **head)
-        if raw <= lo or raw >= hi:
-            side, edge = ("below", lo) if raw <= lo else ("above", hi)
+        edge = _grid_edge(raw, lo, hi)
+        if edge is not None:
             out.status = "boundary"
-            out.g_star_bound = {"side": side, "group_size": edge}
-            out.message = _edge_advice(side, edge) + dropped
+            out.g_star_bound = {"side": edge[0], "group_size": edge[1]}
+            out.message = _edge_advice(*edge) + dropped
             return _finite(out)
         out.g_star = raw
         ci, note = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
@@ -412,6 +412,15 @@ def fit_law(
         return _finite(out)
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
         return LawFit(status="fit_failed", message=f"{type(e).__name__}: {e}" + dropped, **head)
+
+
+def _grid_edge(g_star: float, lo: int, hi: int) -> tuple[str, int] | None:
+    """("below", lo) or ("above", hi) when G* is at or beyond an edge of the grid, else None."""
+    if g_star <= lo:
+        return "below", lo
+    if g_star >= hi:
+        return "above", hi
+    return None
 
 
 def _edge_advice(side: str, edge: int) -> str:
