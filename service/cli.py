@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from service.client import ApiError, Client
-from service.store import finite_or_none
+from sweeps.finite import finite_or_none
 from sweeps.law import fit_law
 from sweeps.spec import SweepSpec, load_spec
 

@@ -24,8 +24,9 @@ from sqlalchemy import select
 
 from service.results import fit_from_trials
 from service.settings import Settings
-from service.store import TRIAL_TERMINAL, Probe, Store, Sweep, Trial, finite_or_none
+from service.store import TRIAL_TERMINAL, Probe, Store, Sweep, Trial
 from service.tracking import Tracking
+from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
 from workers.entry import run_probe_task, run_trial

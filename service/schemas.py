@@ -41,7 +41,6 @@ class SweepPublic(BaseModel):
     error: str | None = None
 
 
-
 class TrialPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)  # built from the store's Trial row
     id: str

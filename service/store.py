@@ -5,12 +5,10 @@ Every sweep is committed before the API answers; the scheduler moves statuses fo
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
@@ -27,17 +25,6 @@ def utcnow() -> datetime:
 
 def new_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def finite_or_none(value: Any) -> Any:
-    """Replace NaN and inf by None, through dicts and lists, so that they never reach a JSON response."""
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_none(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 class Base(DeclarativeBase):

@@ -22,6 +22,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import optimize, stats
 
+from sweeps.finite import finite_or_none
+
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
 N_PARAMS = 3  # a, b, c
 WEAK_R2 = 0.5  # below it the message warns that the law explains little of the variation
@@ -433,17 +435,8 @@ def _edge_advice(side: str, edge: int) -> str:
 
 def _finite(fit: LawFit) -> LawFit:
     """Guard: a fit with NaN or infinity anywhere (overflowing inputs) becomes fit_failed."""
-
-    def bad(x: object) -> bool:
-        if isinstance(x, float):
-            return not math.isfinite(x)
-        if isinstance(x, dict):
-            return any(bad(v) for v in x.values())
-        if isinstance(x, list):
-            return any(bad(v) for v in x)
-        return False
-
-    if bad(fit.model_dump()):
+    dump = fit.model_dump()
+    if finite_or_none(dump) != dump:  # NaN never equals itself, and inf becomes None
         msg = "the fit overflowed: rescale the metric (values are too large)"
         return LawFit(status="fit_failed", metric=fit.metric, maximize=fit.maximize, n_rows=fit.n_rows,
                       n_dropped=fit.n_dropped, message=msg)  # fmt: skip
