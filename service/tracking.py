@@ -7,10 +7,11 @@ active run). The controller creates and ends runs so that none is left RUNNING.
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 from mlflow import MlflowClient
-from mlflow.entities import Param, RunStatus
+from mlflow.entities import Metric, Param, RunStatus, RunTag
 
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit
@@ -77,19 +78,12 @@ class Tracking:
     def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
         """Log the fit (metrics, fit.json, fit.png) on the parent run and end it with ``status``."""
         if fit is not None:
-            c = self.client
-            c.set_tag(run_id, "groupscale.fit_status", fit.status)
-            for key in ("g_star", "recommended_group_size"):
-                value = getattr(fit, key)
-                if value is not None:
-                    c.log_metric(run_id, key, float(value))
+            values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
             for b in fit.per_budget:
-                for key in ("g_star", "a", "b", "c", "r2"):
-                    value = getattr(b, key)
-                    if value is not None:
-                        c.log_metric(run_id, f"B{b.samples_per_step}.{key}", float(value))
-            c.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
-            c.log_figure(run_id, plot_fit(fit, title), "fit.png")
+                values |= {f"B{b.samples_per_step}.{key}": getattr(b, key) for key in ("g_star", "a", "b", "c", "r2")}
+            self._log_values(run_id, values, {"groupscale.fit_status": fit.status})
+            self.client.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
+            self.client.log_figure(run_id, plot_fit(fit, title), "fit.png")
         self.client.set_terminated(run_id, status)
 
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
@@ -97,12 +91,16 @@ class Tracking:
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
         run_id = self._create_run(self._experiment(spec), f"probe {spec.name} ({probe_id})",
                                   {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}, params)  # fmt: skip
-        for key in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds"):
-            if isinstance(result.get(key), int | float):
-                self.client.log_metric(run_id, key, float(result[key]))
+        self._log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
         self.client.log_dict(run_id, result, "probe.json")
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
+
+    def _log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None) -> None:
+        """The numeric values (None skipped) as metrics, and the tags, in one request."""
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if isinstance(v, int | float)]
+        self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):
