@@ -359,7 +359,7 @@ def demo(
     spec_path: Annotated[Path, typer.Option("--spec")] = EXAMPLES / "arithmetic-tiny.yaml",
 ) -> None:
     """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
-    from service.stack import stop_process_group, up_command
+    from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -370,15 +370,12 @@ def demo(
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         client = Client(f"http://127.0.0.1:{port}")
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                client.health()
-                break
-            except (httpx.HTTPError, ApiError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    _fail(f"the stack did not start; see {log_path}")
-                time.sleep(1)
+        try:
+            up = wait_until_up(f"{client.url}/v1/health", proc, 300, "groupscale up")
+        except StackError as e:
+            _fail(f"{e}; see {log_path}")
+        if not up:
+            _fail(f"the stack did not answer within 300 s; see {log_path}")
         spec = load_spec(spec_path)
         sweep = _api(client.submit, spec.model_dump(mode="json"))
         err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")

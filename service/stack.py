@@ -53,18 +53,29 @@ def start_mlflow(data_dir: Path, host: str, port: int, timeout_s: float = 120.0)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://{host}:{port}/health"
+    if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
+        return proc
+    stop_process_group(proc)
+    raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, what: str) -> bool:
+    """Poll url until it answers 200 (True) or timeout_s passes (False).
+
+    Raises:
+        StackError: proc, the process that should serve url, exited first (the message names ``what``).
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise StackError(f"the MLflow server exited with code {proc.returncode}; see {log_path}")
+            raise StackError(f"{what} exited with code {proc.returncode}")
         try:
             if httpx.get(url, timeout=2).status_code == 200:
-                return proc
+                return True
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    stop_process_group(proc)
-    raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
+    return False
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.stack import up_command
+from service.stack import StackError, up_command, wait_until_up
 
 
 def free_port() -> int:
@@ -34,15 +34,12 @@ class Stack:
         cmd = up_command(self.port, self.mlflow_port, self.data_dir)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"groupscale up exited: {self.log.read_text()[-3000:]}"
-            try:
-                if self.http.get("/v1/health").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
+        try:
+            up = wait_until_up(f"{self.url}/v1/health", self.proc, timeout_s, "groupscale up")
+        except StackError as e:
+            raise AssertionError(f"{e}: {self.log.read_text()[-3000:]}") from None
+        if up:
+            return
         raise AssertionError(f"no /v1/health within {timeout_s} s: {self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
