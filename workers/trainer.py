@@ -8,6 +8,7 @@ The same code path trains transformers models and the tabular bandit policy (wor
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -254,9 +255,9 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
 
         return measure_gradient_mse(cfg, report)
     task, policy, rng = setup(cfg)
-    ref = load_policy(cfg.model, task, Path(cfg.cache_dir)) if cfg.kl_beta > 0 else None
+    ref = copy.deepcopy(policy) if cfg.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
-        ref.module.requires_grad_(False).eval().to(cfg.device)
+        ref.module.requires_grad_(False).eval()
     model = policy.module
     model.train()
     opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr)

@@ -144,3 +144,9 @@ def test_jsonl_rewards_and_errors(tmp_path):
     bad.write_text('{"prompt": "x", "answer": 1}\nnot json\n')
     with pytest.raises(ValueError, match="bad.jsonl:2"):
         make_task({"name": "jsonl", "path": str(bad)})
+
+
+def test_kl_to_the_frozen_starting_policy(model_cache):
+    _, steps = run(cfg(model_cache, kl_beta=0.1, steps=5))
+    assert steps[0]["kl"] == 0.0  # the first update starts at the reference
+    assert max(m["kl"] for m in steps[1:]) > 0
