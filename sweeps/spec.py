@@ -125,8 +125,37 @@ class ResourcesSpec(_Strict):
     cpus_per_trial: float = Field(1, gt=0, le=256)
 
 
+class AdaptiveSpec(_Strict):
+    """``mode: adaptive``: an Optuna study chooses the next (G, B) from the allowed grid until the
+    95% interval of G* is narrower than ``tolerance`` x G* or ``max_trials`` trials have run."""
+
+    max_trials: int = Field(24, ge=3, le=10_000, description="trial budget of the adaptive search")
+    initial_points: int = Field(4, ge=3, le=64, description="distinct G of the initial design, spread over group_sizes")
+    tolerance: float = Field(0.5, gt=0, le=10, description="stop when the G* interval width <= tolerance x G*")
+    parallel: int = Field(2, ge=1, le=256, description="adaptive trials in flight at once")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the sampler's tie-breaks")
+
+
+class TuneLRSpec(_Strict):
+    """``tune_lr``: before the sweep proper, a short Optuna search of the learning rate at every
+    (G, B) (log-uniform on [low, high], bad trials pruned early); the sweep's trials then use the
+    best lr found for their (G, B)."""
+
+    low: float = Field(..., gt=0, le=1000.0, description="smallest learning rate tried")
+    high: float = Field(..., gt=0, le=1000.0, description="largest learning rate tried (> low)")
+    trials: int = Field(8, ge=2, le=200, description="learning rates tried per (G, B)")
+    steps: int | None = Field(None, ge=1, le=1_000_000, description="steps of each tuning trial (default: steps / 4)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TuneLRSpec:
+        if self.high <= self.low:
+            raise ValueError(f"tune_lr.high ({self.high}) must be greater than tune_lr.low ({self.low})")
+        return self
+
+
 class SweepSpec(_Strict):
-    """A grid sweep: one trial per (G, B, seed), every trial with the same steps T."""
+    """A sweep over (G, B, seed): every point of the grid (``mode: grid``) or the points an Optuna
+    study picks (``mode: adaptive``); every trial with the same steps T."""
 
     name: str = Field(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     task: TaskSpec
@@ -146,6 +175,9 @@ class SweepSpec(_Strict):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    mode: Literal["grid", "adaptive"] = "grid"
+    adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
+    tune_lr: TuneLRSpec | None = None
 
     @field_validator("model")
     @classmethod
@@ -195,9 +227,23 @@ class SweepSpec(_Strict):
                 )
         return sorted(v)
 
+    @model_validator(mode="after")
+    def _adaptive_has_room(self) -> SweepSpec:
+        if self.mode == "adaptive" and len(self.group_sizes) < 3:
+            raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {self.group_sizes}")
+        return self
+
     @property
     def n_trials(self) -> int:
+        """Trials of the sweep proper: the whole grid, or the adaptive trial budget (an upper bound)."""
+        if self.mode == "adaptive":
+            return self.adaptive.max_trials
         return len(self.group_sizes) * len(self.samples_per_step) * len(self.seeds)
+
+    @property
+    def n_tuning_trials(self) -> int:
+        """Learning-rate tuning trials before the sweep proper (0 without tune_lr)."""
+        return 0 if self.tune_lr is None else self.tune_lr.trials * len(self.group_sizes) * len(self.samples_per_step)
 
 
 def valid_group_sizes(samples_per_step: int) -> list[int]:
