@@ -1,7 +1,8 @@
 """Every MLflow call the controller makes: experiments, parent and child runs, the fit.
 
 One parent run per sweep; one child run per trial (tag mlflow.parentRunId, never a global
-active run). The controller creates and ends runs so that none is left RUNNING.
+active run). The controller creates and ends runs so that none is left RUNNING. Every call retries
+transient failures (tracking server down, 5xx) with backoff for a bounded time (workers.tracking).
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import json
 import time
 
 import httpx
-from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit
 from sweeps.spec import SweepSpec
+from workers.tracking import RetryingClient
 
 TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
 
@@ -29,7 +30,7 @@ def _spec_params(spec: SweepSpec) -> dict:
 class Tracking:
     def __init__(self, tracking_uri: str) -> None:
         self.uri = tracking_uri.rstrip("/")
-        self.client = MlflowClient(tracking_uri)
+        self.client = RetryingClient(tracking_uri)  # transient failures retried with backoff, bounded
 
     def run_url(self, experiment_id: str | None, run_id: str | None) -> str | None:
         if not (experiment_id and run_id and self.uri.startswith("http")):

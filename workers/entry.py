@@ -32,7 +32,54 @@ def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: s
         logger = RunLogger(tracking_uri, run_id)
     try:
         result = train_trial(cfg, logger or (lambda m, s: None))
-    finally:
+    except BaseException:
         if logger is not None:
-            logger.flush()
+            logger.flush()  # best effort: the trial's own error is the one to report
+        raise
+    if logger is not None:
+        logger.flush(final=True)  # the trial ends only once every metric point is stored
     return {**asdict(result), "seconds": time.perf_counter() - start}
+
+
+def run_tune_lr(config: dict[str, Any], tune: dict[str, Any], tracking_uri: str | None = None,
+                experiment_id: str | None = None, parent_run_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The learning-rate tuning phase at one (G, B): workers.tune_lr.tune_learning_rate, each lr trial an MLflow run.
+
+    Args:
+        config: TrialConfig fields of the sweep's trial at this (G, B) (lr, steps and checkpoints are replaced).
+        tune: ``{low, high, trials, steps}`` (TuneLRSpec; steps None: config steps // 4), optional ``seed``
+            (TPE sampler, default 0), ``metric`` (default: the law's metric, gap) and ``report_every``.
+        tracking_uri, experiment_id, parent_run_id: when all given, every lr trial is a child run of the
+            sweep's parent run (workers.tracking.TuneRuns), ended FINISHED, KILLED (pruned) or FAILED.
+    Returns:
+        tune_learning_rate's plain result, each trial with its ``run_id`` (None without tracking), and ``seconds``.
+    """
+    from workers.tune_lr import tune_learning_rate
+
+    start = time.perf_counter()
+    cfg = TrialConfig(**config)
+    runs = None
+    if tracking_uri and experiment_id and parent_run_id:
+        from workers.tracking import TuneRuns
+
+        params = {"task": cfg.task.get("name"), "model": cfg.model.get("preset") or cfg.model.get("path"), "seed": cfg.seed,
+                  "optimizer": cfg.optimizer, "tune_lr.low": tune["low"], "tune_lr.high": tune["high"],
+                  "tune_lr.trials": tune["trials"]}  # fmt: skip
+        runs = TuneRuns(tracking_uri, experiment_id, parent_run_id, cfg.group_size, cfg.samples_per_step, params)
+    try:
+        result = tune_learning_rate(
+            cfg, float(tune["low"]), float(tune["high"]), int(tune["trials"]), int(tune.get("steps") or max(1, cfg.steps // 4)),
+            seed=int(tune.get("seed", 0)), make_report=runs.start if runs else None, metric=tune.get("metric"),
+            report_every=tune.get("report_every"), on_trial_end=runs.end if runs else None,
+        )  # fmt: skip
+    except Exception:
+        if runs is not None:
+            runs.abort("FAILED")
+        raise
+    except BaseException:  # cancelled (KeyboardInterrupt, Ray's cancellation)
+        if runs is not None:
+            runs.abort("KILLED")
+        raise
+    for t in result["trials"]:
+        t["run_id"] = runs.run_ids.get(t["number"]) if runs else None
+    return {**result, "seconds": time.perf_counter() - start}
