@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict
 from typing import Any
@@ -83,3 +84,38 @@ def run_tune_lr(config: dict[str, Any], tune: dict[str, Any], tracking_uri: str 
     for t in result["trials"]:
         t["run_id"] = runs.run_ids.get(t["number"]) if runs else None
     return {**result, "seconds": time.perf_counter() - start}
+
+
+class TrialRunner:
+    """One trial in a background thread of its own process, to be wrapped as a detached Ray actor.
+
+    The trial starts when the object is built, so Ray's actor restart (after the worker process
+    died) resumes it from its last checkpoint. ``wait`` may be called by several callers (a
+    restarted controller re-attaches by calling it again), so the actor needs max_concurrency > 1.
+    """
+
+    def __init__(self, config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None) -> None:
+        self._done = threading.Event()
+        self._result: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(config, tracking_uri, run_id), name="trial", daemon=True).start()
+
+    def _run(self, config: dict[str, Any], tracking_uri: str | None, run_id: str | None) -> None:
+        try:
+            self._result = run_trial(config, tracking_uri, run_id)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller of wait()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def wait(self, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """The trial's result (run_trial's dict), or None if it is still running after timeout_s.
+
+        Raises:
+            Exception: the trial's own exception.
+        """
+        if not self._done.wait(timeout_s):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._result
