@@ -19,6 +19,9 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(
         None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "GROUPSCALE_MLFLOW_TRACKING_URI")
     )
+    mlflow_backend_uri: str | None = Field(
+        None, description="backend store of the MLflow server that `groupscale up` starts; default SQLite under data_dir"
+    )
     ray_address: str | None = Field(None, validation_alias=AliasChoices("RAY_ADDRESS", "GROUPSCALE_RAY_ADDRESS"))
     api_token: str | None = Field(None, description="bearer token required on mutating endpoints when set")
     max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")

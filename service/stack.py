@@ -25,8 +25,11 @@ class StackError(RuntimeError):
     """A component could not be started (the message says which and where its log is)."""
 
 
-def start_mlflow(data_dir: Path, host: str, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
-    """Start ``mlflow server`` (SQLite backend and proxied artifacts under data_dir) and wait for /health.
+def start_mlflow(
+    data_dir: Path, host: str, port: int, timeout_s: float = 120.0, backend_store_uri: str | None = None
+) -> subprocess.Popen:
+    """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
+    backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
 
     Raises:
         StackError: the server exited or did not answer within timeout_s.
@@ -38,7 +41,7 @@ def start_mlflow(data_dir: Path, host: str, port: int, timeout_s: float = 120.0)
         str(Path(sys.executable).with_name("mlflow")),
         "server",
         "--backend-store-uri",
-        f"sqlite:///{data_dir / 'mlflow.db'}",
+        backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}",
         "--artifacts-destination",
         str(data_dir / "mlartifacts"),
         "--host",
@@ -102,7 +105,8 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped."""
     data_dir.mkdir(parents=True, exist_ok=True)
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port)
+    backend = Settings().mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
+    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=backend)
     tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)

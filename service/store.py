@@ -10,7 +10,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    create_engine,
+    event,
+    select,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
 SWEEP_STATUSES = ("queued", "running", "fitting", "succeeded", "failed", "cancelled")
@@ -27,6 +42,22 @@ def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+class UTCDateTime(TypeDecorator):
+    """A timestamp read back as an aware UTC datetime on every backend (SQLite drops the offset, PostgreSQL
+    answers in the session's time zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+        return value.astimezone(UTC) if value is not None and value.tzinfo is not None else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -39,16 +70,20 @@ class Sweep(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     spec: Mapped[dict] = mapped_column(JSON)
     task_name: Mapped[str] = mapped_column(String(64), index=True)
-    model_name: Mapped[str] = mapped_column(String(4096), index=True)
+    model_name: Mapped[str] = mapped_column(String(4096))  # indexed below: a hash index on PostgreSQL
     idempotency_key: Mapped[str | None] = mapped_column(String(256), unique=True, nullable=True)
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     mlflow_closed: Mapped[bool] = mapped_column(Boolean, default=False)
     fit: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     trials: Mapped[list[Trial]] = relationship(back_populates="sweep", order_by="Trial.position")
+
+    # A B-tree entry is limited to ~2.7 kB on PostgreSQL and model paths may be 4096 characters; lookups
+    # are by equality only. SQLite gets the same plain index as before.
+    __table_args__ = (Index("ix_sweeps_model_name", "model_name", postgresql_using="hash"),)
 
 
 class Trial(Base):
@@ -66,8 +101,8 @@ class Trial(Base):
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     sweep: Mapped[Sweep] = relationship(back_populates="trials")
 
     @property
@@ -86,17 +121,20 @@ class Probe(Base):
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
 class Store:
-    """Engine + session factory. SQLite gets WAL and a busy timeout so readers never block writers."""
+    """Engine + session factory. SQLite gets WAL and a busy timeout so readers never block writers; a server
+    database (PostgreSQL: postgresql+psycopg://...) gets pings that replace connections a restart has cut."""
 
     def __init__(self, url: str) -> None:
         sqlite = url.startswith("sqlite")
-        self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30} if sqlite else {})
-        if sqlite:
+        if not sqlite:
+            self.engine = create_engine(url, pool_pre_ping=True)
+        else:
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
             @event.listens_for(self.engine, "connect")
             def _pragmas(conn, _record) -> None:  # noqa: ANN001
@@ -105,7 +143,10 @@ class Store:
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
-        Base.metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # controllers starting together must not race on CREATE TABLE
+                conn.execute(text("SELECT pg_advisory_xact_lock(7162840213)"))
+            Base.metadata.create_all(conn)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager

@@ -5,12 +5,16 @@ from service.main import create_app
 from service.settings import Settings
 
 
-@pytest.fixture
-def make_client(tmp_path):
-    """An app with a real SQLite store and no scheduler (HTTP layer only: nothing runs)."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_client(request, tmp_path):
+    """An app with a real store (SQLite, or a fresh database on PostgreSQL) and no scheduler (HTTP layer only)."""
+    if request.param == "postgres":
+        settings_db = {"database_url": request.getfixturevalue("postgres").create_database()}
+    else:
+        settings_db = {}
 
     def make(**settings):
-        app = create_app(Settings(data_dir=tmp_path, **settings), run_scheduler=False)
+        app = create_app(Settings(data_dir=tmp_path, **settings_db, **settings), run_scheduler=False)
         return TestClient(app)
 
     return make
