@@ -1,11 +1,15 @@
 """Runs sweeps on Ray: every Ray call of the controller lives here.
 
 Execution shape (see README "How a sweep runs"): a scheduler thread in the controller admits
-queued sweeps, launches their trials as Ray tasks with the spec's per-trial CPU/GPU requests (no
-more at once than the cluster's free resources, so a trial marked running is running), collects
-results, and fits the law when a sweep's trials have all ended. State lives in the store, so a
-restarted controller reconciles: trials that were running go back to pending and run again
-(their interrupted MLflow runs are ended as KILLED).
+queued sweeps, launches each trial as a detached, named Ray actor (workers.entry.TrialRunner) with
+the spec's per-trial CPU/GPU requests (no more at once than the cluster's free resources, so a
+trial marked running is running), collects results, and fits the law when a sweep's trials have
+all ended. Trials outlive the controller process: on a cluster of its own (RAY_ADDRESS) a killed
+or restarted controller re-attaches to the actors still running (by name) and collects what they
+finished meanwhile. A trial whose actor is gone goes back to pending and resumes from its
+checkpoint, logging into the same MLflow run, so each trial has exactly one run.
+A worker that dies is restarted by Ray (actor restarts, at most GROUPSCALE_TRIAL_RETRIES) and
+resumes from the trial's last checkpoint.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from service.tracking import Tracking
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
-from workers.entry import run_probe_task, run_trial
+from workers.entry import TrialRunner, run_probe_task
 from workers.trainer import TrialConfig
 
 log = logging.getLogger("groupscale.scheduler")
@@ -57,6 +61,14 @@ class Work:
     id: str
     cpus: float
     gpus: float
+    actor: Any = None  # a trial's TrialRunner actor handle
+
+
+NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
+
+
+def trial_actor_name(trial_id: str) -> str:
+    return f"trial-{trial_id}"
 
 
 def connect_ray(settings: Settings) -> bool:
@@ -67,9 +79,10 @@ def connect_ray(settings: Settings) -> bool:
     stack down cleanly.
     """
     if settings.ray_address:
-        ray.init(address=settings.ray_address, log_to_driver=False)
+        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False)
         return False
-    ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(num_cpus=settings.ray_num_cpus, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")  # fmt: skip
     return True
 
 
@@ -99,11 +112,16 @@ class Scheduler:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop scheduling. Trials still running go back to pending (the next start resumes them from
-        their checkpoints) and their MLflow runs end KILLED rather than staying RUNNING."""
+        """Stop scheduling. On a Ray cluster of its own (RAY_ADDRESS), running trials go on and the next
+        controller re-attaches to them. With the local head, which stops with the controller, they go
+        back to pending (the next start resumes them from their checkpoints) and their MLflow runs end
+        KILLED rather than staying RUNNING."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if not self._owns_ray:
+            self._inflight.clear()
+            return
         running = [w.id for w in self._inflight.values() if w.kind == "trial"]
         with self.store.session() as s:
             for trial in s.scalars(select(Trial).where(Trial.id.in_(running))):
@@ -147,12 +165,24 @@ class Scheduler:
         self._finish()
 
     def _reconcile(self) -> None:
-        """After a restart: trials left running by the previous controller run again from the start."""
+        """After a restart: re-attach to the trials still running on Ray; the others (their actor is
+        gone) go back to pending and resume from their checkpoints into the same MLflow run. Actors
+        of this store's trials that have ended are killed (others on a shared cluster are left alone)."""
         with self.store.session() as s:
-            for trial in s.scalars(select(Trial).where(Trial.status == "running")):
-                if trial.mlflow_run_id and self.tracking:
-                    self._safe(self.tracking.kill, trial.mlflow_run_id)
-                trial.status, trial.mlflow_run_id = "pending", None
+            running = {t.id: t for t in s.scalars(select(Trial).where(Trial.status == "running"))}
+            named = {n.removeprefix("trial-") for n in ray.util.list_named_actors() if n.startswith("trial-")}
+            ended = select(Trial.id).where(Trial.id.in_(named), Trial.status.in_(TRIAL_TERMINAL))
+            for trial_id in s.scalars(ended):  # collected, but the previous controller died before killing it
+                self._kill_actor(trial_actor_name(trial_id))
+            for trial in running.values():
+                try:
+                    actor = ray.get_actor(trial_actor_name(trial.id))
+                except ValueError:  # gone (the cluster restarted, or restarts ran out): resume it
+                    trial.status = "pending"
+                    continue
+                res = SweepSpec.model_validate(trial.sweep.spec).resources
+                self._inflight[actor.wait.remote()] = Work("trial", trial.id, res.cpus_per_trial, res.gpus_per_trial, actor)
+                log.info("re-attached to trial %s", trial.id)
             for sweep in self.store.sweeps_with_status(s, "fitting"):
                 sweep.status = "running"
             for probe in s.scalars(select(Probe).where(Probe.status == "running")):
@@ -207,7 +237,7 @@ class Scheduler:
                 plan = TrialPlan(trial.group_size, trial.samples_per_step, trial.seed)
                 ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
-                if self.tracking and sweep.mlflow_parent_run_id:
+                if self.tracking and sweep.mlflow_parent_run_id and not trial.mlflow_run_id:  # a resume keeps its run
                     try:
                         trial.mlflow_run_id = self.tracking.start_trial(
                             sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
@@ -216,12 +246,16 @@ class Scheduler:
                     except Exception:  # noqa: BLE001 - keep what was launched; this trial waits for the next tick
                         log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
                         break
-                # A dead worker (not an exception in the trial) is retried by Ray, at most trial_retries
-                # times; the retry resumes from the trial's last checkpoint.
-                task = ray.remote(run_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=self.settings.trial_retries,
-                                                     retry_exceptions=False, name=f"trial-{trial.id}")  # fmt: skip
-                ref = task.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id)
-                self._inflight[ref] = Work("trial", trial.id, cpus, gpus)
+                # Detached: the trial outlives this process. A dead worker (not an exception in the trial)
+                # is restarted by Ray at most trial_retries times, resuming from the last checkpoint; the
+                # pending wait() is retried on the restarted actor (max_task_retries=-1, bounded by restarts).
+                runner = ray.remote(TrialRunner).options(
+                    name=trial_actor_name(trial.id), lifetime="detached", get_if_exists=True, num_cpus=cpus, num_gpus=gpus,
+                    max_restarts=self.settings.trial_retries, max_task_retries=-1, max_concurrency=4,
+                )  # fmt: skip
+                actor = runner.remote(config, self.tracking.uri if self.tracking else None, trial.mlflow_run_id,
+                                      trial_actor_name(trial.id))  # fmt: skip
+                self._inflight[actor.wait.remote()] = Work("trial", trial.id, cpus, gpus, actor)
                 trial.status, trial.attempts = "running", trial.attempts + 1
 
     def _launch_probes(self) -> None:
@@ -257,10 +291,9 @@ class Scheduler:
         trial_id = work.id
         try:
             result: dict[str, Any] = ray.get(ref)
-        except ray.exceptions.TaskCancelledError:
-            result = {"status": "cancelled", "metrics": {}, "reason": "cancelled"}
         except Exception as e:  # noqa: BLE001 - a failed trial is data, not a controller crash
             result = {"status": "failed", "metrics": {}, "reason": failure_reason(e)}
+        self._kill_actor(trial_actor_name(trial_id))  # detached: it would hold its CPUs/GPUs until killed
         with self.store.session() as s:
             trial = s.get(Trial, trial_id)
             if trial.status == "cancelled":  # cancelled while it was finishing
@@ -291,9 +324,9 @@ class Scheduler:
             doomed = set(s.scalars(select(Trial.id).join(Sweep).where(Trial.id.in_(ids), Sweep.status == "cancelled")))
             for trial in s.scalars(select(Trial).where(Trial.id.in_(doomed))):
                 trial.status = "cancelled"
-        for ref, work in list(self._inflight.items()):
+        for work in list(self._inflight.values()):
             if work.id in doomed:
-                ray.cancel(ref, force=True)
+                self._kill_actor(trial_actor_name(work.id))
 
     def _finish(self) -> None:
         with self.store.session() as s:
@@ -319,6 +352,13 @@ class Scheduler:
         if self.tracking and sweep.mlflow_parent_run_id:
             self._safe(self.tracking.end_sweep, sweep.mlflow_parent_run_id, fit, f"{sweep.name}: {fit.status}")
         sweep.status, sweep.mlflow_closed = "succeeded", True
+
+    @staticmethod
+    def _kill_actor(name: str) -> None:
+        try:
+            ray.kill(ray.get_actor(name), no_restart=True)
+        except ValueError:  # already gone
+            pass
 
     @staticmethod
     def _safe(fn, *args) -> None:  # noqa: ANN001

@@ -94,7 +94,11 @@ class TrialRunner:
     restarted controller re-attaches by calling it again), so the actor needs max_concurrency > 1.
     """
 
-    def __init__(self, config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None) -> None:
+    def __init__(
+        self, config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, name: str = "trial"
+    ) -> None:
+        self.name = name
+        self._set_title()
         self._done = threading.Event()
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -114,8 +118,17 @@ class TrialRunner:
         Raises:
             Exception: the trial's own exception.
         """
+        self._set_title()
         if not self._done.wait(timeout_s):
             return None
         if self._error is not None:
             raise self._error
         return self._result
+
+    def _set_title(self) -> None:
+        """``ps`` shows ``ray::<name>`` (Ray titles the process after the method it last started)."""
+        try:
+            from ray._raylet import setproctitle  # what Ray itself titles its workers with
+        except ImportError:  # not under Ray: nothing to title
+            return
+        setproctitle(f"ray::{self.name}")

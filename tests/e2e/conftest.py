@@ -4,13 +4,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from service.stack import StackError, up_command, wait_until_up
+from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
 
 def free_port() -> int:
@@ -19,18 +20,46 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# A Ray head of its own, as on a cluster, kept on loopback: Ray resolves 127.0.0.1 to the host's
+# address unless told this is a one-node setup; token auth is off for the test head.
+RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+class RayHead:
+    """`ray start --head --block` in its own process group, so that it outlives a killed controller."""
+
+    def __init__(self, log_dir: Path, num_cpus: int = 2) -> None:
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.log = log_dir / "ray-head.log"
+        cmd = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(self.port),
+               "--num-cpus", str(num_cpus), "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **RAY_LOOPBACK_ENV},
+                                         start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in self.log.read_text():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()[-3000:]
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        stop_process_group(self.proc, grace_s=30)
+
+
 class Stack:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        """``env``: extra environment of the controller (e.g. RAY_ADDRESS, MLFLOW_TRACKING_URI of servers of its own)."""
+        self.extra_env = env or {}
         self.port, self.mlflow_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.mlflow_uri = f"http://127.0.0.1:{self.mlflow_port}"
+        self.mlflow_uri = self.extra_env.get("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{self.mlflow_port}")
         self.data_dir = data_dir
         self.log = data_dir / "up.log"
         self.http = httpx.Client(base_url=self.url, timeout=30)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 180) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")} | self.extra_env
         cmd = up_command(self.port, self.mlflow_port, self.data_dir)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
