@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from service.routes import health, probes, recommendations, sweeps
 from service.scheduler import Scheduler
@@ -82,7 +83,7 @@ class BodySizeLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
-                raise _TooLarge
+                raise _TooLarge(self.max_bytes)
             return message
 
         try:
@@ -102,5 +103,9 @@ class BodySizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """An HTTPException, so that FastAPI, reading a streamed body when the limit is passed, re-raises it as
+    the 413 it is instead of turning it into a 400 "error parsing the body"."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"request body too large: at most {max_bytes} bytes")

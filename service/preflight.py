@@ -8,6 +8,7 @@ from transformers import AutoConfig
 
 from service.settings import Settings
 from sweeps.spec import SweepSpec
+from workers.tasks.jsonl import read_problems
 
 
 class SpecError(ValueError):
@@ -35,10 +36,25 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
                 raise SpecError(("resources", field),
                                 f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}")  # fmt: skip
     task_path = getattr(spec.task, "path", None)
-    if task_path is not None and not _is_file(Path(task_path).expanduser()):
-        raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a readable file on the controller")
+    if task_path is not None:
+        check_task_file(task_path)
     if spec.model.path is not None:
         check_model_folder(spec.model.path, settings.model_root)
+
+
+def check_task_file(task_path: str) -> None:
+    """The jsonl task's file is readable here and parses as the worker will parse it (workers.tasks.jsonl),
+    so that a wrong file (``/etc/passwd``) is a 422 now, not a failed trial later. Its content is not echoed."""
+    path = Path(task_path).expanduser()
+    if not _is_file(path):
+        raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a readable file on the controller")
+    try:
+        read_problems(path)
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not prompt/answer JSON lines, or not UTF-8
+        reason = str(e) if not isinstance(e, UnicodeDecodeError) else "not UTF-8 text"
+        raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a usable jsonl task file: {reason[:300]}; "
+                                          'allowed: one {"prompt": str, "answer": str or number} object a line, '
+                                          "at least 2 lines") from None  # fmt: skip
 
 
 def _is_file(path: Path) -> bool:
