@@ -131,11 +131,16 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
         while True:
             p = sweep["progress"]
+            extra = ""
+            if p.get("tuning_total") and p["tuning_done"] < p["tuning_total"]:
+                extra += f" tuning lr {p['tuning_done']}/{p['tuning_total']}"
+            if p.get("g_star_ci95") and None not in p["g_star_ci95"]:
+                extra += f" G* in [{p['g_star_ci95'][0]:.3g}, {p['g_star_ci95'][1]:.3g}]"
             bar.update(
                 task,
                 completed=p["done"] + p["failed"] + p.get("cancelled", 0),
                 total=p["total"],
-                description=f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}",
+                description=f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}{extra}",
             )
             if sweep["status"] in TERMINAL:
                 return sweep

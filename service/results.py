@@ -36,14 +36,19 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
 
 
 def progress_of(sweep: Sweep) -> Progress:
+    spec = SweepSpec.model_validate(sweep.spec)
     statuses = [t.status for t in sweep.trials]
-    total = len(statuses) or SweepSpec.model_validate(sweep.spec).n_trials  # before admission: the plan's size
+    adaptive = spec.mode == "adaptive"
+    total = spec.n_trials if adaptive or not statuses else len(statuses)  # before admission: the plan's size
     return Progress(
         done=sum(s in ("succeeded", "no_signal") for s in statuses),
         running=statuses.count("running"),
         failed=statuses.count("failed"),
         cancelled=statuses.count("cancelled"),
         total=total,
+        g_star_ci95=(sweep.fit or {}).get("g_star_ci95") if adaptive else None,
+        tuning_done=sum(t.status not in ("pending", "running") for t in sweep.lr_tunings),
+        tuning_total=spec.n_tuning_trials // spec.tune_lr.trials if spec.tune_lr else 0,
     )
 
 

@@ -23,18 +23,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
 import ray
 from sqlalchemy import select
 
 from service.results import fit_from_trials
 from service.settings import Settings
-from service.store import TRIAL_TERMINAL, Probe, Store, Sweep, Trial
+from service.store import TRIAL_TERMINAL, LrTuning, Probe, Store, Sweep, Trial
 from service.tracking import Tracking
+from sweeps import adaptive
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
-from workers.entry import TrialRunner, run_probe_task
+from workers.entry import TrialRunner, run_probe_task, run_tune_lr
 from workers.trainer import TrialConfig
+from workers.tune_lr import frozen_trials
 
 log = logging.getLogger("groupscale.scheduler")
 
@@ -57,7 +60,7 @@ def failure_reason(e: Exception) -> str:
 class Work:
     """A Ray task in flight: a trial or a probe, with the resources it holds."""
 
-    kind: str  # "trial" | "probe"
+    kind: str  # "trial" | "probe" | "tune" (an LrTuning)
     id: str
     cpus: float
     gpus: float
@@ -71,6 +74,14 @@ def trial_actor_name(trial_id: str) -> str:
     return f"trial-{trial_id}"
 
 
+def tuned_lrs(sweep: Sweep) -> dict[tuple[int, int], float] | None:
+    """The tuned lr per (G, B) of a sweep, or None while its tuning phase runs ({} without tune_lr).
+    A (G, B) whose search found nothing keeps the spec's lr."""
+    if any(t.status in ("pending", "running") for t in sweep.lr_tunings):
+        return None
+    return {(t.group_size, t.samples_per_step): t.best_lr for t in sweep.lr_tunings if t.best_lr is not None}
+
+
 def connect_ray(settings: Settings) -> bool:
     """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns True if local.
 
@@ -81,8 +92,9 @@ def connect_ray(settings: Settings) -> bool:
     if settings.ray_address:
         ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False)
         return False
-    ray.init(num_cpus=settings.ray_num_cpus, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1")  # fmt: skip
+    # address="local": always a new head, never a cluster that `ray start` left on this machine.
+    ray.init(address="local", num_cpus=settings.ray_num_cpus, namespace=NAMESPACE, include_dashboard=False,
+             log_to_driver=False, _node_ip_address="127.0.0.1")  # fmt: skip
     return True
 
 
@@ -102,6 +114,8 @@ class Scheduler:
         self._owns_ray = False
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
+        self._optuna: optuna.storages.RDBStorage | None = None
+        self._studies: dict[str, optuna.Study] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -155,6 +169,8 @@ class Scheduler:
         self._admit()
         self._cancel_stopped()
         self._launch_probes()
+        self._launch_tunings()
+        self._advance_adaptive()
         self._launch()
         if self._inflight:
             ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=self.settings.poll_interval_s)
@@ -187,6 +203,11 @@ class Scheduler:
                 sweep.status = "running"
             for probe in s.scalars(select(Probe).where(Probe.status == "running")):
                 probe.status = "queued"
+            for tuning in s.scalars(select(LrTuning).where(LrTuning.status == "running")):
+                tuning.status = "pending"  # a tuning task is short and not detached: it runs again
+                if self.tracking and tuning.sweep.mlflow_parent_run_id:
+                    self._safe(self.tracking.kill_tuning_runs, tuning.sweep.mlflow_parent_run_id, tuning.group_size,
+                               tuning.samples_per_step)  # fmt: skip
 
     def _admit(self) -> None:
         with self.store.session() as s:
@@ -194,7 +215,10 @@ class Scheduler:
                 spec = SweepSpec.model_validate(sweep.spec)
                 if self.tracking and not sweep.mlflow_parent_run_id:
                     sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = self.tracking.start_sweep(sweep.id, spec)
-                if not sweep.trials:
+                if spec.tune_lr is not None and not sweep.lr_tunings:
+                    for b in spec.samples_per_step:
+                        s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
+                if spec.mode == "grid" and not sweep.trials:  # adaptive sweeps get theirs from the study
                     for i, plan in enumerate(plan_trials(spec)):
                         s.add(
                             Trial(
@@ -223,12 +247,16 @@ class Scheduler:
                 .order_by(Sweep.created_at, Trial.position)
             ).all()
             specs: dict[str, SweepSpec] = {}  # validated once per sweep per tick, not once per trial
+            tuned: dict[str, dict[tuple[int, int], float] | None] = {}  # None: tuning not finished
             for trial, sweep in rows:
                 if trial.id in running:
                     continue
                 if sweep.id not in specs:
                     specs[sweep.id] = SweepSpec.model_validate(sweep.spec)
-                spec = specs[sweep.id]
+                    tuned[sweep.id] = tuned_lrs(sweep)
+                spec, lrs = specs[sweep.id], tuned[sweep.id]
+                if lrs is None:  # the sweep proper starts once its learning rates are tuned
+                    continue
                 cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
                 free_cpu, free_gpu = self._free()
                 if cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9:
@@ -237,11 +265,12 @@ class Scheduler:
                 plan = TrialPlan(trial.group_size, trial.samples_per_step, trial.seed)
                 ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
+                config["lr"] = lrs.get((trial.group_size, trial.samples_per_step), config["lr"])
                 if self.tracking and sweep.mlflow_parent_run_id and not trial.mlflow_run_id:  # a resume keeps its run
                     try:
                         trial.mlflow_run_id = self.tracking.start_trial(
                             sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
-                            trial.group_size, trial.samples_per_step, trial.seed,
+                            trial.group_size, trial.samples_per_step, trial.seed, config["lr"],
                         )  # fmt: skip
                     except Exception:  # noqa: BLE001 - keep what was launched; this trial waits for the next tick
                         log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
@@ -269,6 +298,115 @@ class Scheduler:
                 self._inflight[task.remote(config, spec.probe.model_dump())] = Work("probe", probe.id, cpus, gpus)
                 probe.status = "running"
 
+    def _study(self, sweep_id: str, spec: SweepSpec) -> optuna.Study:
+        """The adaptive sweep's Optuna study, kept in the controller's database (sweeps.adaptive)."""
+        if sweep_id not in self._studies:
+            self._studies[sweep_id] = adaptive.open_study(spec, self._optuna_storage(), f"groupscale-{sweep_id}")
+        return self._studies[sweep_id]
+
+    def _advance_adaptive(self) -> None:
+        """For each running adaptive sweep: tell the study the trials that ended, then ask it for new
+        (G, B, seed) points up to ``adaptive.parallel`` in flight, until its G* interval is narrow
+        enough or max_trials were asked. Each decision goes onto the MLflow parent run; the current
+        fit onto the sweep (its progress shows the interval). Store rows and study trials are matched
+        by number (Trial.position), so a restart at any point neither loses nor repeats a trial."""
+        with self.store.session() as s:
+            for sweep in self.store.sweeps_with_status(s, "running"):
+                spec = SweepSpec.model_validate(sweep.spec)
+                if spec.mode != "adaptive" or tuned_lrs(sweep) is None:
+                    continue
+                study = self._study(sweep.id, spec)
+                rows = {t.position: t for t in sweep.trials}
+                for point in adaptive.running_points(study):
+                    trial = rows.get(point.number)
+                    if trial is None:  # asked, but the controller died before the row was stored
+                        trial = rows[point.number] = self._add_trial(s, sweep, point)
+                    if trial.status in TRIAL_TERMINAL:
+                        value = trial.metrics.get(spec.measure.metric) if trial.status == "succeeded" else None
+                        adaptive.tell(study, point.number, value)
+                st = adaptive.state(study, spec)
+                if st.fit is not None:
+                    sweep.fit = st.fit.model_dump(mode="json")
+                in_flight = sum(t.status in ("pending", "running") for t in rows.values())
+                while not st.done and in_flight < spec.adaptive.parallel:
+                    point = adaptive.ask(study, spec)
+                    self._add_trial(s, sweep, point)
+                    in_flight += 1
+                    if self.tracking and sweep.mlflow_parent_run_id:
+                        self._safe(self.tracking.log_decision, sweep.mlflow_parent_run_id, point.number, point.group_size,
+                                   point.samples_per_step, st.fit, st.reason)  # fmt: skip
+                    st = adaptive.state(study, spec)
+
+    @staticmethod
+    def _add_trial(s, sweep: Sweep, point: adaptive.Point) -> Trial:  # noqa: ANN001
+        trial = Trial(sweep_id=sweep.id, position=point.number, group_size=point.group_size,
+                      samples_per_step=point.samples_per_step, seed=point.seed)  # fmt: skip
+        s.add(trial)
+        s.flush()
+        return trial
+
+    def _adaptive_done(self, sweep: Sweep) -> bool:
+        """An adaptive sweep ends once its study says stop and every trial it asked for was told."""
+        spec = SweepSpec.model_validate(sweep.spec)
+        if spec.mode != "adaptive":
+            return True
+        study = self._study(sweep.id, spec)
+        return adaptive.state(study, spec).done and not adaptive.running_points(study)
+
+    def _launch_tunings(self) -> None:
+        """Start the learning-rate search (workers.tune_lr) of every pending (G, B) of a running sweep."""
+        with self.store.session() as s:
+            rows = s.execute(
+                select(LrTuning, Sweep).join(Sweep).where(Sweep.status == "running", LrTuning.status == "pending")
+                .order_by(Sweep.created_at, LrTuning.created_at)
+            ).all()  # fmt: skip
+            for tuning, sweep in rows:
+                spec = SweepSpec.model_validate(sweep.spec)
+                cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+                free_cpu, free_gpu = self._free()
+                if (cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9) and self._inflight:
+                    break
+                plan = TrialPlan(tuning.group_size, tuning.samples_per_step, spec.seeds[0])
+                config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))
+                tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
+                task = ray.remote(run_tune_lr).options(num_cpus=cpus, num_gpus=gpus, max_retries=self.settings.trial_retries,
+                                                       retry_exceptions=False)  # fmt: skip
+                uri = self.tracking.uri if self.tracking else None
+                ref = task.remote(config, tune, uri, sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id)
+                self._inflight[ref] = Work("tune", tuning.id, cpus, gpus)
+                tuning.status = "running"
+
+    def _collect_tuning(self, tuning_id: str, ref: ray.ObjectRef) -> None:
+        """Store the tuned lr; copy the search into an Optuna study of the controller's database (so
+        optuna-dashboard shows it) and the best lr onto the sweep's parent run."""
+        try:
+            result, error = ray.get(ref), None
+        except Exception as e:  # noqa: BLE001 - a failed search leaves the spec's lr
+            result, error = None, failure_reason(e)
+        with self.store.session() as s:
+            tuning = s.get(LrTuning, tuning_id)
+            if tuning.status == "cancelled":
+                return
+            tuning.status, tuning.error = ("succeeded", None) if error is None else ("failed", error)
+            tuning.result = finite_or_none(result) if result is not None else None
+            tuning.best_lr = result.get("best_lr") if result else None
+            if result:
+                name = f"groupscale-{tuning.sweep_id}-tune_lr-G{tuning.group_size}-B{tuning.samples_per_step}"
+                study = optuna.create_study(storage=self._optuna_storage(), study_name=name, direction=result["direction"],
+                                            load_if_exists=True)  # fmt: skip
+                if not study.trials:
+                    study.add_trials(frozen_trials(result))
+            parent = tuning.sweep.mlflow_parent_run_id
+            if self.tracking and parent and tuning.best_lr is not None:
+                key = f"tune_lr.best_lr.G{tuning.group_size}.B{tuning.samples_per_step}"
+                self._safe(self.tracking.log_values, parent, {key: tuning.best_lr})
+
+    def _optuna_storage(self) -> optuna.storages.RDBStorage:
+        """Optuna's tables in the controller's database (one storage, made on first use)."""
+        if self._optuna is None:
+            self._optuna = optuna.storages.RDBStorage(self.settings.resolved_database_url)
+        return self._optuna
+
     def _collect_probe(self, probe_id: str, ref: ray.ObjectRef) -> None:
         try:
             result, error = ray.get(ref), None
@@ -288,6 +426,8 @@ class Scheduler:
         work = self._inflight.pop(ref)
         if work.kind == "probe":
             return self._collect_probe(work.id, ref)
+        if work.kind == "tune":
+            return self._collect_tuning(work.id, ref)
         trial_id = work.id
         try:
             result: dict[str, Any] = ray.get(ref)
@@ -324,14 +464,23 @@ class Scheduler:
             doomed = set(s.scalars(select(Trial.id).join(Sweep).where(Trial.id.in_(ids), Sweep.status == "cancelled")))
             for trial in s.scalars(select(Trial).where(Trial.id.in_(doomed))):
                 trial.status = "cancelled"
-        for work in list(self._inflight.values()):
-            if work.id in doomed:
+            ids = {w.id for w in self._inflight.values() if w.kind == "tune"}
+            tunings = s.scalars(select(LrTuning).join(Sweep).where(LrTuning.id.in_(ids), Sweep.status == "cancelled"))
+            for tuning in tunings:
+                tuning.status = "cancelled"
+                doomed.add(tuning.id)
+        for ref, work in list(self._inflight.items()):
+            if work.id in doomed and work.kind == "trial":
                 self._kill_actor(trial_actor_name(work.id))
+            elif work.id in doomed:
+                ray.cancel(ref, force=True)
 
     def _finish(self) -> None:
         with self.store.session() as s:
             for sweep in self.store.sweeps_with_status(s, "running"):
                 if not sweep.trials or any(t.status not in TRIAL_TERMINAL for t in sweep.trials):
+                    continue
+                if not self._adaptive_done(sweep):
                     continue
                 sweep.status = "fitting"
         with self.store.session() as s:

@@ -16,7 +16,10 @@ class Progress(BaseModel):
     running: int
     failed: int
     cancelled: int = 0
-    total: int
+    total: int = Field(description="trials of the grid; for mode adaptive, the trial budget max_trials (an upper bound)")
+    g_star_ci95: list[float | None] | None = Field(None, description="mode adaptive: the current 95% interval of G*")
+    tuning_done: int = Field(0, description="tune_lr: (G, B) learning-rate searches finished")
+    tuning_total: int = Field(0, description="tune_lr: (G, B) learning-rate searches in all")
 
 
 class MlflowLinks(BaseModel):

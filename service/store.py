@@ -80,6 +80,7 @@ class Sweep(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     trials: Mapped[list[Trial]] = relationship(back_populates="sweep", order_by="Trial.position")
+    lr_tunings: Mapped[list[LrTuning]] = relationship(back_populates="sweep", order_by="LrTuning.created_at")
 
     # A B-tree entry is limited to ~2.7 kB on PostgreSQL and model paths may be 4096 characters; lookups
     # are by equality only. SQLite gets the same plain index as before.
@@ -87,7 +88,7 @@ class Sweep(Base):
 
 
 class Trial(Base):
-    __tablename__ = "trials"
+    __tablename__ = "sweep_trials"  # not "trials": Optuna's tables share this database (adaptive sweeps, tune_lr)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
@@ -108,6 +109,27 @@ class Trial(Base):
     @property
     def prompts_per_step(self) -> int:  # N = B / G
         return self.samples_per_step // self.group_size
+
+
+class LrTuning(Base):
+    """The learning-rate search at one (G, B) of a sweep with tune_lr (workers.tune_lr).
+
+    status: pending -> running -> succeeded | failed | cancelled; best_lr None: keep the spec's lr.
+    """
+
+    __tablename__ = "lr_tunings"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    group_size: Mapped[int] = mapped_column(Integer)
+    samples_per_step: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    best_lr: Mapped[float | None] = mapped_column(Float, nullable=True)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    sweep: Mapped[Sweep] = relationship(back_populates="lr_tunings")
 
 
 class Probe(Base):

@@ -61,11 +61,14 @@ class Tracking:
         return exp_id, run_id
 
     def start_trial(self, experiment_id: str, parent_run_id: str, spec: SweepSpec, trial_id: str,
-                    group_size: int, samples_per_step: int, seed: int) -> str:  # fmt: skip
-        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run)."""
+                    group_size: int, samples_per_step: int, seed: int, lr: float | None = None) -> str:  # fmt: skip
+        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run).
+
+        ``lr``: the learning rate the trial trains with (the tuned one under tune_lr; param ``lr``).
+        """
         params = {
             **_spec_params(spec), "group_size": group_size, "samples_per_step": samples_per_step,
-            "prompts_per_step": samples_per_step // group_size, "seed": seed,
+            "prompts_per_step": samples_per_step // group_size, "seed": seed, "lr": spec.grpo.lr if lr is None else lr,
         }  # fmt: skip
         tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
         return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
@@ -82,7 +85,7 @@ class Tracking:
             values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
             for b in fit.per_budget:
                 values |= {f"B{b.samples_per_step}.{key}": getattr(b, key) for key in ("g_star", "a", "b", "c", "r2")}
-            self._log_values(run_id, values, {"groupscale.fit_status": fit.status})
+            self.log_values(run_id, values, {"groupscale.fit_status": fit.status})
             self.client.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
             self.client.log_figure(run_id, plot_fit(fit, title), "fit.png")
         self.client.set_terminated(run_id, status)
@@ -92,16 +95,37 @@ class Tracking:
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
         run_id = self._create_run(self._experiment(spec), f"probe {spec.name} ({probe_id})",
                                   {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}, params)  # fmt: skip
-        self._log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
+        self.log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
         self.client.log_dict(run_id, result, "probe.json")
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
 
-    def _log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None) -> None:
+    def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None) -> None:
         """The numeric values (None skipped) as metrics, and the tags, in one request."""
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if isinstance(v, int | float)]
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+
+    def log_decision(self, parent_run_id: str, number: int, group_size: int, samples_per_step: int,
+                     fit: LawFit | None, reason: str) -> None:  # fmt: skip
+        """One decision of an adaptive sweep on its parent run, at step = the study's trial number:
+        the (G, B) chosen and G* with its interval before that trial ran."""
+        ci = (fit.g_star_ci95 if fit else None) or [None, None]
+        values = {"adaptive.group_size": group_size, "adaptive.samples_per_step": samples_per_step,
+                  "adaptive.g_star": fit.g_star if fit else None,
+                  "adaptive.g_star_ci_low": ci[0], "adaptive.g_star_ci_high": ci[1]}  # fmt: skip
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, number) for k, v in values.items() if isinstance(v, int | float)]
+        self.client.log_batch(parent_run_id, metrics=metrics, tags=[RunTag("groupscale.adaptive.last_reason", reason[:5000])])
+
+    def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:
+        """End KILLED the tune_lr runs at (G, B) that a lost tuning task left RUNNING."""
+        parent = self.client.get_run(parent_run_id)
+        query = (f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`groupscale.phase` = 'tune_lr' and "
+                 f"tags.`groupscale.group_size` = '{group_size}' and tags.`groupscale.samples_per_step` = '{samples_per_step}' "
+                 "and attributes.status = 'RUNNING'")  # fmt: skip
+        for run in self.client.search_runs([parent.info.experiment_id], query):
+            self.client.set_terminated(run.info.run_id, "KILLED")
 
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):

@@ -227,11 +227,21 @@ class SweepSpec(_Strict):
                 )
         return sorted(v)
 
-    @model_validator(mode="after")
-    def _adaptive_has_room(self) -> SweepSpec:
-        if self.mode == "adaptive" and len(self.group_sizes) < 3:
-            raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {self.group_sizes}")
-        return self
+    @field_validator("tune_lr")
+    @classmethod
+    def _tune_lr_needs_training(cls, v: TuneLRSpec | None, info: ValidationInfo) -> TuneLRSpec | None:
+        measure = info.data.get("measure")
+        if v is not None and measure is not None and measure.kind != "outcome":
+            raise ValueError("tune_lr needs measure.kind outcome (gradient_mse trials do not train, so lr has no effect)")
+        return v
+
+    @field_validator("mode")
+    @classmethod
+    def _adaptive_has_room(cls, v: str, info: ValidationInfo) -> str:
+        groups = info.data.get("group_sizes")
+        if v == "adaptive" and groups is not None and len(groups) < 3:
+            raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {groups}")
+        return v
 
     @property
     def n_trials(self) -> int:

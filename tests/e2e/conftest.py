@@ -69,7 +69,17 @@ class Stack:
             raise AssertionError(f"{e}: {self.log.read_text()[-3000:]}") from None
         if up:
             return
+        self.stop()  # a fixture that fails before its yield is not torn down
         raise AssertionError(f"no /v1/health within {timeout_s} s: {self.log.read_text()[-3000:]}")
+
+    @property
+    def database_url(self) -> str:
+        """The controller's store (Optuna's studies live there too)."""
+        return self.extra_env.get("GROUPSCALE_DATABASE_URL") or f"sqlite:///{(self.data_dir / 'groupscale.db').resolve()}"
+
+    @property
+    def mlflow_backend_uri(self) -> str | None:
+        return self.extra_env.get("GROUPSCALE_MLFLOW_BACKEND_URI")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -90,9 +100,17 @@ class Stack:
         raise AssertionError(f"sweep {sweep_id} still {sweep['status']} after {timeout_s} s")
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("stack"))
+def postgres_env(server) -> dict[str, str]:  # noqa: ANN001 - tests.postgres.PostgresServer
+    """A controller store and an MLflow backend, each a new database on the PostgreSQL server."""
+    return {"GROUPSCALE_DATABASE_URL": server.create_database(), "GROUPSCALE_MLFLOW_BACKEND_URI": server.create_database()}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def stack(request, tmp_path_factory):
+    """The real stack, once with SQLite (the default) and once with PostgreSQL as the controller's
+    store and MLflow's backend: the whole e2e reliability suite runs on both."""
+    env = postgres_env(request.getfixturevalue("postgres")) if request.param == "postgres" else {}
+    s = Stack(tmp_path_factory.mktemp(f"stack-{request.param}"), env)
     s.start()
     yield s
     s.stop()

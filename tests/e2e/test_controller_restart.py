@@ -2,16 +2,19 @@
 trial ran to completion exactly once (counted in MLflow), because trials run as detached Ray actors
 on a cluster of their own and the new controller re-attaches to them."""
 
+import json
 import os
 import signal
 import socket
 import time
+from contextlib import contextmanager
 
+import optuna
 import pytest
 from mlflow import MlflowClient
 
 from service.stack import start_mlflow, stop_process_group
-from tests.e2e.conftest import RAY_LOOPBACK_ENV, RayHead, Stack
+from tests.e2e.conftest import RAY_LOOPBACK_ENV, RayHead, Stack, postgres_env
 
 pytestmark = pytest.mark.e2e
 STEPS = 120
@@ -28,16 +31,37 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path):
+@contextmanager
+def external_stack(tmp_path, env: dict[str, str]):  # noqa: ANN001
+    """A controller on a Ray head and an MLflow server of its own (as in docker/), so that killing
+    the controller leaves both running. Yields (stack, mlflow_uri)."""
+    env = dict(env)
     mlflow_port = _free_port()
-    mlflow_proc = start_mlflow(tmp_path / "mlflow", "127.0.0.1", mlflow_port)
+    backend = env.pop("GROUPSCALE_MLFLOW_BACKEND_URI", None)
+    mlflow_proc = start_mlflow(tmp_path / "mlflow", "127.0.0.1", mlflow_port, backend_store_uri=backend)
     head = RayHead(tmp_path)
     mlflow_uri = f"http://127.0.0.1:{mlflow_port}"
     stack = Stack(tmp_path / "controller", env={"RAY_ADDRESS": head.address, "MLFLOW_TRACKING_URI": mlflow_uri,
-                                                **RAY_LOOPBACK_ENV})  # fmt: skip
+                                                **RAY_LOOPBACK_ENV, **env})  # fmt: skip
     stack.data_dir.mkdir()
     try:
         stack.start()
+        yield stack, mlflow_uri
+    finally:
+        stack.stop()
+        head.stop()
+        stop_process_group(mlflow_proc)
+
+
+def sigkill(stack: Stack) -> None:
+    os.killpg(stack.proc.pid, signal.SIGKILL)
+    stack.proc.wait()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path, request, store):
+    env = postgres_env(request.getfixturevalue("postgres")) if store == "postgres" else {}
+    with external_stack(tmp_path, env) as (stack, mlflow_uri):
         sid = stack.http.post("/v1/sweeps", json=SPEC).json()["id"]
         client = MlflowClient(mlflow_uri)
         deadline = time.monotonic() + 240
@@ -49,8 +73,7 @@ def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path):
                 break
             assert time.monotonic() < deadline, trials
             time.sleep(0.5)
-        os.killpg(stack.proc.pid, signal.SIGKILL)
-        stack.proc.wait()
+        sigkill(stack)
         before = len(client.get_metric_history(running[0]["mlflow_run_id"], "reward_mean"))
         time.sleep(8)
         during = len(client.get_metric_history(running[0]["mlflow_run_id"], "reward_mean"))
@@ -77,7 +100,49 @@ def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path):
             assert sorted(steps) == list(range(1, STEPS + 1))  # every step once: ran to completion exactly once
             assert not client.get_metric_history(run.info.run_id, "resumed_from_step")  # re-attached, not rerun
         assert client.get_run(parent).info.status == "FINISHED"
-    finally:
-        stack.stop()
-        head.stop()
-        stop_process_group(mlflow_proc)
+
+
+ADAPTIVE = {
+    "name": "e2e-adaptive-restart", "task": {"name": "bandit"}, "model": {"preset": "tabular"},
+    "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24], "samples_per_step": [48], "seeds": [0], "steps": 1,
+    "measure": {"kind": "gradient_mse", "repeats": 200}, "mode": "adaptive",
+    "adaptive": {"max_trials": 16, "tolerance": 0.01, "parallel": 2},  # a tolerance it cannot meet: all 16 run
+}  # fmt: skip
+
+
+def test_a_restarted_controller_continues_the_adaptive_study(tmp_path):
+    with external_stack(tmp_path, {}) as (stack, _):
+        sid = stack.http.post("/v1/sweeps", json=ADAPTIVE).json()["id"]
+        deadline = time.monotonic() + 300
+        while True:  # kill it half-way
+            trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+            if sum(t["status"] == "succeeded" for t in trials) >= 6:
+                break
+            assert time.monotonic() < deadline, trials
+            time.sleep(0.3)
+        sigkill(stack)
+        before = {t["position"]: t for t in stack_trials(stack, sid) if t["status"] == "succeeded"}
+
+        stack.start()
+        sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+        assert sweep["status"] == "succeeded", sweep
+        after = stack_trials(stack, sid)
+        assert sorted(t["position"] for t in after) == list(range(16))  # study numbers 0..15, each once
+        for pos, t in before.items():  # what ran before the kill was kept, not rerun
+            same = next(a for a in after if a["position"] == pos)
+            assert (same["id"], same["metrics"], same["attempts"]) == (t["id"], t["metrics"], 1)
+        assert len({(t["group_size"], t["samples_per_step"], t["seed"]) for t in after}) == 16  # no point twice
+        study = optuna.load_study(study_name=f"groupscale-{sid}", storage=stack.database_url)
+        told = {t.number: t.value for t in study.trials}
+        assert all(s.name == "COMPLETE" for s in (t.state for t in study.trials))
+        assert told == {t["position"]: pytest.approx(t["metrics"]["grad_mse"]) for t in after}
+
+
+def stack_trials(stack: Stack, sweep_id: str) -> list[dict]:
+    """Read through the store: the controller may be down (the API is)."""
+    from sqlalchemy import create_engine, text
+
+    with create_engine(stack.database_url).connect() as conn:
+        rows = conn.execute(text("select id, position, group_size, samples_per_step, seed, status, metrics, attempts "
+                                 "from sweep_trials where sweep_id = :s"), {"s": sweep_id}).mappings().all()  # fmt: skip
+    return [{**r, "metrics": r["metrics"] if isinstance(r["metrics"], dict) else json.loads(r["metrics"])} for r in rows]

@@ -34,7 +34,7 @@ def test_tracking_server_outage_loses_no_metric_point(stack):
     time.sleep(20)
     health = stack.http.get("/v1/health", timeout=15)
     assert health.status_code == 503 and health.json()["mlflow"]["ok"] is False  # reported, quickly
-    restarted = start_mlflow(stack.data_dir, "127.0.0.1", stack.mlflow_port)
+    restarted = start_mlflow(stack.data_dir, "127.0.0.1", stack.mlflow_port, backend_store_uri=stack.mlflow_backend_uri)
     try:
         sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
         assert sweep["status"] == "succeeded", sweep

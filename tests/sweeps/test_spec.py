@@ -61,7 +61,8 @@ def test_valid_group_sizes_are_divisors_from_two():
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_examples_are_valid(path):
     s = load_spec(path)
-    assert s.n_trials == len(plan_trials(s))
+    grid = len(s.group_sizes) * len(s.samples_per_step) * len(s.seeds)
+    assert len(plan_trials(s)) == grid and s.n_trials == (s.adaptive.max_trials if s.mode == "adaptive" else grid)
 
 
 def test_load_spec_rejects_yaml_tags(tmp_path):
@@ -76,3 +77,27 @@ def test_planner_one_trial_per_point_with_whole_prompts():
     plans = plan_trials(s)
     assert len(plans) == 12 == len({p.key for p in plans})
     assert all(p.prompts_per_step * p.group_size == p.samples_per_step for p in plans)
+
+
+@pytest.mark.parametrize(
+    "over, loc, words",
+    [
+        ({"mode": "adaptive"}, ("mode",), "at least 3 group_sizes"),
+        ({"mode": "bayes"}, ("mode",), "'grid' or 'adaptive'"),
+        ({"mode": "adaptive", "group_sizes": [2, 4, 8], "adaptive": {"max_trials": 2}}, ("adaptive", "max_trials"),
+         "greater than or equal to 3"),
+        ({"tune_lr": {"low": 1e-2, "high": 1e-3}}, ("tune_lr",), "must be greater than tune_lr.low"),
+        ({"tune_lr": {"low": 1e-3}}, ("tune_lr", "high"), "Field required"),
+        ({"tune_lr": {"low": 1e-4, "high": 1e-3}, "measure": {"kind": "gradient_mse"}}, ("tune_lr",),
+         "needs measure.kind outcome"),
+    ],
+)
+def test_adaptive_and_tune_lr_errors_name_the_field(over, loc, words):
+    (err,) = errors(spec(**over))
+    assert err["loc"] == loc and words in err["msg"], err
+
+
+def test_adaptive_budget_is_the_progress_total_and_tuning_counts_every_g_and_b():
+    s = SweepSpec.model_validate(spec(mode="adaptive", group_sizes=[2, 4, 8], samples_per_step=[16, 32],
+                                      adaptive={"max_trials": 7}, tune_lr={"low": 1e-4, "high": 1e-3, "trials": 5}))  # fmt: skip
+    assert s.n_trials == 7 and s.n_tuning_trials == 5 * 3 * 2
