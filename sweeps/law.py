@@ -318,7 +318,7 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
     point's noise-model sd_i. With 3 seeds a point alone has only 10 distinct resamples, which makes
     a per-point bootstrap interval too narrow; pooling the deviations fixes that.
     """
-    sd = {b: 1.0 / (p.w * np.sqrt(p.n)) for b, p in data.items()}  # per-seed sd from the noise model
+    sd = {b: np.sqrt(p.n) / p.w for b, p in data.items()}  # per-seed sd from the noise model (w = 1 / sqrt(var / n))
     pool = np.concatenate([
         (v - v.mean()) / sd[b][i] * math.sqrt(v.size / (v.size - 1))
         for b, p in data.items() for i, v in enumerate(p.values) if v.size > 1
