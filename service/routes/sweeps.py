@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Response
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.results import fit_from_trials, sweep_public, trial_public
@@ -41,27 +42,45 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> SweepPublic:
     """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
-    with store.session() as s:
-        if idempotency_key:
-            existing = s.scalars(select(Sweep).where(Sweep.idempotency_key == idempotency_key)).first()
-            if existing is not None:
-                if existing.spec != spec.model_dump(mode="json"):
-                    raise HTTPException(409, f"Idempotency-Key {idempotency_key!r} was used for a different spec "
-                                             f"(sweep {existing.id}); use a new key")  # fmt: skip
-                response.status_code = 200
-                return _public(existing, tracking)
-        preflight_or_422(spec, settings, scheduler)
-        sweep = Sweep(
-            name=spec.name,
-            spec=spec.model_dump(mode="json"),
-            task_name=spec.task.name,
-            model_name=spec.model.label,
-            idempotency_key=idempotency_key,
-            status="queued",
-        )
-        s.add(sweep)
-        s.flush()
-        return _public(sweep, tracking)
+    try:
+        with store.session() as s:
+            replay = _replay(s, spec, idempotency_key, response, tracking)
+            if replay is not None:
+                return replay
+            preflight_or_422(spec, settings, scheduler)
+            sweep = Sweep(
+                name=spec.name,
+                spec=spec.model_dump(mode="json"),
+                task_name=spec.task.name,
+                model_name=spec.model.label,
+                idempotency_key=idempotency_key,
+                status="queued",
+            )
+            s.add(sweep)
+            s.flush()
+            return _public(sweep, tracking)
+    except IntegrityError:  # the same new key in two requests at once: the other one stored it first
+        if not idempotency_key:
+            raise
+        with store.session() as s:
+            return _replay(s, spec, idempotency_key, response, tracking)
+
+
+def _replay(s, spec: SweepSpec, key: str | None, response: Response, tracking: TrackingDep) -> SweepPublic | None:  # noqa: ANN001
+    """The sweep stored under Idempotency-Key ``key`` (status 200), None if there is none.
+
+    Raises:
+        HTTPException: 409, the key was used for a different spec.
+    """
+    if not key:
+        return None
+    existing = s.scalars(select(Sweep).where(Sweep.idempotency_key == key)).first()
+    if existing is None:
+        return None
+    if existing.spec != spec.model_dump(mode="json"):
+        raise HTTPException(409, f"Idempotency-Key {key!r} was used for a different spec (sweep {existing.id}); use a new key")
+    response.status_code = 200
+    return _public(existing, tracking)
 
 
 @router.get("")

@@ -137,3 +137,17 @@ def test_paths_the_os_refuses_are_422_not_500(client):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "model", "path"]
     r = client.post("/v1/sweeps", json={**SPEC, "task": {"name": "jsonl", "path": long_path}})
     assert r.status_code == 422
+
+
+def test_the_same_new_idempotency_key_sent_at_once_gives_one_sweep(client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def post(_):
+        return client.post("/v1/sweeps", json=SPEC, headers={"Idempotency-Key": "race"})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(post, range(16)))
+    assert sorted({r.status_code for r in answers}) in ([200, 201], [201])
+    assert sum(r.status_code == 201 for r in answers) == 1
+    assert len({r.json()["id"] for r in answers}) == 1
+    assert len(client.get("/v1/sweeps").json()) == 1
