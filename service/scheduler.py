@@ -309,41 +309,48 @@ class Scheduler:
         (G, B, seed) points up to ``adaptive.parallel`` in flight, until its G* interval is narrow
         enough or max_trials were asked. Each decision goes onto the MLflow parent run; the current
         fit onto the sweep (its progress shows the interval). Store rows and study trials are matched
-        by number (Trial.position), so a restart at any point neither loses nor repeats a trial."""
+        by number (Trial.position), so a restart at any point neither loses nor repeats a trial.
+
+        Optuna writes through its own connection, so no store transaction is open meanwhile (on
+        SQLite the two would wait for each other's write lock).
+        """
         with self.store.session() as s:
+            todo = []
             for sweep in self.store.sweeps_with_status(s, "running"):
                 spec = SweepSpec.model_validate(sweep.spec)
-                if spec.mode != "adaptive" or tuned_lrs(sweep) is None:
-                    continue
-                study = self._study(sweep.id, spec)
-                rows = {t.position: t for t in sweep.trials}
-                for point in adaptive.running_points(study):
-                    trial = rows.get(point.number)
-                    if trial is None:  # asked, but the controller died before the row was stored
-                        trial = rows[point.number] = self._add_trial(s, sweep, point)
-                    if trial.status in TRIAL_TERMINAL:
-                        value = trial.metrics.get(spec.measure.metric) if trial.status == "succeeded" else None
-                        adaptive.tell(study, point.number, value)
+                if spec.mode == "adaptive" and tuned_lrs(sweep) is not None:
+                    metric = spec.measure.metric
+                    rows = {
+                        t.position: (t.status, t.metrics.get(metric) if t.status == "succeeded" else None) for t in sweep.trials
+                    }
+                    todo.append((sweep.id, spec, rows, sweep.mlflow_parent_run_id))
+        for sweep_id, spec, rows, parent in todo:
+            study = self._study(sweep_id, spec)
+            new = []
+            for point in adaptive.running_points(study):
+                if point.number not in rows:  # asked, but the controller died before the row was stored
+                    new.append(point)
+                elif rows[point.number][0] in TRIAL_TERMINAL:
+                    adaptive.tell(study, point.number, rows[point.number][1])
+            st = adaptive.state(study, spec)
+            in_flight = len(new) + sum(status in ("pending", "running") for status, _ in rows.values())
+            decisions = []
+            while not st.done and in_flight < spec.adaptive.parallel:
+                point = adaptive.ask(study, spec)
+                new.append(point)
+                decisions.append((point, st))
+                in_flight += 1
                 st = adaptive.state(study, spec)
+            with self.store.session() as s:
+                sweep = s.get(Sweep, sweep_id)
+                s.add_all(Trial(sweep_id=sweep_id, position=p.number, group_size=p.group_size,
+                                samples_per_step=p.samples_per_step, seed=p.seed) for p in new)  # fmt: skip
                 if st.fit is not None:
                     sweep.fit = st.fit.model_dump(mode="json")
-                in_flight = sum(t.status in ("pending", "running") for t in rows.values())
-                while not st.done and in_flight < spec.adaptive.parallel:
-                    point = adaptive.ask(study, spec)
-                    self._add_trial(s, sweep, point)
-                    in_flight += 1
-                    if self.tracking and sweep.mlflow_parent_run_id:
-                        self._safe(self.tracking.log_decision, sweep.mlflow_parent_run_id, point.number, point.group_size,
-                                   point.samples_per_step, st.fit, st.reason)  # fmt: skip
-                    st = adaptive.state(study, spec)
-
-    @staticmethod
-    def _add_trial(s, sweep: Sweep, point: adaptive.Point) -> Trial:  # noqa: ANN001
-        trial = Trial(sweep_id=sweep.id, position=point.number, group_size=point.group_size,
-                      samples_per_step=point.samples_per_step, seed=point.seed)  # fmt: skip
-        s.add(trial)
-        s.flush()
-        return trial
+            for point, before in decisions:
+                if self.tracking and parent:
+                    self._safe(self.tracking.log_decision, parent, point.number, point.group_size, point.samples_per_step,
+                               before.fit, before.reason)  # fmt: skip
 
     def _adaptive_done(self, sweep: Sweep) -> bool:
         """An adaptive sweep ends once its study says stop and every trial it asked for was told."""
@@ -351,7 +358,8 @@ class Scheduler:
         if spec.mode != "adaptive":
             return True
         study = self._study(sweep.id, spec)
-        return adaptive.state(study, spec).done and not adaptive.running_points(study)
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        return not running and adaptive.state(study, spec).done  # reads only: a store transaction is open
 
     def _launch_tunings(self) -> None:
         """Start the learning-rate search (workers.tune_lr) of every pending (G, B) of a running sweep."""
@@ -390,21 +398,22 @@ class Scheduler:
             tuning.status, tuning.error = ("succeeded", None) if error is None else ("failed", error)
             tuning.result = finite_or_none(result) if result is not None else None
             tuning.best_lr = result.get("best_lr") if result else None
-            if result:
-                name = f"groupscale-{tuning.sweep_id}-tune_lr-G{tuning.group_size}-B{tuning.samples_per_step}"
-                study = optuna.create_study(storage=self._optuna_storage(), study_name=name, direction=result["direction"],
-                                            load_if_exists=True)  # fmt: skip
-                if not study.trials:
-                    study.add_trials(frozen_trials(result))
+            sweep_id, g, b, best = tuning.sweep_id, tuning.group_size, tuning.samples_per_step, tuning.best_lr
             parent = tuning.sweep.mlflow_parent_run_id
-            if self.tracking and parent and tuning.best_lr is not None:
-                key = f"tune_lr.best_lr.G{tuning.group_size}.B{tuning.samples_per_step}"
-                self._safe(self.tracking.log_values, parent, {key: tuning.best_lr})
+        if result:  # after the store's commit: Optuna writes through its own connection
+            study = optuna.create_study(storage=self._optuna_storage(), study_name=f"groupscale-{sweep_id}-tune_lr-G{g}-B{b}",
+                                        direction=result["direction"], load_if_exists=True)  # fmt: skip
+            if not study.trials:
+                study.add_trials(frozen_trials(result))
+        if self.tracking and parent and best is not None:
+            self._safe(self.tracking.log_values, parent, {f"tune_lr.best_lr.G{g}.B{b}": best})
 
     def _optuna_storage(self) -> optuna.storages.RDBStorage:
         """Optuna's tables in the controller's database (one storage, made on first use)."""
         if self._optuna is None:
-            self._optuna = optuna.storages.RDBStorage(self.settings.resolved_database_url)
+            url = self.settings.resolved_database_url
+            kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+            self._optuna = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
         return self._optuna
 
     def _collect_probe(self, probe_id: str, ref: ray.ObjectRef) -> None:
