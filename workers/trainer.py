@@ -297,13 +297,16 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             "time_score_s": batch.seconds_score, "time_update_s": t2 - t1,
         }, step)  # fmt: skip
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            # Points first, then the checkpoint: a worker killed in between resumes from the previous
+            # checkpoint and logs some steps twice, but never skips one (the other order could lose
+            # every point since the last flush).
+            if hasattr(report, "flush"):
+                report.flush()
             save_checkpoint(cfg.checkpoint_dir, {
                 "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
                 "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
                 "counters": counters, "initial": initial,
             })  # fmt: skip
-            if hasattr(report, "flush"):  # points up to the checkpoint are durable: a resume loses none
-                report.flush()
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
         return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}",

@@ -59,7 +59,8 @@ class Stack:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 180) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")} | self.extra_env
+        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+        env |= RAY_LOOPBACK_ENV | self.extra_env  # the local head too stays on 127.0.0.1
         cmd = up_command(self.port, self.mlflow_port, self.data_dir)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

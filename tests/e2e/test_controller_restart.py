@@ -146,3 +146,36 @@ def stack_trials(stack: Stack, sweep_id: str) -> list[dict]:
         rows = conn.execute(text("select id, position, group_size, samples_per_step, seed, status, metrics, attempts "
                                  "from sweep_trials where sweep_id = :s"), {"s": sweep_id}).mappings().all()  # fmt: skip
     return [{**r, "metrics": r["metrics"] if isinstance(r["metrics"], dict) else json.loads(r["metrics"])} for r in rows]
+
+
+def test_sigterm_ends_the_runs_killed_and_the_next_start_resumes_from_checkpoints(tmp_path):
+    """`groupscale up` with its own local Ray head: SIGTERM stops everything cleanly."""
+    stack = Stack(tmp_path)
+    stack.start()
+    try:
+        spec = {**SPEC, "name": "e2e-sigterm", "group_sizes": [2, 4], "steps": 200}
+        sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+        deadline = time.monotonic() + 240
+        while True:  # stop it once a trial has a checkpoint
+            trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+            running = [t for t in trials if t["status"] == "running"]
+            if any((stack.data_dir / "checkpoints" / t["id"] / "checkpoint.pt").exists() for t in running):
+                break
+            assert time.monotonic() < deadline, trials
+            time.sleep(0.3)
+        interrupted = [t["mlflow_run_id"] for t in running]
+        stack.stop()  # SIGTERM
+        assert stack.proc.returncode == 0
+
+        stack.start()
+        client = MlflowClient(stack.mlflow_uri)
+        assert [client.get_run(r).info.status for r in interrupted] == ["KILLED"] * len(interrupted)
+        sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+        assert sweep["status"] == "succeeded", sweep
+        resumed = []
+        for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json():
+            assert client.get_run(t["mlflow_run_id"]).info.status == "FINISHED"
+            resumed += [m.value for m in client.get_metric_history(t["mlflow_run_id"], "resumed_from_step")]
+        assert resumed and all(v > 0 and v % 20 == 0 for v in resumed)  # resumed from checkpoints, not from scratch
+    finally:
+        stack.stop()

@@ -93,6 +93,30 @@ def test_a_killed_trial_resumes_from_its_checkpoint_with_the_same_result(model_c
     assert resumed.status == "succeeded" and resumed.metrics == straight.metrics
 
 
+def test_metric_points_are_flushed_before_each_checkpoint_is_written(model_cache, tmp_path):
+    """A worker killed between the two then resumes from the older checkpoint (some steps logged
+    twice) and never from a checkpoint whose points were still in the buffer (steps lost)."""
+    config = cfg(model_cache, steps=20, checkpoint_every=10, checkpoint_dir=str(tmp_path / "ckpt"))
+
+    class Report:
+        def __init__(self):
+            self.buffered, self.durable = [], []
+
+        def __call__(self, metrics, step):
+            self.buffered.append(step)
+
+        def flush(self):
+            saved = load_checkpoint(config.checkpoint_dir)
+            # at the flush for step k, the checkpoint on disk is still the previous one
+            assert saved is None or saved["step"] < max(self.buffered)
+            self.durable += self.buffered
+            self.buffered = []
+
+    report = Report()
+    train_trial(config, report)
+    assert set(range(1, 21)) <= set(report.durable)
+
+
 def test_tokenizer_without_pad_token_gives_true_completion_lengths(tmp_path):
     task = make_task(TASK)
     tok = build_char_tokenizer(task.vocabulary())
