@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all bench lint clean
+.PHONY: setup demo test test-slow test-all bench lint clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ demo: setup
 
 test: setup
 	$(BIN)/pytest -m "not slow" -q
+
+# The slow suites alone: the e2e reliability suite on PostgreSQL and the fit calibration (CI runs it after `test`).
+test-slow: setup
+	$(BIN)/pytest -m slow -q
 
 test-all: setup
 	$(BIN)/pytest -q

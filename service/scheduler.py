@@ -111,7 +111,7 @@ class Scheduler:
         self._inflight: dict[ray.ObjectRef, Work] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._owns_ray = False
+        self._connected = False  # this object called ray.init (so it calls ray.shutdown)
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
         self._optuna: optuna.storages.RDBStorage | None = None
@@ -119,8 +119,9 @@ class Scheduler:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        if not ray.is_initialized():
-            self._owns_ray = connect_ray(self.settings)
+        if not ray.is_initialized():  # `groupscale up` connects before the web server starts
+            connect_ray(self.settings)
+            self._connected = True
         self._reconcile()
         self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
         self._thread.start()
@@ -133,7 +134,7 @@ class Scheduler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if not self._owns_ray:
+        if self.settings.ray_address:  # a cluster of its own: the trials go on without us
             self._inflight.clear()
             return
         running = [w.id for w in self._inflight.values() if w.kind == "trial"]
@@ -143,7 +144,7 @@ class Scheduler:
                     self._safe(self.tracking.kill, trial.mlflow_run_id)
                 trial.status, trial.mlflow_run_id = "pending", None
         self._inflight.clear()
-        if self._owns_ray:
+        if self._connected:
             disconnect_ray()
 
     def cluster_resources(self) -> dict[str, float]:

@@ -106,10 +106,14 @@ def postgres_env(server) -> dict[str, str]:  # noqa: ANN001 - tests.postgres.Pos
     return {"GROUPSCALE_DATABASE_URL": server.create_database(), "GROUPSCALE_MLFLOW_BACKEND_URI": server.create_database()}
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+ON_POSTGRES = pytest.param("postgres", marks=pytest.mark.slow)  # `make test-all`, and CI after `make test`
+
+
+@pytest.fixture(scope="module", params=["sqlite", ON_POSTGRES])
 def stack(request, tmp_path_factory):
     """The real stack, once with SQLite (the default) and once with PostgreSQL as the controller's
-    store and MLflow's backend: the whole e2e reliability suite runs on both."""
+    store and MLflow's backend: the whole e2e reliability suite runs on both (the PostgreSQL round
+    is marked slow to keep `make test` under 20 minutes on 2 cores)."""
     env = postgres_env(request.getfixturevalue("postgres")) if request.param == "postgres" else {}
     s = Stack(tmp_path_factory.mktemp(f"stack-{request.param}"), env)
     s.start()

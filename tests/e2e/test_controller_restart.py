@@ -14,7 +14,7 @@ import pytest
 from mlflow import MlflowClient
 
 from service.stack import start_mlflow, stop_process_group
-from tests.e2e.conftest import RAY_LOOPBACK_ENV, RayHead, Stack, postgres_env
+from tests.e2e.conftest import ON_POSTGRES, RAY_LOOPBACK_ENV, RayHead, Stack, postgres_env
 
 pytestmark = pytest.mark.e2e
 STEPS = 120
@@ -58,7 +58,7 @@ def sigkill(stack: Stack) -> None:
     stack.proc.wait()
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.parametrize("store", ["sqlite", ON_POSTGRES])
 def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path, request, store):
     env = postgres_env(request.getfixturevalue("postgres")) if store == "postgres" else {}
     with external_stack(tmp_path, env) as (stack, mlflow_uri):
@@ -164,8 +164,8 @@ def test_sigterm_ends_the_runs_killed_and_the_next_start_resumes_from_checkpoint
             assert time.monotonic() < deadline, trials
             time.sleep(0.3)
         interrupted = [t["mlflow_run_id"] for t in running]
-        stack.stop()  # SIGTERM
-        assert stack.proc.returncode == 0
+        stack.stop()  # SIGTERM; SIGKILL only if it has not ended within 60 s
+        assert stack.proc.returncode != -signal.SIGKILL
 
         stack.start()
         client = MlflowClient(stack.mlflow_uri)
