@@ -29,6 +29,9 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
     if spec.n_trials > settings.max_trials:
         raise SpecError(("seeds",), f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts "
                                     f"at most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)")  # fmt: skip
+    if spec.steps > settings.max_steps:
+        raise SpecError(("steps",), f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial "
+                                    "(GROUPSCALE_MAX_STEPS)")  # fmt: skip
     if cluster is not None:  # a request the cluster can never meet would leave a trial pending forever
         for field, key, low in (("cpus_per_trial", "CPU", "more than 0"), ("gpus_per_trial", "GPU", "0")):
             asked, have = getattr(spec.resources, field), cluster.get(key, 0.0)

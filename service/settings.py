@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     ray_address: str | None = Field(None, validation_alias=AliasChoices("RAY_ADDRESS", "GROUPSCALE_RAY_ADDRESS"))
     api_token: str | None = Field(None, description="bearer token required on mutating endpoints when set")
     max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")
+    max_steps: int = Field(100_000, ge=1, description="most optimizer steps T a trial may ask for")
     model_root: Path | None = Field(None, description="model.path must lie under this folder when set")
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
     poll_interval_s: float = Field(0.5, gt=0)

@@ -30,6 +30,15 @@ def test_trial_limit_is_a_422_naming_the_setting(make_client):
     assert r.status_code == 422 and "GROUPSCALE_MAX_TRIALS" in r.json()["detail"][0]["msg"]
 
 
+def test_step_limit_is_a_422_at_steps_naming_the_setting(make_client):
+    with make_client(max_steps=4) as c:
+        r = c.post("/v1/sweeps", json=SPEC)  # steps 5
+        ok = c.post("/v1/sweeps", json={**SPEC, "steps": 4})
+    (err,) = r.json()["detail"]
+    assert r.status_code == 422 and err["loc"] == ["body", "steps"] and "GROUPSCALE_MAX_STEPS" in err["msg"]
+    assert ok.status_code == 201
+
+
 def test_model_path_outside_root_is_refused(make_client, tmp_path):
     with make_client(model_root=tmp_path / "models") as c:
         r = c.post("/v1/sweeps", json={**SPEC, "model": {"path": "/etc"}})
