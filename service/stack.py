@@ -19,6 +19,7 @@ import uvicorn
 from service.main import create_app
 from service.scheduler import connect_ray, disconnect_ray
 from service.settings import Settings
+from service.tracking import redact
 
 
 class StackError(RuntimeError):
@@ -111,7 +112,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
-        print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {tracking_uri}, data {data_dir}", flush=True)
+        print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {redact(tracking_uri)}, data {data_dir}", flush=True)
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
         disconnect_ray()

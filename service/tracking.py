@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from mlflow.entities import Metric, Param, RunStatus, RunTag
@@ -27,15 +28,26 @@ def _spec_params(spec: SweepSpec) -> dict:
             **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()}}  # fmt: skip
 
 
+def redact(uri: str) -> str:
+    """``uri`` without a password (``http://user:***@host``): the form shown in answers and logs."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 class Tracking:
     def __init__(self, tracking_uri: str) -> None:
-        self.uri = tracking_uri.rstrip("/")
+        self.uri = tracking_uri.rstrip("/")  # with credentials, for clients (the workers' too)
+        self.public_uri = redact(self.uri)  # for answers and logs
         self.client = RetryingClient(tracking_uri)  # transient failures retried with backoff, bounded
 
     def run_url(self, experiment_id: str | None, run_id: str | None) -> str | None:
         if not (experiment_id and run_id and self.uri.startswith("http")):
             return None
-        return f"{self.uri}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
 
     def _experiment(self, spec: SweepSpec) -> str:
         """The experiment ``groupscale/<task>``, created on first use."""

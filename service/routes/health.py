@@ -22,7 +22,7 @@ def health(store: StoreDep, scheduler: SchedulerDep, tracking: TrackingDep, resp
         db = ComponentHealth(ok=False, detail=type(e).__name__)
     ray_ok = scheduler is not None and scheduler.healthy()
     ray = ComponentHealth(ok=ray_ok, detail=f"{scheduler.cluster_resources()}" if ray_ok else "not connected")
-    ml = ComponentHealth(ok=bool(tracking and tracking.healthy()), detail=tracking.uri if tracking else "not configured")
+    ml = ComponentHealth(ok=bool(tracking and tracking.healthy()), detail=tracking.public_uri if tracking else "not configured")
     ok = db.ok and ray.ok and ml.ok
     response.status_code = 200 if ok else 503
     return Health(status="ok" if ok else "degraded", controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db)

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
 
 
 def _public(sweep: Sweep, tracking: TrackingDep) -> SweepPublic:
-    uri = tracking.uri if tracking else None
+    uri = tracking.public_uri if tracking else None
     url = tracking.run_url(sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) if tracking else None
     return sweep_public(sweep, uri, url)
 

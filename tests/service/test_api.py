@@ -160,3 +160,13 @@ def test_the_same_new_idempotency_key_sent_at_once_gives_one_sweep(client):
     assert sum(r.status_code == 201 for r in answers) == 1
     assert len({r.json()["id"] for r in answers}) == 1
     assert len(client.get("/v1/sweeps").json()) == 1
+
+
+def test_no_secret_of_the_tracking_uri_reaches_an_answer(make_client):
+    with make_client(mlflow_tracking_uri="http://alice:s3cret-pw@127.0.0.1:9") as c:
+        health = c.get("/v1/health")
+        created = c.post("/v1/sweeps", json=SPEC)
+        listed = c.get("/v1/sweeps")
+    for r in (health, created, listed):
+        assert "s3cret-pw" not in r.text
+    assert health.json()["mlflow"]["detail"] == "http://alice:***@127.0.0.1:9"
