@@ -127,15 +127,19 @@ def test_a_restarted_controller_continues_the_adaptive_study(tmp_path):
         sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
         assert sweep["status"] == "succeeded", sweep
         after = stack_trials(stack, sid)
-        assert sorted(t["position"] for t in after) == list(range(16))  # study numbers 0..15, each once
         for pos, t in before.items():  # what ran before the kill was kept, not rerun
             same = next(a for a in after if a["position"] == pos)
             assert (same["id"], same["metrics"], same["attempts"]) == (t["id"], t["metrics"], 1)
-        assert len({(t["group_size"], t["samples_per_step"], t["seed"]) for t in after}) == 16  # no point twice
+        assert len({(t["group_size"], t["samples_per_step"], t["seed"]) for t in after}) == len(after)  # no point twice
+        assert all(t["status"] == "succeeded" and t["attempts"] == 1 for t in after)
         study = optuna.load_study(study_name=f"groupscale-{sid}", storage=stack.database_url)
-        told = {t.number: t.value for t in study.trials}
-        assert all(s.name == "COMPLETE" for s in (t.state for t in study.trials))
-        assert told == {t["position"]: pytest.approx(t["metrics"]["grad_mse"]) for t in after}
+        assert [t.number for t in study.trials] == list(range(16))  # the study went on to its 16-trial budget
+        complete = {t.number: t.value for t in study.trials if t.state.name == "COMPLETE"}
+        assert complete == {t["position"]: pytest.approx(t["metrics"]["grad_mse"]) for t in after}  # one row per trial
+        # A kill inside ask() (trial created, seed not yet stored) leaves a trial nothing ran: it is
+        # marked FAIL on restart, never run, and counted against the budget.
+        lost = [t for t in study.trials if t.state.name != "COMPLETE"]
+        assert len(lost) <= 1 and all(t.state.name == "FAIL" and "seed" not in t.user_attrs for t in lost)
 
 
 def stack_trials(stack: Stack, sweep_id: str) -> list[dict]:
