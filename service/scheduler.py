@@ -238,6 +238,11 @@ class Scheduler:
         used_gpu = sum(w.gpus for w in self._inflight.values())
         return total.get("CPU", 0.0) - used_cpu, total.get("GPU", 0.0) - used_gpu
 
+    def _has_slot(self, cpus: float, gpus: float) -> bool:
+        """The cluster has cpus and gpus free; with nothing in flight, always (Ray queues it anyway)."""
+        free_cpu, free_gpu = self._free()
+        return not self._inflight or (cpus <= free_cpu + 1e-9 and gpus <= free_gpu + 1e-9)
+
     def _launch(self) -> None:
         running = {w.id for w in self._inflight.values()}
         with self.store.session() as s:
@@ -259,10 +264,8 @@ class Scheduler:
                 if lrs is None:  # the sweep proper starts once its learning rates are tuned
                     continue
                 cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
-                free_cpu, free_gpu = self._free()
-                if cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9:
-                    if self._inflight:  # wait for a slot; with nothing running, let Ray queue it anyway
-                        break
+                if not self._has_slot(cpus, gpus):
+                    break
                 plan = TrialPlan(trial.group_size, trial.samples_per_step, trial.seed)
                 ckpt = self._checkpoint_dir(trial.id)  # a rerun resumes from it
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir, ckpt))
@@ -372,8 +375,7 @@ class Scheduler:
             for tuning, sweep in rows:
                 spec = SweepSpec.model_validate(sweep.spec)
                 cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
-                free_cpu, free_gpu = self._free()
-                if (cpus > free_cpu + 1e-9 or gpus > free_gpu + 1e-9) and self._inflight:
+                if not self._has_slot(cpus, gpus):
                     break
                 plan = TrialPlan(tuning.group_size, tuning.samples_per_step, spec.seeds[0])
                 config = asdict(TrialConfig.from_spec(spec, plan, self.settings.model_cache_dir))

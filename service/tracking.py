@@ -112,10 +112,10 @@ class Tracking:
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
 
-    def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None) -> None:
-        """The numeric values (None skipped) as metrics, and the tags, in one request."""
+    def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None, step: int = 0) -> None:
+        """The numeric values (None skipped) as metrics at ``step``, and the tags, in one request."""
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if isinstance(v, int | float)]
+        metrics = [Metric(k, float(v), now, step) for k, v in values.items() if isinstance(v, int | float)]
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
     def log_decision(self, parent_run_id: str, number: int, group_size: int, samples_per_step: int,
@@ -126,9 +126,7 @@ class Tracking:
         values = {"adaptive.group_size": group_size, "adaptive.samples_per_step": samples_per_step,
                   "adaptive.g_star": fit.g_star if fit else None,
                   "adaptive.g_star_ci_low": ci[0], "adaptive.g_star_ci_high": ci[1]}  # fmt: skip
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, number) for k, v in values.items() if isinstance(v, int | float)]
-        self.client.log_batch(parent_run_id, metrics=metrics, tags=[RunTag("groupscale.adaptive.last_reason", reason[:5000])])
+        self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=number)
 
     def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:
         """End KILLED the tune_lr runs at (G, B) that a lost tuning task left RUNNING."""
