@@ -15,9 +15,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 # Names the workers implement; tests/workers check that the registries agree with these.
-TASK_NAMES = ("arithmetic", "bandit", "jsonl")
-REWARD_NAMES = ("exact_match", "numeric_match")
-PRESET_NAMES = ("tiny-llama", "tabular")
+TASK_NAMES = ("arithmetic", "bandit", "jsonl", "dataset")
+REWARD_NAMES = ("exact_match", "numeric_match", "math_verify")
+PRESET_NAMES = ("tiny-llama", "chat-tiny", "tabular")
+DTYPE_NAMES = ("auto", "float32", "bfloat16")
+# A user reward function: FILE.py:NAME (FILE must lie under GROUPSCALE_REWARD_ROOT on the server).
+FUNCTION_PATTERN = r"^[^\x00]+\.py:[A-Za-z_][A-Za-z0-9_]*$"
 ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle")
 OPTIMIZER_NAMES = ("adamw", "sgd")
 LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
@@ -48,22 +51,78 @@ class BanditTaskSpec(_Strict):
 
 
 class JsonlTaskSpec(_Strict):
-    """Your data: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
+    """Your data, the simple way: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
 
     name: Literal["jsonl"]
     path: str = Field(..., min_length=1, max_length=4096, description="local .jsonl file")
     reward: Literal["exact_match", "numeric_match"] = "exact_match"
     eval_fraction: float = Field(0.2, gt=0, lt=1, description="share of lines held out for evaluation")
 
+    @property
+    def exact_expected_reward(self) -> bool:
+        return self.reward == "exact_match"
 
-TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec, Field(discriminator="name")]
+
+class RewardSpec(_Strict):
+    """One term of a dataset task's reward: a user function (``function: FILE.py:NAME``, TRL's
+    signature) or a built-in (``name`` with the ``answer_column`` it compares against), times ``weight``."""
+
+    function: str | None = Field(None, max_length=4096, pattern=FUNCTION_PATTERN,
+                                 description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT")  # fmt: skip
+    name: Literal["exact_match", "numeric_match", "math_verify"] | None = None
+    answer_column: str = Field("answer", min_length=1, max_length=256, description="built-ins: the column with the answer")
+    weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RewardSpec:
+        if (self.function is None) == (self.name is None):
+            raise ValueError(f"give exactly one of function (FILE.py:NAME) or name (one of: {', '.join(REWARD_NAMES)})")
+        return self
+
+
+DEFAULT_EVAL_FRACTION = 0.1
+
+
+class DatasetTaskSpec(_Strict):
+    """Your task, the TRL way: a local dataset (file or save_to_disk folder) read with Hugging Face
+    ``datasets``; ``prompt_column`` holds a string or chat messages; every other column goes to the
+    reward functions with its row (TRL's convention)."""
+
+    name: Literal["dataset"]
+    path: str = Field(..., min_length=1, max_length=4096,
+                      description=".jsonl .json .parquet .csv .arrow file, or a save_to_disk folder")  # fmt: skip
+    split: str | None = Field(None, min_length=1, max_length=128, description="split of a save_to_disk DatasetDict folder")
+    prompt_column: str = Field("prompt", min_length=1, max_length=256)
+    eval_fraction: float | None = Field(None, gt=0, lt=1, description="share of rows held out (seeded); default 0.1")
+    eval_path: str | None = Field(None, min_length=1, max_length=4096,
+                                  description="held-out rows: a second dataset of the same shape")  # fmt: skip
+    label: str | None = Field(None, min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                              description="name recommendations are filed under, with the content digest")  # fmt: skip
+    max_reward: float = Field(1.0, gt=0, le=1e6, description="best reward a completion can get (gap = max_reward - reward)")
+    rewards: list[RewardSpec] = Field(..., min_length=1, max_length=16, description="summed, weighted")
+
+    @model_validator(mode="after")
+    def _one_eval_source(self) -> DatasetTaskSpec:
+        if self.eval_fraction is not None and self.eval_path is not None:
+            raise ValueError("give eval_fraction or eval_path, not both")
+        return self
+
+    @property
+    def exact_expected_reward(self) -> bool:
+        """One exact_match term: the expected reward is computed exactly by teacher forcing."""
+        return len(self.rewards) == 1 and self.rewards[0].name == "exact_match"
+
+
+TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec | DatasetTaskSpec, Field(discriminator="name")]
 
 
 class ModelSpec(_Strict):
     """Either a built-in preset (tiny, built from a transformers config) or a local HF folder."""
 
-    preset: Literal["tiny-llama", "tabular"] | None = None
+    preset: Literal["tiny-llama", "chat-tiny", "tabular"] | None = None
     path: str | None = Field(None, max_length=4096, description="local Hugging Face model folder")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="weights' dtype; auto: bfloat16 on CUDA, else float32")
+    chat_template: bool = Field(True, description="render conversational prompts with the tokenizer's chat template")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ModelSpec:
@@ -73,7 +132,7 @@ class ModelSpec(_Strict):
 
     @property
     def label(self) -> str:
-        """The name recommendations are filed under: the preset, or the folder's path."""
+        """The preset's name, or the folder's path (the server files recommendations under its model_key)."""
         return self.preset or str(self.path)
 
 
@@ -96,6 +155,9 @@ class GRPOSpec(_Strict):
 
 class EvalSpec(_Strict):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
+    samples_per_prompt: int = Field(4, ge=1, le=1024,
+                                    description="sampled completions per held-out prompt (tasks without an exact expected reward)")  # fmt: skip
+    batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
 
 
 class MeasureSpec(_Strict):
@@ -188,18 +250,21 @@ class SweepSpec(_Strict):
         if (task.name == "bandit") != (v.preset == "tabular"):
             raise ValueError(
                 f"task {task.name!r} needs "
-                + ("model: {preset: tabular}" if task.name == "bandit" else "a language model (preset tiny-llama or a path)")
+                + ("model: {preset: tabular}" if task.name == "bandit" else "a language model (preset tiny-llama, chat-tiny or a path)")
             )
+        if task.name == "dataset" and v.preset == "tiny-llama":
+            raise ValueError("preset tiny-llama is built for a task's character vocabulary; with task dataset use "
+                             "preset chat-tiny or model.path")  # fmt: skip
         return v
 
     @field_validator("measure")
     @classmethod
     def _measure_fits_task(cls, v: MeasureSpec, info: ValidationInfo) -> MeasureSpec:
         task = info.data.get("task")
-        if v.kind == "gradient_mse" and getattr(task, "reward", "exact_match") != "exact_match":
+        if v.kind == "gradient_mse" and not getattr(task, "exact_expected_reward", True):
             raise ValueError(
                 "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
-                "arithmetic, bandit, or jsonl with reward exact_match"
+                "arithmetic, bandit, jsonl with reward exact_match, or dataset with one exact_match reward"
             )
         return v
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from workers.models.base import Policy
+from workers.tasks.base import completion_ids_of
 from workers.trainer import TrialConfig, setup
 
 
@@ -149,7 +150,7 @@ def run_probe(
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-    rewards = task.rewards(expanded, ro.texts, rng).reshape(prompts, completions)
+    rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
     scores = score_vectors(policy, ro, cfg.temperature, sketch).reshape(prompts, completions, -1)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)

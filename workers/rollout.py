@@ -1,13 +1,16 @@
 """Rollouts: sampling completions with ``model.generate`` and scoring them (log-probs).
 
-Prompts are left-padded so that every completion starts at the same column P; the completion
-mask keeps tokens up to and including the first EOS. Position ids are computed from the
-attention mask, so left padding does not shift positions between generation and scoring.
+Prompts arrive as token ids (workers.models.prompts.PromptEncoder) and are left-padded so that
+every completion starts at the same column P. A completion ends at the first of the model's stop
+ids (generation_config's EOS ids and the tokenizer's EOS); its mask keeps tokens up to and including
+that stop, and truncation means none appeared within max_new_tokens. Position ids are computed from
+the attention mask, so left padding does not shift positions between generation and scoring.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,12 +57,28 @@ class Rollout:
         )
 
 
-def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
-    """(S, L) long -> (S, L) float32 mask, 1 on tokens up to and including the first EOS."""
-    is_eos = completion_ids == eos_token_id
-    # Count EOS seen strictly before each position; a token is kept while that count is 0.
-    before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()
+def completion_mask_from_stops(completion_ids: torch.Tensor, stop_ids: int | Sequence[int]) -> torch.Tensor:
+    """(S, L) long -> (S, L) float32 mask, 1 on tokens up to and including the first stop id."""
+    is_stop = torch.isin(completion_ids, torch.as_tensor(list(_ids(stop_ids)), device=completion_ids.device))
+    # Count stops seen strictly before each position; a token is kept while that count is 0.
+    before = torch.cumsum(is_stop.long(), dim=1) - is_stop.long()
     return (before == 0).float()
+
+
+def _ids(stop_ids: int | Sequence[int]) -> tuple[int, ...]:
+    return (stop_ids,) if isinstance(stop_ids, int) else tuple(stop_ids)
+
+
+def left_pad(prompt_ids: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(S,) token-id lists -> (S, P) long input ids and (S, P) long attention mask, padded on the left."""
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
+    att = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        if p:
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            att[i, width - len(p) :] = 1
+    return ids.to(device), att.to(device)
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -68,18 +87,19 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 @lru_cache(maxsize=64)
-def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
+def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
     """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free)."""
     return GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                            pad_token_id=pad_token_id, eos_token_id=eos_token_id)  # fmt: skip
+                            pad_token_id=pad_token_id, eos_token_id=list(stop_ids))  # fmt: skip
 
 
 @torch.no_grad()
 def generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    prompts: list[str],
+    prompt_ids: Sequence[Sequence[int]],
     *,
+    stop_ids: Sequence[int],
     max_new_tokens: int,
     temperature: float,
     group_size: int = 1,
@@ -87,10 +107,12 @@ def generate(
     """Sample one completion per prompt (repeat prompts G times for a group) with plain sampling.
 
     Sampling is pure softmax(logits / temperature): top_k and top_p are disabled so that the
-    log-probs used in the loss are those of the sampling policy. Uses torch's global RNG.
+    log-probs used in the loss are those of the sampling policy. Generation of a row stops at any
+    of ``stop_ids``. Uses torch's global RNG.
 
     Args:
-        prompts: S prompt strings.
+        prompt_ids: S token-id lists (PromptEncoder.encode).
+        stop_ids: the model's stop ids (workers.models.prompts.stop_token_ids).
         max_new_tokens: completion length cap L_max (tokens).
         temperature: > 0.
         group_size: G when prompts come as G adjacent copies of each (lets scoring share the prompt).
@@ -98,17 +120,18 @@ def generate(
         Rollout with L <= max_new_tokens columns of completion.
     """
     device = next(model.parameters()).device
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-    config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    out = model.generate(**enc, generation_config=config)
-    prompt_len = enc["input_ids"].shape[1]
+    ids, att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
+    config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tuple(stop_ids))
+    out = model.generate(input_ids=ids, attention_mask=att, generation_config=config)
+    prompt_len = ids.shape[1]
     completion = out[:, prompt_len:]
-    cmask = completion_mask_from_eos(completion, tokenizer.eos_token_id)
-    truncated = ~(completion == tokenizer.eos_token_id).any(dim=1)
-    attention = torch.cat([enc["attention_mask"], cmask.long()], dim=1)
-    texts = tokenizer.batch_decode(
-        completion * cmask.long() + tokenizer.pad_token_id * (1 - cmask.long()), skip_special_tokens=True
-    )
+    cmask = completion_mask_from_stops(completion, stop_ids)
+    is_stop = torch.isin(completion, torch.as_tensor(list(stop_ids), device=completion.device))
+    truncated = ~is_stop.any(dim=1)
+    attention = torch.cat([att, cmask.long()], dim=1)
+    # The text before the first stop; the stop itself and other special tokens are not text.
+    text = cmask.bool() & ~is_stop
+    texts = tokenizer.batch_decode(torch.where(text, completion, tokenizer.pad_token_id), skip_special_tokens=True)
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu(), group_size)
 
 
@@ -179,44 +202,46 @@ def completion_logprobs_entropy(
 def sequence_logprob(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    prompts: list[str],
+    prompt_ids: Sequence[Sequence[int]],
     targets: list[str],
     *,
+    stop_ids: Sequence[int],
     max_new_tokens: int,
     temperature: float,
 ) -> torch.Tensor:
     """Log-probability that sampling (as in ``generate``) returns exactly ``target`` for each prompt.
 
-    A completion decodes to the target when it is the target's tokens followed by EOS, or the
-    target's tokens alone when they fill max_new_tokens (truncation). Teacher forcing gives this
-    probability exactly, so an expected exact-match accuracy has no Monte Carlo noise.
-    Differentiable (wrap in torch.no_grad() to evaluate only).
+    A completion decodes to the target when it is the target's tokens followed by any stop id, or
+    the target's tokens alone when they fill max_new_tokens (truncation). Teacher forcing gives this
+    probability exactly: log P(target tokens) + log sum_{s in stops} P(s | target). So an expected
+    exact-match accuracy has no Monte Carlo noise. Differentiable (wrap in torch.no_grad() to evaluate only).
 
     Returns:
         (S,) float32 log-probabilities (-inf where the target does not fit in max_new_tokens).
     """
     device = next(model.parameters()).device
-    eos = tokenizer.eos_token_id
-    rows, fits = [], []
+    stops = list(stop_ids)
+    rows, fits, ends = [], [], []
     for t in targets:
         ids = tokenizer(t, add_special_tokens=False)["input_ids"]
         fits.append(len(ids) <= max_new_tokens)
-        rows.append(ids + [eos] if len(ids) < max_new_tokens else ids[:max_new_tokens])
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        ends.append(len(ids) < max_new_tokens)  # a stop must follow
+        rows.append(ids + [stops[0]] if len(ids) < max_new_tokens else ids[:max_new_tokens])
+    enc_ids, enc_att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
     width = max(len(r) for r in rows)
     target = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long, device=device)
     tmask = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
+    last = torch.zeros((len(rows), width), dtype=torch.float32, device=device)  # 1 at the stop position
     for i, r in enumerate(rows):
         target[i, : len(r)] = torch.tensor(r, device=device)
         tmask[i, : len(r)] = 1.0
-    rollout = Rollout(
-        torch.cat([enc["input_ids"], target], 1),
-        torch.cat([enc["attention_mask"], tmask.long()], 1),
-        tmask,
-        enc["input_ids"].shape[1],
-        list(targets),
-        torch.zeros(len(rows), dtype=torch.bool),
-    )
-    logp = (completion_logprobs(model, rollout, temperature) * tmask).sum(dim=1)
+        if ends[i]:
+            last[i, len(r) - 1] = 1.0
+    rollout = Rollout(torch.cat([enc_ids, target], 1), torch.cat([enc_att, tmask.long()], 1), tmask, enc_ids.shape[1],
+                      list(targets), torch.zeros(len(rows), dtype=torch.bool))  # fmt: skip
+    logp_all = _completion_log_softmax(model, rollout, temperature)
+    token = logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+    any_stop = torch.logsumexp(logp_all[..., stops], dim=-1)  # log P(some stop id) at each position
+    logp = (torch.where(last.bool(), any_stop, token) * tmask).sum(dim=1)
     fit = torch.tensor(fits, device=device)
     return torch.where(fit, logp, torch.full_like(logp, -torch.inf))

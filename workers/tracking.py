@@ -93,6 +93,11 @@ class RunLogger:
         if len(self._buffer) >= self.flush_every:
             self.flush()
 
+    def log_table(self, rows: list[dict], artifact_file: str = "samples.json") -> None:
+        """rows (one dict each, the same keys) as an MLflow table artifact (mlflow.log_table)."""
+        data = {key: [row.get(key) for row in rows] for key in rows[0]}
+        mlflow_call(self.client.log_table, self.run_id, data, artifact_file)
+
     def flush(self, final: bool = False) -> None:
         while self._buffer:  # log_batch takes at most 1000 metrics per call
             chunk = self._buffer[:1000]

@@ -25,8 +25,10 @@ from workers import algos
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.models.base import Policy
 from workers.models.loading import load_policy
+from workers.rewards import RewardBatch, RewardError
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
+from workers.tasks.base import completion_ids_of
 
 Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
 NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps than this without any signal is no_signal
@@ -56,6 +58,8 @@ class TrialConfig:
     loss_aggregation: str = "seq_mean_token_mean"
     max_grad_norm: float = 1.0
     eval_prompts: int = 512
+    eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
+    eval_batch_size: int = 256  # completions per generation pass of the eval
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
@@ -80,6 +84,7 @@ class TrialConfig:
             max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, clip_eps_high=g.clip_eps_high,
             reward_scale=g.reward_scale, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
             loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
+            eval_samples_per_prompt=spec.eval.samples_per_prompt, eval_batch_size=spec.eval.batch_size,
             measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
             cache_dir=str(cache_dir), checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
             checkpoint_every=spec.checkpoint_every, device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
@@ -114,7 +119,7 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
-    policy = load_policy(cfg.model, task, Path(cfg.cache_dir))
+    policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
     policy.module.to(cfg.device)
     return task, policy, np.random.default_rng(cfg.seed)
 
@@ -129,10 +134,25 @@ class Batch:
     advantages: torch.Tensor  # (B,) float32, of the scaled rewards
     seconds_generate: float = 0.0  # sampling the completions
     seconds_score: float = 0.0  # rewards, values and advantages
+    reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
 
 
-def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator) -> Batch:
-    """Sample N = B/G prompts, G completions each, score them and compute group advantages."""
+def score_completions(task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator,
+                      step: int = 0, max_steps: int = 0) -> RewardBatch:  # fmt: skip
+    """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
+    the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
+    ids = completion_ids_of(rollout)
+    if hasattr(task, "score"):
+        return task.score(problems, rollout.texts, ids, step, max_steps)
+    return RewardBatch(task.rewards(problems, rollout.texts, rng, ids), {}, 0)
+
+
+def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
+    """Sample N = B/G prompts, G completions each, score them and compute group advantages.
+
+    Raises:
+        workers.rewards.RewardError: a reward function failed.
+    """
     n, g = cfg.prompts_per_step, cfg.group_size
     problems = task.sample_train(n, rng)
     expanded = [p for p in problems for _ in range(g)]
@@ -140,38 +160,75 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                        group_size=g)  # fmt: skip
     t1 = time.perf_counter()
-    rewards = torch.as_tensor(task.rewards(expanded, ro.texts, rng)).view(n, g)
+    scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
+    rewards = torch.as_tensor(scored.rewards).view(n, g)
     values = None
     if cfg.advantage in algos.NEEDS_VALUES:
         with torch.no_grad():
             values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
         values = values.float().cpu() * cfg.reward_scale
     adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
-    return Batch(problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1)
+    extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
+    extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
+    return Batch(problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1,
+                 reward_metrics=extra)  # fmt: skip
 
 
-def evaluate(policy: Policy, task: Task, cfg: TrialConfig) -> dict[str, float]:
-    """Held-out expected reward under the policy's own sampling (temperature as in training).
+SAMPLES_LOGGED = 12  # eval completions per trial written to MLflow's table (prompt, completion, reward)
 
-    ``eval_accuracy`` is the expected reward (the accuracy, for 0/1 rewards), computed exactly
-    (teacher forcing for exact-match tasks, enumeration for the bandit), so it carries no sampling
-    noise; ``eval_accuracy_sampled`` samples one completion per prompt with a fixed seed.
-    gap = mean(max reward - expected reward) (THEORY.md).
+
+def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tuple[dict[str, float], list[dict]]:
+    """Held-out reward under the policy's own sampling (temperature as in training), and a few samples.
+
+    With an exact expected reward (arithmetic by teacher forcing, the bandit by enumeration, exact-match
+    data) ``eval_accuracy`` is that expectation, so it carries no sampling noise, and
+    ``eval_accuracy_sampled`` samples one completion per prompt. Otherwise (user rewards, numeric_match)
+    ``eval_accuracy`` is the mean reward of ``eval_samples_per_prompt`` sampled completions per prompt,
+    and ``gap_se`` is its standard error from the completions' sampling (the prompts are a fixed set):
+    sqrt(mean_x var_x / k / n) with var_x the reward variance over the k samples of prompt x.
+    gap = mean(max reward - expected reward) (THEORY.md). Every eval samples with the seed EVAL_SEED.
+
+    Returns:
+        (metrics, samples): samples are {step, prompt, completion, reward} dicts for MLflow's table.
+    Raises:
+        workers.rewards.RewardError: a reward function failed.
     """
     problems = task.eval_problems(cfg.eval_prompts)
+    best = task.max_reward(problems)
+    exact = getattr(task, "exact_expected_reward", True)
+    k = 1 if exact else cfg.eval_samples_per_prompt
+    expanded = [p for p in problems for _ in range(k)]
     module = policy.module
     was_training = module.training
     module.eval()
-    with torch.no_grad():
-        v = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    rewards, texts, chunk = [], [], max(1, cfg.eval_batch_size)
     with torch.random.fork_rng():
         torch.manual_seed(EVAL_SEED)
-        ro = policy.sample([p.prompt for p in problems], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+        for i in range(0, len(expanded), chunk):
+            part = expanded[i : i + chunk]
+            with torch.no_grad():
+                ro = policy.sample([p.prompt for p in part], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+            rewards.append(score_completions(task, part, ro, np.random.default_rng(EVAL_SEED + i), step, cfg.steps).rewards)
+            texts += ro.texts
+    r = np.concatenate(rewards).astype(np.float64).reshape(len(problems), k)
+    metrics = {"eval_accuracy_sampled": float(r[:, 0].mean())}
+    if exact:
+        v = np.concatenate([_expected(policy, task, problems[i : i + chunk], cfg) for i in range(0, len(problems), chunk)])
+    else:
+        v = r.mean(axis=1)
+        var = r.var(axis=1, ddof=1) if k > 1 else np.full(len(problems), r.var(ddof=1) if r.size > 1 else 0.0)
+        metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
     module.train(was_training)
-    sampled = float(task.rewards(problems, ro.texts, np.random.default_rng(EVAL_SEED)).mean())
-    best = task.max_reward(problems)
-    v = v.double().cpu().numpy()
-    return {"eval_accuracy": float(v.mean()), "eval_accuracy_sampled": sampled, "gap": float((best - v).mean())}
+    render = getattr(getattr(policy, "encoder", None), "render", str)
+    samples = [{"step": step, "prompt": render(problems[i // k].prompt), "completion": texts[i], "reward": float(r.flat[i])}
+               for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)]  # fmt: skip
+    return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
+
+
+def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialConfig) -> np.ndarray:
+    with torch.no_grad():
+        v = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    return v.double().cpu().numpy()
 
 
 def _no_signal_reason(reward_mean: float, truncation: float) -> str:
@@ -245,8 +302,9 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
 
     With cfg.checkpoint_dir and checkpoint_every, the model, optimizer, RNG states and counters
     are saved every k steps and a restarted trial continues from the last checkpoint.
-    Returns a TrialResult; a non-finite loss, KL or gradient ends it as ``failed`` with the step and
-    cause, a trial without learning signal in most steps as ``no_signal``.
+    Returns a TrialResult; a non-finite loss, KL or gradient, or a failing reward function, ends it as
+    ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
+    A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
     Raises:
         ValueError: unknown task, preset, advantage, optimizer or loss aggregation.
     """
@@ -264,7 +322,11 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
     ckpt = load_checkpoint(cfg.checkpoint_dir)
     if ckpt is None:
-        initial, first = evaluate(policy, task, cfg), 1
+        try:
+            initial, samples = evaluate(policy, task, cfg, 0)
+        except RewardError as e:
+            return TrialResult("failed", reason=f"{e} at the evaluation before step 1")
+        first = 1
         report({f"{k}_initial": v for k, v in initial.items()}, 0)
     else:
         model.load_state_dict(ckpt["model"])
@@ -272,10 +334,14 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         torch.set_rng_state(ckpt["torch_rng"])
         rng.bit_generator.state = ckpt["numpy_rng"]
         counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
+        samples = ckpt.get("samples", [])
         report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
     for step in range(first, cfg.steps + 1):
         t0 = time.perf_counter()
-        batch = sample_batch(policy, task, cfg, rng)
+        try:
+            batch = sample_batch(policy, task, cfg, rng, step)
+        except RewardError as e:
+            return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
         t1 = time.perf_counter()
         try:
             upd = grpo_update(policy, ref, opt, batch, cfg)
@@ -294,7 +360,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var), **asdict(upd),
             "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
             "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": batch.seconds_generate,
-            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1,
+            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1, **batch.reward_metrics,
         }, step)  # fmt: skip
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
@@ -305,12 +371,17 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             save_checkpoint(cfg.checkpoint_dir, {
                 "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
                 "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
-                "counters": counters, "initial": initial,
+                "counters": counters, "initial": initial, "samples": samples,
             })  # fmt: skip
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
         return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}",
                            steps_done=cfg.steps)  # fmt: skip
-    final = evaluate(policy, task, cfg)
+    try:
+        final, last = evaluate(policy, task, cfg, cfg.steps)
+    except RewardError as e:
+        return TrialResult("failed", reason=f"{e} at the final evaluation (step {cfg.steps})", steps_done=cfg.steps)
     report(final, cfg.steps)
+    if hasattr(report, "log_table") and samples + last:
+        report.log_table(samples + last)
     return TrialResult("succeeded", metrics={**final, **{f"{k}_initial": v for k, v in initial.items()}}, steps_done=cfg.steps)

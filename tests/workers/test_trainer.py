@@ -7,7 +7,7 @@ import torch
 from sweeps import spec as spec_names
 from workers import algos
 from workers.models.loading import load_policy
-from workers.models.presets import PRESETS
+from workers.models.presets import LM_PRESETS
 from workers.tasks import TASKS, make_task
 from workers.trainer import OPTIMIZERS, TrialConfig, train_trial
 
@@ -30,7 +30,7 @@ def cfg(cache, **over):
 
 def test_registries_match_the_spec_names():
     assert set(TASKS) == set(spec_names.TASK_NAMES)
-    assert set(PRESETS) | {"tabular"} == set(spec_names.PRESET_NAMES)
+    assert set(LM_PRESETS) | {"tabular"} == set(spec_names.PRESET_NAMES)
     assert set(OPTIMIZERS) == set(spec_names.OPTIMIZER_NAMES)
     assert set(algos.ADVANTAGES) == set(spec_names.ADVANTAGE_NAMES)
     assert set(algos.LOSS_AGGREGATIONS) == set(spec_names.LOSS_AGGREGATION_NAMES)

@@ -28,6 +28,7 @@ from workers.tasks import Task
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 RECIPE_VERSION = 1  # bump when the warm-start recipe changes: old cache entries are then ignored
+CHAT_RECIPE_VERSION = 1  # the same for chat-tiny (workers.models.chat_tiny)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def tiny_llama(tokenizer: PreTrainedTokenizerFast, seed: int) -> LlamaForCausalL
     return LlamaForCausalLM(config)
 
 
-PRESETS: dict[str, Callable[[PreTrainedTokenizerFast, int], PreTrainedModel]] = {"tiny-llama": tiny_llama}
+PRESETS: dict[str, Callable[[PreTrainedTokenizerFast, int], PreTrainedModel]] = {"tiny-llama": tiny_llama}  # built per task
+LM_PRESETS = (*PRESETS, "chat-tiny")  # every language-model preset (chat-tiny: workers.models.chat_tiny, one for all tasks)
 
 
 def expected_accuracy(model: PreTrainedModel, tokenizer, task: Task, n: int, max_new_tokens: int, temperature: float) -> float:
@@ -118,7 +120,8 @@ def warm_start(model: PreTrainedModel, tokenizer, task: Task, recipe: WarmStart,
 
 
 def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = WarmStart()) -> Path:
-    """The warm-started preset for this task, built once and cached under cache_dir.
+    """The warm-started preset, built once and cached under cache_dir: ``tiny-llama`` for this task
+    (its character vocabulary and answers), ``chat-tiny`` for every task (workers.models.chat_tiny).
 
     Safe under concurrency: one builder holds a file lock, others wait and then load its result;
     the folder appears atomically (built elsewhere, then renamed).
@@ -126,10 +129,29 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
     Raises:
         ValueError: unknown preset (lists the valid names).
     """
+    if preset == "chat-tiny":
+        from workers.models.chat_tiny import ChatWarmStart, build_chat_tiny
+
+        chat = ChatWarmStart()
+        return _cached(Path(cache_dir), preset, {"preset": preset, "recipe": asdict(chat), "v": CHAT_RECIPE_VERSION},
+                       lambda: build_chat_tiny(chat))  # fmt: skip
     if preset not in PRESETS:
-        raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join(PRESETS)}")
-    key = json.dumps({"preset": preset, "task": repr(task), "recipe": asdict(recipe), "v": RECIPE_VERSION}, sort_keys=True)
-    target = Path(cache_dir) / f"{preset}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+        raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join(LM_PRESETS)}")
+
+    def build() -> tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]:
+        tokenizer = build_char_tokenizer(task.vocabulary())
+        model = PRESETS[preset](tokenizer, recipe.seed)
+        accuracy = warm_start(model, tokenizer, task, recipe)
+        return model, tokenizer, {"task": repr(task), "warm_start_accuracy": accuracy, "recipe": asdict(recipe)}
+
+    key = {"preset": preset, "task": repr(task), "recipe": asdict(recipe), "v": RECIPE_VERSION}
+    return _cached(Path(cache_dir), preset, key, build)
+
+
+def _cached(cache_dir: Path, preset: str, key: dict, build: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]]) -> Path:
+    """cache_dir/<preset>-<hash of key>, made by ``build`` (model, tokenizer, metadata) under a file lock."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    target = cache_dir / f"{preset}-{digest}"
     if (target / "groupscale-preset.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,14 +159,11 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
         if (target / "groupscale-preset.json").exists():
             return target
         with torch.random.fork_rng():
-            tokenizer = build_char_tokenizer(task.vocabulary())
-            model = PRESETS[preset](tokenizer, recipe.seed)
-            accuracy = warm_start(model, tokenizer, task, recipe)
+            model, tokenizer, meta = build()
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        meta = {"preset": preset, "task": repr(task), "warm_start_accuracy": accuracy, "recipe": asdict(recipe)}
-        (tmp / "groupscale-preset.json").write_text(json.dumps(meta, indent=2))
+        (tmp / "groupscale-preset.json").write_text(json.dumps({"preset": preset, **meta}, indent=2))
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)

@@ -8,9 +8,10 @@ from typing import Any
 from workers.tasks.arithmetic import ArithmeticTask
 from workers.tasks.bandit import BanditTask
 from workers.tasks.base import Problem, Task
+from workers.tasks.dataset import dataset_task
 from workers.tasks.jsonl import JsonlTask
 
-TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask, "bandit": BanditTask, "jsonl": JsonlTask}
+TASKS: dict[str, Callable[..., Task]] = {"arithmetic": ArithmeticTask, "bandit": BanditTask, "jsonl": JsonlTask, "dataset": dataset_task}
 
 
 def make_task(spec: dict[str, Any]) -> Task:

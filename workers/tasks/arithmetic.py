@@ -47,7 +47,8 @@ class ArithmeticTask:
         train = self._split[0]
         return [self._problem(i) for i in train], np.full(train.size, 1.0 / train.size)
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
+                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
         """1 for the exact sum (surrounding whitespace ignored), else 0."""
         return np.array([c.strip() == q.answer for q, c in zip(problems, completions)], dtype=np.float32)
 

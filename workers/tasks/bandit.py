@@ -106,7 +106,8 @@ class BanditTask:
     def train_support(self) -> tuple[list[Problem], np.ndarray]:
         return self.eval_problems(0), np.full(self.contexts, 1.0 / self.contexts)
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
+                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
         p = self._tables[1][[int(q.prompt) for q in problems], [int(c) for c in completions]]
         return (rng.random(len(problems)) < p).astype(np.float32)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -11,10 +11,16 @@ import torch
 
 @dataclass(frozen=True)
 class Problem:
-    """One prompt with its reference answer (plain text; empty when the reward needs none)."""
+    """One prompt with its reference answer and the rest of its dataset row.
 
-    prompt: str
+    prompt: a string, or chat messages ``[{role, content}]`` (TRL's conversational format).
+    answer: the reference answer as text (empty when the reward needs none).
+    columns: the row's other columns, passed to reward functions (dataset tasks).
+    """
+
+    prompt: str | list[dict[str, Any]]
     answer: str
+    columns: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 class Task(Protocol):
@@ -34,8 +40,10 @@ class Task(Protocol):
         """Every training problem with its probability (for exact reference gradients)."""
         ...
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
-        """(S,) float32 rewards of decoded completions (text before the first EOS)."""
+    def rewards(
+        self, problems: list[Problem], completions: list[str], rng: np.random.Generator, completion_ids: list[list[int]] | None = None
+    ) -> np.ndarray:
+        """(S,) float32 rewards of decoded completions (text before the first stop id)."""
         ...
 
     def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
@@ -49,3 +57,18 @@ class Task(Protocol):
     def vocabulary(self) -> str:
         """Every character prompts and answers use (for character tokenizers of presets)."""
         ...
+
+
+def monte_carlo_value(task: Task, policy, problems: list[Problem], samples: int, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    """(S,) V(x) estimated by the mean reward of ``samples`` completions per prompt (no gradient;
+    these samples are not counted in the budget B)."""
+    expanded = [q for q in problems for _ in range(samples)]
+    ro = policy.sample([q.prompt for q in expanded], max_new_tokens=max_new_tokens, temperature=temperature)
+    r = task.rewards(expanded, ro.texts, np.random.default_rng(0), completion_ids_of(ro))
+    return torch.as_tensor(r.reshape(len(problems), samples).mean(axis=1))
+
+
+def completion_ids_of(rollout) -> list[list[int]]:  # noqa: ANN001 - workers.rollout.Rollout
+    """Each completion's token ids through its first stop id (TRL's ``completion_ids``)."""
+    ids, mask = rollout.completion_ids, rollout.completion_mask.bool()
+    return [row[m].tolist() for row, m in zip(ids, mask)]

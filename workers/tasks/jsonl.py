@@ -2,16 +2,14 @@
 
 Each line is ``{"prompt": "...", "answer": "..."}`` (a numeric answer may be a number). A fixed
 share of the lines (``eval_fraction``, chosen by a seeded permutation) is held out for evaluation.
-Rewards come from REWARDS: ``exact_match`` (the completion, stripped, equals the answer) or
-``numeric_match`` (the first number in the completion equals the answer's number).
+Rewards are built-ins of workers.rewards: ``exact_match`` (the completion, stripped, equals the
+answer) or ``numeric_match`` (the completion's final answer equals the answer's number).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,27 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers.tasks.base import Problem
+from workers.rewards import exact_match, numeric_match
+from workers.tasks.base import Problem, monte_carlo_value
 
 SPLIT_SEED = 12345
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def exact_match(completion: str, answer: str) -> float:
-    return 1.0 if completion.strip() == answer.strip() else 0.0
-
-
-def numeric_match(completion: str, answer: str) -> float:
-    """1 when the first number in the completion equals float(answer) (relative tolerance 1e-6)."""
-    found = _NUMBER.search(completion)
-    if found is None:
-        return 0.0
-    try:
-        return 1.0 if math.isclose(float(found.group()), float(answer), rel_tol=1e-6, abs_tol=1e-9) else 0.0
-    except ValueError:
-        return 0.0
-
-
 REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "numeric_match": numeric_match}
 
 
@@ -97,7 +78,8 @@ class JsonlTask:
         train = self._split[0]
         return list(train), np.full(len(train), 1.0 / len(train))
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator) -> np.ndarray:
+    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
+                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
         fn = REWARDS[self.reward]
         return np.array([fn(c, q.answer) for q, c in zip(problems, completions)], dtype=np.float32)
 
@@ -107,11 +89,7 @@ class JsonlTask:
         if self.exact_expected_reward:
             return policy.answer_probability([q.prompt for q in problems], [q.answer for q in problems],
                                              max_new_tokens=max_new_tokens, temperature=temperature)  # fmt: skip
-        k = self.oracle_samples
-        expanded = [q for q in problems for _ in range(k)]
-        ro = policy.sample([q.prompt for q in expanded], max_new_tokens=max_new_tokens, temperature=temperature)
-        r = self.rewards(expanded, ro.texts, np.random.default_rng(0))
-        return torch.as_tensor(r.reshape(len(problems), k).mean(axis=1))
+        return monte_carlo_value(self, policy, problems, self.oracle_samples, max_new_tokens, temperature)
 
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return np.ones(len(problems))
