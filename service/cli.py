@@ -10,6 +10,7 @@ import json
 import math
 import socket
 import subprocess
+import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -29,6 +30,8 @@ from sweeps.spec import SweepSpec, load_spec
 app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
 law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
 app.add_typer(law_app, name="law")
+models_app = typer.Typer(help="Built-in model presets.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
 out = Console()
 err = Console(stderr=True)
 EXAMPLES = Path(__file__).resolve().parent.parent / "sweeps" / "examples"
@@ -243,8 +246,8 @@ def fit(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = No
 
 @app.command()
 def recommend(
-    task: Annotated[str, typer.Option(help="task name, e.g. arithmetic")],
-    model: Annotated[str, typer.Option(help="preset name or model path, as in the spec")],
+    task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
+    model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],
     samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
     url: UrlOpt = None,
     as_json: JsonOpt = False,
@@ -255,10 +258,32 @@ def recommend(
         return _print_json(rec)
     out.print(
         f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
-        f"fit {rec['status']}, sweep {rec['sweep_id']})"
+        f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
     )
     out.print(rec["message"], highlight=False)
     return None
+
+
+@models_app.command("export")
+def models_export(
+    preset: Annotated[str, typer.Argument(metavar="PRESET", help="chat-tiny or tiny-llama")],
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="where the model folder is written (must not exist)")],
+    task: Annotated[str, typer.Option(help="tiny-llama only: the built-in task it is warm-started on")] = "arithmetic",
+) -> None:
+    """Write a built-in preset as a plain Hugging Face model folder (point model.path at it)."""
+    from service.settings import get_settings
+    from workers.models.presets import LM_PRESETS, preset_path
+    from workers.tasks import make_task
+
+    if preset not in LM_PRESETS:
+        _fail(f"PRESET: unknown preset {preset!r}; allowed: {', '.join(LM_PRESETS)}", 2)
+    if preset == "tiny-llama" and task != "arithmetic":
+        _fail(f"--task: tiny-llama is exported warm-started on a built-in task; allowed: arithmetic (got {task!r})", 2)
+    if folder.exists():
+        _fail(f"DIR: {folder} exists; give a new folder", 2)
+    built = preset_path(preset, make_task({"name": task}), get_settings().model_cache_dir)
+    shutil.copytree(built, folder)
+    out.print(f"{preset} written to {folder} (load it with model: {{path: {folder.resolve()}}})")
 
 
 def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], list[float]]:

@@ -24,6 +24,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
     fit = fit_law(
         [t.group_size for t in done], [t.samples_per_step for t in done], [t.seed for t in done],
         [float("nan") if v is None else v for v in values], metric=metric, n_boot=n_boot,
+        y_se=[t.metrics.get(f"{metric}_se") for t in done],
     )  # fmt: skip
     excluded = [t for t in trials if t.status in ("no_signal", "failed")]
     if excluded:
@@ -58,6 +59,8 @@ def sweep_public(sweep: Sweep, tracking_uri: str | None, run_url: str | None) ->
         name=sweep.name,
         status=sweep.status,
         spec=sweep.spec,
+        task_key=sweep.task_name,
+        model_key=sweep.model_name,
         progress=progress_of(sweep),
         mlflow=MlflowLinks(
             tracking_uri=tracking_uri,

@@ -34,6 +34,8 @@ class SweepPublic(BaseModel):
     name: str
     status: SweepStatus
     spec: dict
+    task_key: str = Field(description="what recommendations file the task under: a built-in's name, or label/kind and content digest")
+    model_key: str = Field(description="a preset's name, or the model folder's path and config digest")
     progress: Progress
     mlflow: MlflowLinks
     fit_status: str | None = None
@@ -66,6 +68,8 @@ class Recommendation(BaseModel):
 
     task: str
     model: str
+    task_key: str = Field(description="the task_key of the sweep the answer comes from")
+    model_key: str = Field(description="the model_key of the sweep the answer comes from")
     samples_per_step: int | None
     recommended_group_size: int | None
     g_star: float | None

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")
     max_steps: int = Field(100_000, ge=1, description="most optimizer steps T a trial may ask for")
     model_root: Path | None = Field(None, description="model.path must lie under this folder when set")
+    data_root: Path | None = Field(None, description="task data files must lie under this folder when set")
+    reward_root: Path | None = Field(
+        None, description="user reward functions (FILE.py:NAME) run only from files under this folder; unset: refused"
+    )
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
     poll_interval_s: float = Field(0.5, gt=0)
     trial_retries: int = Field(2, ge=0, le=10, description="Ray retries of a trial whose worker died")

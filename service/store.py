@@ -69,8 +69,8 @@ class Sweep(Base):
     name: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     spec: Mapped[dict] = mapped_column(JSON)
-    task_name: Mapped[str] = mapped_column(String(64), index=True)
-    model_name: Mapped[str] = mapped_column(String(4096))  # indexed below: a hash index on PostgreSQL
+    task_name: Mapped[str] = mapped_column(String(64), index=True)  # the task_key (service.identity)
+    model_name: Mapped[str] = mapped_column(String(4096))  # the model_key; indexed below: a hash index on PostgreSQL
     idempotency_key: Mapped[str | None] = mapped_column(String(256), unique=True, nullable=True)
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 
+from service.identity import task_key
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit
 from sweeps.spec import SweepSpec
@@ -50,8 +51,8 @@ class Tracking:
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
 
     def _experiment(self, spec: SweepSpec) -> str:
-        """The experiment ``groupscale/<task>``, created on first use."""
-        name = f"groupscale/{spec.task.name}"
+        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use."""
+        name = f"groupscale/{task_key(spec)}"
         exp = self.client.get_experiment_by_name(name)
         return exp.experiment_id if exp else self.client.create_experiment(name)
 
@@ -61,7 +62,7 @@ class Tracking:
         return run.info.run_id
 
     def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
-        """Create the sweep's parent run in the experiment ``groupscale/<task>``."""
+        """Create the sweep's parent run in the experiment ``groupscale/<task_key>``."""
         exp_id = self._experiment(spec)
         params = {
             **_spec_params(spec), "group_sizes": ",".join(map(str, spec.group_sizes)),

@@ -80,7 +80,9 @@ class _Points:
     """Seed-averaged points of one budget.
 
     g: (P,) group sizes; y: (P,) seed means; se: (P,) sample standard errors (nan with one seed);
-    n: (P,) seeds per point; w: (P,) fit weights 1/se from the noise model; values: per-seed values.
+    n: (P,) seeds per point; w: (P,) fit weights 1/se from the noise model; values: per-seed values;
+    meas_var: (P,) mean squared measurement standard error of a seed's value (its eval's own
+    sampling noise, ``gap_se``), nan where unknown.
     """
 
     g: np.ndarray
@@ -89,18 +91,20 @@ class _Points:
     n: np.ndarray
     w: np.ndarray
     values: tuple[np.ndarray, ...]
+    meas_var: np.ndarray
 
     def with_values(self, values: list[np.ndarray]) -> _Points:
         """The same points (and weights) with resampled per-seed values."""
         return replace(self, y=np.array([v.mean() for v in values]), values=tuple(values))
 
 
-def _aggregate(g: np.ndarray, y: np.ndarray) -> _Points:
+def _aggregate(g: np.ndarray, y: np.ndarray, y_se: np.ndarray) -> _Points:
     gs = np.unique(g)
     values = tuple(y[g == v] for v in gs)
     ns = np.array([v.size for v in values])
     se = np.array([v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else np.nan for v in values])
-    return _Points(gs.astype(float), np.array([v.mean() for v in values]), se, ns, np.ones(gs.size), values)
+    meas = np.array([np.nanmean(y_se[g == v] ** 2) if np.isfinite(y_se[g == v]).any() else np.nan for v in gs])
+    return _Points(gs.astype(float), np.array([v.mean() for v in values]), se, ns, np.ones(gs.size), values, meas)
 
 
 def _noise_model(points: list[_Points]) -> list[_Points]:
@@ -111,13 +115,20 @@ def _noise_model(points: list[_Points]) -> list[_Points]:
     log var(seed) = alpha + beta log|mean| (beta in [0, 2]: from constant to multiplicative noise)
     by least squares weighted by the degrees of freedom, and weight each point by
     1 / sqrt(var_hat / n). With fewer than 3 points that have >= 2 seeds, the pooled variance is used.
+    A seed's value cannot vary less than its own measurement noise (a sampled eval's ``gap_se``), so
+    var_hat is at least the point's mean squared measurement error; with one seed per point that
+    measurement error alone gives the weights.
     """
     y = np.concatenate([p.y for p in points])
     n = np.concatenate([p.n for p in points])
+    meas = np.concatenate([p.meas_var for p in points])
     var = np.concatenate([np.array([v.var(ddof=1) if v.size > 1 else np.nan for v in p.values]) for p in points])
     ok = np.isfinite(var) & (var > _TINY) & (np.abs(y) > _TINY)
     if not ok.any():
-        return points
+        known = np.isfinite(meas) & (meas > _TINY)
+        if not known.any():
+            return points
+        return _weighted(points, np.where(known, meas, meas[known].mean()))
     dof = (n - 1.0)[ok]
     pooled = float((var[ok] * dof).sum() / dof.sum())
     model = np.full(y.size, pooled)
@@ -128,6 +139,11 @@ def _noise_model(points: list[_Points]) -> list[_Points]:
         beta = float(np.clip(beta, 0.0, 2.0))
         alpha = float(np.average(np.log(var[ok]) - beta * np.log(np.abs(y[ok])), weights=dof))
         model = np.exp(alpha + beta * np.log(np.maximum(np.abs(y), _TINY)))
+    return _weighted(points, np.fmax(model, meas))  # fmax: a NaN (no measurement error known) is ignored
+
+
+def _weighted(points: list[_Points], model: np.ndarray) -> list[_Points]:
+    """The points with weights 1 / sqrt(var / n) from per-seed variances ``model`` (all points, in order)."""
     out, i = [], 0
     for p in points:
         k = p.y.size
@@ -290,9 +306,9 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     )
 
 
-def _aggregate_all(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> dict[int, _Points]:
+def _aggregate_all(g: np.ndarray, b: np.ndarray, y: np.ndarray, y_se: np.ndarray) -> dict[int, _Points]:
     budgets = [int(v) for v in np.unique(b)]
-    return dict(zip(budgets, _noise_model([_aggregate(g[b == v], y[b == v]) for v in budgets])))
+    return dict(zip(budgets, _noise_model([_aggregate(g[b == v], y[b == v], y_se[b == v]) for v in budgets])))
 
 
 def _point_estimate(data: dict[int, _Points]) -> tuple[list[BudgetFit], Universality | None]:
@@ -355,6 +371,7 @@ def fit_law(
     maximize: bool = False,
     n_boot: int = 200,
     random_state: int = 0,
+    y_se: Sequence[float | None] | None = None,
 ) -> LawFit:
     """Fit the law to one row per trial.
 
@@ -363,6 +380,8 @@ def fit_law(
         y: (n,) float metric; lower is better unless ``maximize`` (then -y is fitted).
             Non-finite rows are dropped and counted in ``n_dropped``.
         n_boot: bootstrap resamples over seeds for ``g_star_ci95``.
+        y_se: (n,) standard error of each row's own measurement (a sampled eval's ``gap_se``; None or
+            NaN where unknown), used by the noise model as a floor on the seed variance.
     Returns:
         LawFit; never raises for bad data and never holds NaN or inf (absent values are None).
     """
@@ -370,16 +389,17 @@ def fit_law(
     b = np.asarray(samples_per_step, dtype=int)
     s = np.asarray(seed, dtype=int)
     v = np.asarray(y, dtype=float) * (-1.0 if maximize else 1.0)
+    se = np.full(g.size, np.nan) if y_se is None else np.array([np.nan if x is None else float(x) for x in y_se])
     keep = np.isfinite(v)
     head = {"metric": metric, "maximize": maximize, "n_rows": int(g.size), "n_dropped": int((~keep).sum())}
-    g, b, s, v = g[keep], b[keep], s[keep], v[keep]
+    g, b, s, v, se = g[keep], b[keep], s[keep], v[keep], se[keep]
     dropped = f" ({head['n_dropped']} rows with a non-finite {metric} dropped)" if head["n_dropped"] else ""
     if g.size == 0:
         return LawFit(status="insufficient_data", message="no usable rows" + dropped, **head)
     if np.abs(v).max() > MAX_ABS_METRIC:
         return LawFit(status="fit_failed", message=f"|{metric}| exceeds {MAX_ABS_METRIC:g}: rescale it" + dropped, **head)
     try:
-        data = _aggregate_all(g, b, v)
+        data = _aggregate_all(g, b, v, se)
         fits, uni = _point_estimate(data)
         statuses = {f.status for f in fits}
         if statuses <= {"no_signal"}:

@@ -308,6 +308,27 @@ class SweepSpec(_Strict):
             raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {groups}")
         return v
 
+    def with_paths_from(self, base: Path) -> SweepSpec:
+        """The spec with relative file paths (task data, reward files, model folder) made absolute from ``base``
+        (a spec file's folder), so a spec travels with its files. Absolute paths are kept as they are."""
+
+        def absolute(path: str | None) -> str | None:
+            return None if path is None or Path(path).expanduser().is_absolute() else str((base / path).resolve())
+
+        task, model = self.task, self.model
+        if isinstance(task, JsonlTaskSpec | DatasetTaskSpec):
+            update = {k: absolute(getattr(task, k, None)) for k in ("path", "eval_path")}
+            if isinstance(task, DatasetTaskSpec):
+                rewards = []
+                for r in task.rewards:
+                    file, _, name = (r.function or "").rpartition(":")
+                    rewards.append(r.model_copy(update={"function": f"{absolute(file)}:{name}"}) if absolute(file) else r)
+                update["rewards"] = rewards
+            task = task.model_copy(update={k: v for k, v in update.items() if v is not None})
+        if absolute(model.path):
+            model = model.model_copy(update={"path": absolute(model.path)})
+        return self.model_copy(update={"task": task, "model": model})
+
     @property
     def n_trials(self) -> int:
         """Trials of the sweep proper: the whole grid, or the adaptive trial budget (an upper bound)."""
@@ -340,7 +361,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read a YAML or JSON spec file (YAML is a superset of JSON; no tags, no duplicate keys).
+    """Read a YAML or JSON spec file (YAML is a superset of JSON; no tags, no duplicate keys). Relative
+    file paths in it are relative to the file's folder (SweepSpec.with_paths_from).
 
     Raises:
         ValueError: not YAML, a duplicate key, or not a mapping.
@@ -349,4 +371,4 @@ def load_spec(path: str | Path) -> SweepSpec:
     data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     if not isinstance(data, dict):
         raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
-    return SweepSpec.model_validate(data)
+    return SweepSpec.model_validate(data).with_paths_from(Path(path).resolve().parent)

@@ -8,3 +8,9 @@ def postgres():
     """A throwaway PostgreSQL server for the whole run (tests/postgres.py); create_database(name) -> URL."""
     with PostgresServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory):
+    """One warm-started preset cache for the whole test session (tiny-llama ~10 s, chat-tiny ~40 s, built once)."""
+    return tmp_path_factory.mktemp("models")

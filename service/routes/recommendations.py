@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from service.deps import StoreDep
 from service.schemas import Recommendation
@@ -28,8 +28,8 @@ def _evidence(sweep: Sweep) -> tuple:
 @router.get("")
 def recommend(
     store: StoreDep,
-    task: Annotated[str, Query(min_length=1, max_length=64)],
-    model: Annotated[str, Query(min_length=1, max_length=4096)],
+    task: Annotated[str, Query(min_length=1, max_length=64, description="a sweep's task_key, or a dataset task's label")],
+    model: Annotated[str, Query(min_length=1, max_length=4096, description="a sweep's model_key, a preset, or a model folder's path")],
     samples_per_step: Annotated[int | None, Query(ge=2, le=MAX_SAMPLES_PER_STEP)] = None,
 ) -> Recommendation:
     """The best-supported fit among succeeded sweeps of (task, model) (see _evidence), not merely the latest.
@@ -38,15 +38,20 @@ def recommend(
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
     """
     with store.session() as s:
-        sweeps = list(
-            s.scalars(
-                select(Sweep)
-                .where(Sweep.task_name == task, Sweep.model_name == model, Sweep.status == "succeeded", Sweep.fit.is_not(None))
-                .order_by(Sweep.created_at.desc())
-            )
-        )
+        finished = select(Sweep).where(Sweep.status == "succeeded", Sweep.fit.is_not(None)).order_by(Sweep.created_at.desc())
+        exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
+        # A label (my-math) or a model folder's path names every version of it: answer only when that is one.
+        sweeps = exact or list(s.scalars(finished.where(
+            or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
+            or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
+        )))  # fmt: skip
     if not sweeps:
-        raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first")
+        raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first "
+                                 "(task and model are a sweep's task_key and model_key, or a dataset's label and a model's path)")  # fmt: skip
+    keys = sorted({(w.task_name, w.model_name) for w in sweeps})
+    if len(keys) > 1:
+        raise HTTPException(409, f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "
+                                 f"(other data or another model config): {keys[:10]}; ask for one of them")  # fmt: skip
     best = min(sweeps, key=_evidence)
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message
@@ -61,6 +66,8 @@ def recommend(
     return Recommendation(
         task=task,
         model=model,
+        task_key=best.task_name,
+        model_key=best.model_name,
         samples_per_step=samples_per_step,
         recommended_group_size=rec,
         g_star=fit.g_star,

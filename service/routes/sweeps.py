@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, HTTPException, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from service.identity import model_key, task_key
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
@@ -51,8 +52,8 @@ def create_sweep(
             sweep = Sweep(
                 name=spec.name,
                 spec=spec.model_dump(mode="json"),
-                task_name=spec.task.name,
-                model_name=spec.model.label,
+                task_name=task_key(spec),
+                model_name=model_key(spec),
                 idempotency_key=idempotency_key,
                 status="queued",
             )

@@ -1,0 +1,207 @@
+"""Dataset tasks: every file format gives the same rows; rewards the TRL way; built-ins on reasoning text."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from datasets import Dataset, DatasetDict
+
+from workers.data import DatasetError, check_rows, load_rows
+from workers.rewards import RewardError, build_rewards, compute_rewards, final_answer, numeric_match
+from workers.tasks import make_task
+
+ROWS = [{"prompt": f"What is {i} + {i}?", "solution": str(2 * i), "level": i % 3} for i in range(12)]
+CHAT = [{"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "solution": str(i + 1)} for i in range(12)]
+
+
+def _write_all(folder, rows, with_csv=True):
+    ds = Dataset.from_list(rows)
+    paths = {"jsonl": folder / "d.jsonl", "json": folder / "d.json", "parquet": folder / "d.parquet", "disk": folder / "disk"}
+    ds.to_json(str(paths["jsonl"]))
+    ds.to_json(str(paths["json"]), lines=False)
+    ds.to_parquet(str(paths["parquet"]))
+    ds.save_to_disk(str(paths["disk"]))
+    paths["arrow"] = next((folder / "disk").glob("*.arrow"))
+    DatasetDict({"train": ds, "test": ds.select(range(2))}).save_to_disk(str(folder / "dict"))
+    if with_csv:
+        paths["csv"] = folder / "d.csv"
+        ds.to_csv(str(paths["csv"]), index=False)
+    return paths
+
+
+def test_every_supported_format_gives_the_same_rows(tmp_path):
+    paths = _write_all(tmp_path, ROWS)
+    for kind, path in paths.items():
+        rows = load_rows(path)
+        if kind == "csv":  # CSV has no types: numbers come back as numbers
+            rows = [{**r, "solution": str(r["solution"])} for r in rows]
+        assert rows == ROWS, kind
+    assert load_rows(tmp_path / "dict", split="train") == ROWS
+    assert load_rows(tmp_path / "dict", split="test") == ROWS[:2]
+
+
+def test_conversational_rows_survive_every_format_that_holds_lists(tmp_path):
+    for kind, path in _write_all(tmp_path, CHAT, with_csv=False).items():
+        rows = load_rows(path)
+        assert [r["prompt"] for r in rows] == [r["prompt"] for r in CHAT], kind
+        check_rows(rows, "prompt", ["solution"])
+
+
+def test_bad_datasets_name_the_field_and_what_was_found(tmp_path):
+    paths = _write_all(tmp_path, ROWS, with_csv=False)
+    with pytest.raises(DatasetError, match=r"no column 'question'; its columns: \['level', 'prompt', 'solution'\]") as e:
+        check_rows(load_rows(paths["parquet"]), "question")
+    assert e.value.field == "prompt_column"
+    with pytest.raises(DatasetError, match=r"splits \['test', 'train'\]") as e:
+        load_rows(tmp_path / "dict")
+    assert e.value.field == "split"
+    (tmp_path / "x.txt").write_text("secret content")
+    with pytest.raises(DatasetError, match="unsupported file type '.txt'") as e:
+        load_rows(tmp_path / "x.txt")
+    assert "secret" not in str(e.value)
+    (tmp_path / "bad.parquet").write_text("secret content, not parquet")
+    with pytest.raises(DatasetError, match="cannot be read") as e:
+        load_rows(tmp_path / "bad.parquet")
+    assert "secret" not in str(e.value)
+    with pytest.raises(DatasetError, match="must hold a string or a non-empty list"):
+        check_rows([{"prompt": 3}], "prompt")
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("3 + 4 = 7 apples. #### 7", "7"),  # GSM8K: after ####
+        ("First 12, then 30. #### 42", "42"),  # not the first number
+        (r"so $x = \boxed{\frac{1}{2}}$ and 5", r"\frac{1}{2}"),  # MATH: the last \boxed{}
+        (r"\boxed{3} then \boxed{1{,}000}", "1{,}000"),
+        ("I count 3, then 5, so 11", "11"),  # else the last number
+        ("no number here", "no number here"),
+    ],
+)
+def test_final_answer(text, answer):
+    assert final_answer(text) == answer
+
+
+def test_numeric_match_takes_the_final_answer():
+    assert numeric_match("Tom has 12 - 4 = 8 stamps. #### 8", "8") == 1.0
+    assert numeric_match("Tom has 12 - 4 = 8 stamps. #### 8", "12") == 0.0  # the first number is not the answer
+    assert numeric_match(r"the sum is \boxed{42}.", "42") == 1.0
+    assert numeric_match("1,000 or 2,500", "2500") == 1.0
+    assert numeric_match("4.20e1", "42") == 1.0 and numeric_match("nothing", "1") == 0.0
+    assert numeric_match("#### 7", "#### 7") == 1.0  # a GSM8K-style reference works too
+
+
+# From TRL's documentation (GRPOTrainer, "Using a custom reward function"), unchanged.
+def reward_func(completions, ground_truth, **kwargs):
+    # Regular expression to capture content inside \boxed{}
+    matches = [re.search(r"\\boxed\{(.*?)\}", completion) for completion in completions]
+    contents = [match.group(1) if match else "" for match in matches]
+    # Reward 1 if the content is the same as the ground truth, 0 otherwise
+    return [1.0 if c == t else 0.0 for c, t in zip(contents, ground_truth)]
+
+
+def format_reward_func(completions, **kwargs):
+    """Reward function that checks if the completion has a specific format."""
+    pattern = r"^<think>.*?</think><answer>.*?</answer>$"
+    completion_contents = [completion[0]["content"] for completion in completions]
+    matches = [re.match(pattern, content) for content in completion_contents]
+    return [1.0 if match else 0.0 for match in matches]
+
+
+TRL_DOCS = '''
+import re
+
+def reward_func(completions, ground_truth, **kwargs):
+    # Regular expression to capture content inside \\\\boxed{}
+    matches = [re.search(r"\\\\boxed\\{(.*?)\\}", completion) for completion in completions]
+    contents = [match.group(1) if match else "" for match in matches]
+    # Reward 1 if the content is the same as the ground truth, 0 otherwise
+    return [1.0 if c == t else 0.0 for c, t in zip(contents, ground_truth)]
+
+def format_reward_func(completions, **kwargs):
+    """Reward function that checks if the completion has a specific format."""
+    pattern = r"^<think>.*?</think><answer>.*?</answer>$"
+    completion_contents = [completion[0]["content"] for completion in completions]
+    matches = [re.match(pattern, content) for content in completion_contents]
+    return [1.0 if match else 0.0 for match in matches]
+
+def abstain_on_odd(completions, level, **kwargs):
+    return [None if lv % 2 else 1.0 for lv in level]
+
+def raises(completions, **kwargs):
+    raise KeyError("solution")
+
+def too_few(completions, **kwargs):
+    return [1.0]
+
+def not_finite(completions, **kwargs):
+    return [math.inf] * len(completions)
+'''
+
+
+@pytest.fixture
+def reward_file(tmp_path):
+    path = tmp_path / "trl_rewards.py"
+    path.write_text(TRL_DOCS.replace("import re", "import math\nimport re"))
+    return path
+
+
+def _task(tmp_path, rows, rewards, **options):
+    path = tmp_path / "data.parquet"
+    Dataset.from_list(rows).to_parquet(str(path))
+    return make_task({"name": "dataset", "path": str(path), "rewards": rewards, **options})
+
+
+def test_trl_reward_functions_from_its_docs_run_unchanged(tmp_path, reward_file):
+    # TRL's standard format: prompts and completions are strings
+    standard = _task(tmp_path, [{"prompt": "q", "ground_truth": "4"}] * 10, [{"function": f"{reward_file}:reward_func"}])
+    got = standard.score(standard.eval_problems(1) * 3, [r"so \boxed{4}", r"\boxed{5}", "4"])
+    assert got.rewards.tolist() == [1.0, 0.0, 0.0] and got.abstained == 0
+    assert reward_func([r"so \boxed{4}", r"\boxed{5}", "4"], ["4"] * 3) == got.rewards.tolist()  # as TRL would compute
+    # TRL's conversational format: completions are [{"role": "assistant", "content": ...}]
+    chat = _task(tmp_path, [{"prompt": [{"role": "user", "content": "q"}]}] * 10,
+                 [{"function": f"{reward_file}:format_reward_func", "weight": 0.5}])  # fmt: skip
+    texts = ["<think>a</think><answer>4</answer>", "4"]
+    got = chat.score(chat.eval_problems(1) * 2, texts)
+    assert got.rewards.tolist() == [0.5, 0.0]
+    assert format_reward_func([[{"role": "assistant", "content": t}] for t in texts]) == [1.0, 0.0]
+
+
+def test_rewards_get_every_column_and_none_abstains(tmp_path, reward_file):
+    task = _task(tmp_path, ROWS, [{"function": f"{reward_file}:abstain_on_odd"}, {"name": "numeric_match", "answer_column": "solution"}])
+    problems = [q for q in task.train_support()[0] if q.columns["level"] in (0, 1)][:4]
+    texts = [f"#### {q.columns['solution']}" for q in problems]
+    got = task.score(problems, texts)
+    want = [2.0 if q.columns["level"] == 0 else 1.0 for q in problems]
+    assert got.rewards.tolist() == want and got.abstained == 0
+    only = _task(tmp_path, ROWS, [{"function": f"{reward_file}:abstain_on_odd"}])
+    problems = [q for q in only.train_support()[0] if q.columns["level"] == 1][:3]
+    got = only.score(problems, ["x"] * 3)
+    assert got.rewards.tolist() == [0.0] * 3 and got.abstained == 3  # all-None counts 0 and is counted
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("raises", "raised KeyError"), ("too_few", "returned 1 values for 3 completions"), ("not_finite", "non-finite value")],
+)
+def test_a_failing_reward_function_is_named(tmp_path, reward_file, name, message):
+    task = _task(tmp_path, ROWS, [{"function": f"{reward_file}:{name}"}])
+    with pytest.raises(RewardError, match=f"reward function trl_rewards.py raised|{message}") as e:
+        task.score(task.eval_problems(1) * 3, ["a", "b", "c"])
+    assert "trl_rewards.py" in str(e.value) and message in str(e.value)
+
+
+def test_weights_and_builtins(tmp_path):
+    terms = build_rewards([{"name": "exact_match", "answer_column": "a", "weight": 2.0}, {"name": "numeric_match", "answer_column": "a"}])
+    got = compute_rewards(terms, {"completions": ["7", "#### 7", "8"], "a": ["7", "7", "7"]}, 3)
+    assert got.rewards.tolist() == [3.0, 1.0, 0.0] and math.isclose(float(np.nanmean(got.per_function["exact_match"])), 1 / 3)
+
+
+def test_the_held_out_split_is_seeded_and_disjoint(tmp_path, reward_file):
+    a = _task(tmp_path, ROWS, [{"name": "exact_match", "answer_column": "solution"}], eval_fraction=0.25)
+    b = _task(tmp_path, ROWS, [{"name": "exact_match", "answer_column": "solution"}], eval_fraction=0.25)
+    held = [q.prompt for q in a.eval_problems(100)]
+    assert held == [q.prompt for q in b.eval_problems(100)] and len(held) == 3
+    assert not set(held) & {q.prompt for q in a.train_support()[0]}
+    assert a.digest == b.digest and len(a.digest) == 16
