@@ -8,9 +8,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import socket
 import subprocess
-import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn

@@ -112,7 +112,9 @@ def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | i
     try:
         tree = ast.parse(path.read_bytes(), filename=path.name)
     except (SyntaxError, ValueError, OSError) as e:
-        raise SpecError(loc, f"{path.name} does not parse as Python ({type(e).__name__} at line {getattr(e, 'lineno', '?')})") from None
+        raise SpecError(
+            loc, f"{path.name} does not parse as Python ({type(e).__name__} at line {getattr(e, 'lineno', '?')})"
+        ) from None
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
     defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     if name not in defined:

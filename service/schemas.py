@@ -34,7 +34,9 @@ class SweepPublic(BaseModel):
     name: str
     status: SweepStatus
     spec: dict
-    task_key: str = Field(description="what recommendations file the task under: a built-in's name, or label/kind and content digest")
+    task_key: str = Field(
+        description="what recommendations file the task under: a built-in's name, or label/kind and content digest"
+    )
     model_key: str = Field(description="a preset's name, or the model folder's path and config digest")
     progress: Progress
     mlflow: MlflowLinks

@@ -121,7 +121,9 @@ class ModelSpec(_Strict):
 
     preset: Literal["tiny-llama", "chat-tiny", "tabular"] | None = None
     path: str | None = Field(None, max_length=4096, description="local Hugging Face model folder")
-    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="weights' dtype; auto: bfloat16 on CUDA, else float32")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="weights' dtype; auto: bfloat16 on CUDA, else float32"
+    )
     chat_template: bool = Field(True, description="render conversational prompts with the tokenizer's chat template")
 
     @model_validator(mode="after")
@@ -156,7 +158,8 @@ class GRPOSpec(_Strict):
 class EvalSpec(_Strict):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
     samples_per_prompt: int = Field(4, ge=1, le=1024,
-                                    description="sampled completions per held-out prompt (tasks without an exact expected reward)")  # fmt: skip
+                                    description="sampled completions per held-out prompt (tasks without an exact "
+                                                "expected reward)")  # fmt: skip
     batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
 
 
@@ -250,7 +253,11 @@ class SweepSpec(_Strict):
         if (task.name == "bandit") != (v.preset == "tabular"):
             raise ValueError(
                 f"task {task.name!r} needs "
-                + ("model: {preset: tabular}" if task.name == "bandit" else "a language model (preset tiny-llama, chat-tiny or a path)")
+                + (
+                    "model: {preset: tabular}"
+                    if task.name == "bandit"
+                    else "a language model (preset tiny-llama, chat-tiny or a path)"
+                )
             )
         if task.name == "dataset" and v.preset == "tiny-llama":
             raise ValueError("preset tiny-llama is built for a task's character vocabulary; with task dataset use "

@@ -69,7 +69,9 @@ def _ids(stop_ids: int | Sequence[int]) -> tuple[int, ...]:
     return (stop_ids,) if isinstance(stop_ids, int) else tuple(stop_ids)
 
 
-def left_pad(prompt_ids: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(
+    prompt_ids: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(S,) token-id lists -> (S, P) long input ids and (S, P) long attention mask, padded on the left."""
     width = max(len(p) for p in prompt_ids)
     ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)

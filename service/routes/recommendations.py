@@ -29,7 +29,9 @@ def _evidence(sweep: Sweep) -> tuple:
 def recommend(
     store: StoreDep,
     task: Annotated[str, Query(min_length=1, max_length=64, description="a sweep's task_key, or a dataset task's label")],
-    model: Annotated[str, Query(min_length=1, max_length=4096, description="a sweep's model_key, a preset, or a model folder's path")],
+    model: Annotated[
+        str, Query(min_length=1, max_length=4096, description="a sweep's model_key, a preset, or a model folder's path")
+    ],
     samples_per_step: Annotated[int | None, Query(ge=2, le=MAX_SAMPLES_PER_STEP)] = None,
 ) -> Recommendation:
     """The best-supported fit among succeeded sweeps of (task, model) (see _evidence), not merely the latest.
@@ -47,7 +49,8 @@ def recommend(
         )))  # fmt: skip
     if not sweeps:
         raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first "
-                                 "(task and model are a sweep's task_key and model_key, or a dataset's label and a model's path)")  # fmt: skip
+                                 "(task and model are a sweep's task_key and model_key, or a dataset's label "
+                                 "and a model's path)")  # fmt: skip
     keys = sorted({(w.task_name, w.model_name) for w in sweeps})
     if len(keys) > 1:
         raise HTTPException(409, f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Header, HTTPException, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from service.identity import model_key, task_key
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
+from service.identity import model_key, task_key
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import SWEEP_TERMINAL, Sweep, Trial

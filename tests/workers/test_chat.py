@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from workers.models.chat_tiny import CHAT_TEMPLATE, IM_END, build_chat_tokenizer
@@ -43,7 +43,10 @@ def test_a_template_that_writes_the_bos_gets_none_added(bos_tokenizer):
     ids = PromptEncoder(tok).encode([MESSAGES])[0]
     assert ids.count(tok.bos_token_id) == 1 and ids[0] == tok.bos_token_id
     # ... while tokenizing the template's text with special tokens would give two (the bug this avoids)
-    assert tok(tok.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True))["input_ids"][:2] == [tok.bos_token_id] * 2
+    assert (
+        tok(tok.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True))["input_ids"][:2]
+        == [tok.bos_token_id] * 2
+    )
 
 
 def test_no_bos_for_a_tokenizer_that_adds_none():
@@ -79,7 +82,8 @@ def test_generation_stops_at_an_end_of_turn_that_is_not_the_eos(bos_tokenizer):
     one token long; the tokenizer's EOS alone would let it run to max_new_tokens."""
     im_end = bos_tokenizer.convert_tokens_to_ids(IM_END)
     config = LlamaConfig(vocab_size=len(bos_tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, pad_token_id=bos_tokenizer.pad_token_id, eos_token_id=bos_tokenizer.eos_token_id)  # fmt: skip
+                         num_attention_heads=2, pad_token_id=bos_tokenizer.pad_token_id,
+                         eos_token_id=bos_tokenizer.eos_token_id)  # fmt: skip
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     always = torch.full((len(bos_tokenizer),), -1e4)

@@ -169,7 +169,9 @@ def test_trl_reward_functions_from_its_docs_run_unchanged(tmp_path, reward_file)
 
 
 def test_rewards_get_every_column_and_none_abstains(tmp_path, reward_file):
-    task = _task(tmp_path, ROWS, [{"function": f"{reward_file}:abstain_on_odd"}, {"name": "numeric_match", "answer_column": "solution"}])
+    task = _task(
+        tmp_path, ROWS, [{"function": f"{reward_file}:abstain_on_odd"}, {"name": "numeric_match", "answer_column": "solution"}]
+    )
     problems = [q for q in task.train_support()[0] if q.columns["level"] in (0, 1)][:4]
     texts = [f"#### {q.columns['solution']}" for q in problems]
     got = task.score(problems, texts)
@@ -193,7 +195,9 @@ def test_a_failing_reward_function_is_named(tmp_path, reward_file, name, message
 
 
 def test_weights_and_builtins(tmp_path):
-    terms = build_rewards([{"name": "exact_match", "answer_column": "a", "weight": 2.0}, {"name": "numeric_match", "answer_column": "a"}])
+    terms = build_rewards(
+        [{"name": "exact_match", "answer_column": "a", "weight": 2.0}, {"name": "numeric_match", "answer_column": "a"}]
+    )
     got = compute_rewards(terms, {"completions": ["7", "#### 7", "8"], "a": ["7", "7", "7"]}, 3)
     assert got.rewards.tolist() == [3.0, 1.0, 0.0] and math.isclose(float(np.nanmean(got.per_function["exact_match"])), 1 / 3)
 
@@ -205,3 +209,10 @@ def test_the_held_out_split_is_seeded_and_disjoint(tmp_path, reward_file):
     assert held == [q.prompt for q in b.eval_problems(100)] and len(held) == 3
     assert not set(held) & {q.prompt for q in a.train_support()[0]}
     assert a.digest == b.digest and len(a.digest) == 16
+
+
+def test_math_verify_compares_parsed_answers():
+    from workers.rewards import math_verify
+
+    assert math_verify(r"so the answer is $\boxed{\frac{1}{2}}$", "0.5") == 1.0
+    assert math_verify(r"so the answer is $\boxed{\frac{1}{3}}$", "0.5") == 0.0

@@ -53,11 +53,13 @@ def build_chat_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokeniz
     )
     core.decoder = decoders.ByteLevel()
     special = [PAD, BOS, EOS, IM_START, IM_END]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)  # fmt: skip
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, initial_alphabet=alphabet, show_progress=False)
     core.train_from_iterator(texts, trainer)
     bos = core.token_to_id(BOS)
-    core.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos)])
+    core.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos)]
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left")
     tok.chat_template = CHAT_TEMPLATE
     return tok

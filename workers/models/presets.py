@@ -148,7 +148,9 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
     return _cached(Path(cache_dir), preset, key, build)
 
 
-def _cached(cache_dir: Path, preset: str, key: dict, build: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]]) -> Path:
+def _cached(
+    cache_dir: Path, preset: str, key: dict, build: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]]
+) -> Path:
     """cache_dir/<preset>-<hash of key>, made by ``build`` (model, tokenizer, metadata) under a file lock."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     target = cache_dir / f"{preset}-{digest}"

@@ -41,7 +41,11 @@ class Task(Protocol):
         ...
 
     def rewards(
-        self, problems: list[Problem], completions: list[str], rng: np.random.Generator, completion_ids: list[list[int]] | None = None
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
     ) -> np.ndarray:
         """(S,) float32 rewards of decoded completions (text before the first stop id)."""
         ...
@@ -59,7 +63,9 @@ class Task(Protocol):
         ...
 
 
-def monte_carlo_value(task: Task, policy, problems: list[Problem], samples: int, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+def monte_carlo_value(
+    task: Task, policy, problems: list[Problem], samples: int, max_new_tokens: int, temperature: float
+) -> torch.Tensor:  # noqa: ANN001
     """(S,) V(x) estimated by the mean reward of ``samples`` completions per prompt (no gradient;
     these samples are not counted in the budget B)."""
     expanded = [q for q in problems for _ in range(samples)]

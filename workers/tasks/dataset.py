@@ -129,7 +129,9 @@ class DatasetTask:
         raise ValueError("the dataset task has no character vocabulary: use preset chat-tiny or model.path")
 
 
-def split_rows(problems: list[Problem], eval_fraction: float, seed: int = DEFAULT_SPLIT_SEED) -> tuple[list[Problem], list[Problem]]:
+def split_rows(
+    problems: list[Problem], eval_fraction: float, seed: int = DEFAULT_SPLIT_SEED
+) -> tuple[list[Problem], list[Problem]]:
     """(train, held out) by a seeded permutation; each keeps at least one row.
 
     Raises:

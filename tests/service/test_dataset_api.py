@@ -1,0 +1,155 @@
+"""Dataset tasks at the HTTP layer: what is refused before anything is scheduled, and the keys a sweep is filed under."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from fastapi.testclient import TestClient
+
+from service.main import create_app
+from service.settings import Settings
+from service.store import Sweep
+
+BYO = Path(__file__).resolve().parents[2] / "sweeps" / "examples" / "byo"
+
+
+@pytest.fixture
+def roots(tmp_path):
+    data, rewards = tmp_path / "data", tmp_path / "rewards"
+    data.mkdir(), rewards.mkdir()
+    shutil.copy(BYO / "train.parquet", data / "train.parquet")
+    shutil.copy(BYO / "rewards.py", rewards / "rewards.py")
+    return data, rewards
+
+
+def _client(tmp_path, **settings):
+    return TestClient(create_app(Settings(data_dir=tmp_path / "state", **settings), run_scheduler=False))
+
+
+def _spec(data: Path, rewards: Path, **task):
+    return {
+        "name": "byo", "model": {"preset": "chat-tiny"}, "group_sizes": [2, 4], "samples_per_step": [8], "steps": 2,
+        "task": {"name": "dataset", "path": str(data / "train.parquet"), "label": "word-problems",
+                 "rewards": [{"function": f"{rewards / 'rewards.py'}:accuracy"}], **task},
+    }  # fmt: skip
+
+
+def _error(r):
+    assert r.status_code == 422, r.text
+    (d,) = r.json()["detail"]
+    return d["loc"], d["msg"]
+
+
+def test_user_rewards_are_refused_until_the_server_enables_them(tmp_path, roots):
+    data, rewards = roots
+    with _client(tmp_path) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=_spec(data, rewards)))
+    assert loc == ["body", "task", "rewards", 0, "function"] and "GROUPSCALE_REWARD_ROOT" in msg and "built-in" in msg
+
+
+def test_a_reward_file_outside_the_root_is_refused_after_resolving_links(tmp_path, roots):
+    data, rewards = roots
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.copy(BYO / "rewards.py", outside / "rewards.py")
+    (rewards / "link.py").symlink_to(outside / "rewards.py")
+    with _client(tmp_path, reward_root=rewards) as c:
+        for ref in (f"{rewards}/../elsewhere/rewards.py:accuracy", f"{rewards / 'link.py'}:accuracy"):
+            spec = _spec(data, rewards)
+            spec["task"]["rewards"] = [{"function": ref}]
+            loc, msg = _error(c.post("/v1/sweeps", json=spec))
+            assert loc[-1] == "function" and "outside the reward root" in msg
+
+
+def test_a_reward_file_must_define_the_name_and_is_not_run(tmp_path, roots):
+    data, rewards = roots
+    (rewards / "boom.py").write_text("raise SystemExit('the controller ran me')\ndef other(completions, **kw):\n    return []\n")
+    with _client(tmp_path, reward_root=rewards) as c:
+        spec = _spec(data, rewards)
+        spec["task"]["rewards"] = [{"function": f"{rewards / 'boom.py'}:accuracy"}]
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+        assert "defines no top-level 'accuracy'; its functions: ['other']" in msg
+        (rewards / "bad.py").write_text("def (:\n")
+        spec["task"]["rewards"] = [{"function": f"{rewards / 'bad.py'}:accuracy"}]
+        assert "does not parse as Python" in _error(c.post("/v1/sweeps", json=spec))[1]
+
+
+def test_data_files_must_lie_under_the_data_root(tmp_path, roots):
+    data, rewards = roots
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(data / "train.parquet", other / "train.parquet")
+    with _client(tmp_path, reward_root=rewards, data_root=data) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=_spec(other, rewards)))
+        assert loc == ["body", "task", "path"] and "GROUPSCALE_DATA_ROOT" in msg
+        spec = _spec(data, rewards, eval_path=str(other / "train.parquet"))
+        assert _error(c.post("/v1/sweeps", json=spec))[0] == ["body", "task", "eval_path"]
+
+
+def test_missing_columns_and_empty_splits_name_the_field(tmp_path, roots):
+    data, rewards = roots
+    with _client(tmp_path, reward_root=rewards) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=_spec(data, rewards, prompt_column="question")))
+        assert loc == ["body", "task", "prompt_column"] and "its columns: ['prompt', 'solution']" in msg
+        spec = _spec(data, rewards)
+        spec["task"]["rewards"] = [{"name": "numeric_match", "answer_column": "answer"}]
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+        assert loc == ["body", "task", "rewards"] and "no column 'answer'" in msg
+        Dataset.from_list([{"prompt": "a", "solution": "1"}] * 5).to_parquet(str(data / "five.parquet"))
+        spec = _spec(data, rewards, eval_fraction=0.05)
+        spec["task"]["path"] = str(data / "five.parquet")
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+        assert loc == ["body", "task", "eval_fraction"] and "5 rows" in msg
+
+
+def test_math_verify_is_refused_with_the_install_hint_when_missing(tmp_path, roots, monkeypatch):
+    import service.preflight
+
+    data, rewards = roots
+    monkeypatch.setattr(service.preflight, "math_verify_available", lambda: False)
+    spec = _spec(data, rewards)
+    spec["task"]["rewards"] = [{"name": "math_verify", "answer_column": "solution"}]
+    with _client(tmp_path, reward_root=rewards) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+    assert loc[-1] == "name" and "math-verify" in msg
+
+
+def test_sweeps_are_filed_under_content_and_config_digests(tmp_path, roots):
+    data, rewards = roots
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"model_type": "llama", "vocab_size": 10}')
+    with _client(tmp_path, reward_root=rewards) as c:
+        first = c.post("/v1/sweeps", json=_spec(data, rewards))
+        assert first.status_code == 201, first.text
+        key = first.json()["task_key"]
+        assert key.startswith("word-problems:") and len(key) == len("word-problems:") + 16
+        assert first.json()["model_key"] == "chat-tiny"
+        again = c.post("/v1/sweeps", json=_spec(data, rewards)).json()["task_key"]
+        Dataset.from_list([{"prompt": "a", "solution": "1"}] * 20).to_parquet(str(data / "train.parquet"))
+        changed = c.post("/v1/sweeps", json=_spec(data, rewards)).json()["task_key"]
+        assert again == key and changed != key  # same label, other content: another task
+        spec = _spec(data, rewards)
+        spec["model"] = {"path": str(model)}
+        r = c.post("/v1/sweeps", json=spec)
+        assert r.status_code == 201, r.text
+        assert r.json()["model_key"].startswith(f"{model.resolve()}@")
+
+
+def test_recommendations_match_keys_and_refuse_ambiguous_labels(tmp_path):
+    fit = {"status": "ok", "g_star": 4.0, "g_star_ci95": [3.0, 5.0], "recommended_group_size": 4, "message": "G* = 4"}
+    with _client(tmp_path) as c:
+        store = c.app.state.store
+        with store.session() as s:
+            for i, (task, model) in enumerate(
+                [("math:aaaa", "chat-tiny"), ("math:bbbb", "chat-tiny"), ("arithmetic", "/m@1234")]
+            ):
+                s.add(Sweep(id=f"s{i}", name="n", status="succeeded", spec={}, task_name=task, model_name=model, fit=fit))
+        assert c.get("/v1/recommendations", params={"task": "math:aaaa", "model": "chat-tiny"}).json()["sweep_id"] == "s0"
+        assert c.get("/v1/recommendations", params={"task": "math:cccc", "model": "chat-tiny"}).status_code == 404
+        r = c.get("/v1/recommendations", params={"task": "math", "model": "chat-tiny"})
+        assert r.status_code == 409 and "math:aaaa" in r.json()["detail"] and "math:bbbb" in r.json()["detail"]
+        r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "/m"})
+        assert r.status_code == 200 and r.json()["model_key"] == "/m@1234"
+        assert c.get("/v1/recommendations", params={"task": "arith", "model": "/m"}).status_code == 404
