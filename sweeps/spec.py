@@ -125,6 +125,9 @@ class ModelSpec(_Strict):
         "auto", description="weights' dtype; auto: bfloat16 on CUDA, else float32"
     )
     chat_template: bool = Field(True, description="render conversational prompts with the tokenizer's chat template")
+    attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flex_attention"] | None = Field(
+        None, description="passed to from_pretrained (default: transformers' choice)"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ModelSpec:
@@ -153,6 +156,12 @@ class GRPOSpec(_Strict):
     kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
     loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="gradient clipping norm")
+    micro_batch_size: int | None = Field(None, ge=1, le=MAX_SAMPLES_PER_STEP,
+                                         description="completions per forward/backward pass (gradient accumulation; "
+                                                     "the same update as one pass over B); default all of B")  # fmt: skip
+    generation_batch_size: int | None = Field(None, ge=1, le=MAX_SAMPLES_PER_STEP,
+                                              description="completions per generate() call; default all of B")  # fmt: skip
+    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
 
 
 class EvalSpec(_Strict):
@@ -186,8 +195,16 @@ class ProbeSpec(_Strict):
 
 
 class ResourcesSpec(_Strict):
-    gpus_per_trial: float = Field(0, ge=0, le=64)
+    gpus_per_trial: float = Field(0, ge=0, le=64, description="0, a fraction (trials share a GPU) or 1; a trial uses one GPU")
     cpus_per_trial: float = Field(1, gt=0, le=256)
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _one_gpu(cls, v: float) -> float:
+        if v > 1:
+            raise ValueError(f"gpus_per_trial={v:g}: a trial runs on one GPU (it would reserve {v:g} and use 1); "
+                             "allowed: 0 to 1 (a fraction shares a GPU between trials)")  # fmt: skip
+        return v
 
 
 class AdaptiveSpec(_Strict):

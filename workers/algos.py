@@ -192,40 +192,48 @@ def compute_momentum_overshoot(
     return float((clipped_before & further & m).sum() / m.sum().clamp_min(1))
 
 
-def _token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """Mean over all completion tokens of the batch (DAPO's token-level loss)."""
-    m = mask.to(loss.dtype)
-    return (loss * m).sum() / m.sum().clamp_min(1.0)
+def _token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float) -> torch.Tensor:
+    """Mean over all completion tokens of the step (DAPO's token-level loss)."""
+    return (loss * mask.to(loss.dtype)).sum() / max(n_tokens, 1.0)
 
 
-def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float) -> torch.Tensor:
     """Mean over completions of each completion's token mean (original GRPO, DeepSeekMath eq. 3)."""
     m = mask.to(loss.dtype)
-    return ((loss * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).mean()
+    return ((loss * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).sum() / n_seqs
 
 
-def _seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+def _seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float) -> torch.Tensor:
     """Token sum per completion divided by the constant max_new_tokens, mean over completions (Dr. GRPO)."""
-    m = mask.to(loss.dtype)
-    return ((loss * m).sum(dim=1) / float(max_new_tokens)).mean()
+    return ((loss * mask.to(loss.dtype)).sum(dim=1) / float(max_new_tokens)).sum() / n_seqs
 
 
-LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]] = {
+LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int, float, float], torch.Tensor]] = {
     "token_mean": _token_mean,
     "seq_mean_token_mean": _seq_mean_token_mean,
     "seq_mean_token_sum_norm": _seq_mean_token_sum_norm,
 }
 
 
-def aggregate_loss(loss: torch.Tensor, mask: torch.Tensor, mode: str, max_new_tokens: int) -> torch.Tensor:
+def aggregate_loss(
+    loss: torch.Tensor, mask: torch.Tensor, mode: str, max_new_tokens: int, n_seqs: int | None = None, n_tokens: float | None = None
+) -> torch.Tensor:
     """Reduce a per-token loss (S, L) with mask (S, L) to a scalar by LOSS_AGGREGATIONS[mode].
 
+    Args:
+        n_seqs, n_tokens: the whole step's completions and completion tokens when (loss, mask) is one
+            micro-batch of it. Every mode is a sum over completions divided by a step-level constant, so
+            with the step's totals the micro-batch losses add up to the step's loss, and gradient
+            accumulation gives exactly the single-pass update (token means are not taken per micro-batch).
+            Default: this batch's own.
     Raises:
         ValueError: unknown mode (lists the valid names).
     """
     if mode not in LOSS_AGGREGATIONS:
         raise ValueError(f"unknown loss_aggregation {mode!r}; valid: {', '.join(LOSS_AGGREGATIONS)}")
-    return LOSS_AGGREGATIONS[mode](loss, mask, max_new_tokens)
+    n_seqs = loss.shape[0] if n_seqs is None else n_seqs
+    n_tokens = float(mask.sum()) if n_tokens is None else n_tokens
+    return LOSS_AGGREGATIONS[mode](loss, mask, max_new_tokens, float(n_seqs), float(n_tokens))
 
 
 def compute_kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from torch.utils.checkpoint import checkpoint
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -40,6 +41,21 @@ class Rollout:
     truncated: torch.Tensor
     group_size: int = 1
 
+    @staticmethod
+    def concat(parts: list[Rollout], group_size: int = 1) -> Rollout:
+        """One rollout of several (generation in chunks): prompts left-padded to the widest, completions
+        right-padded to the longest (pad positions are masked; their ids are 0 and never read)."""
+        if len(parts) == 1:
+            return replace(parts[0], group_size=group_size)
+        p = max(r.prompt_len for r in parts)
+        length = max(r.completion_mask.shape[1] for r in parts)
+
+        widths = [(p - r.prompt_len, length - r.completion_mask.shape[1]) for r in parts]
+        ids = torch.cat([torch.nn.functional.pad(r.input_ids, w) for r, w in zip(parts, widths)])
+        att = torch.cat([torch.nn.functional.pad(r.attention_mask, w) for r, w in zip(parts, widths)])
+        cmask = torch.cat([torch.nn.functional.pad(r.completion_mask, (0, w[1])) for r, w in zip(parts, widths)])
+        return Rollout(ids, att, cmask, p, [t for r in parts for t in r.texts], torch.cat([r.truncated for r in parts]), group_size)
+
     @property
     def completion_ids(self) -> torch.Tensor:
         """(S, L) long."""
@@ -47,14 +63,14 @@ class Rollout:
 
     def slice(self, i: int) -> Rollout:
         """Completion i alone, as a batch of one."""
-        return Rollout(
-            self.input_ids[i : i + 1],
-            self.attention_mask[i : i + 1],
-            self.completion_mask[i : i + 1],
-            self.prompt_len,
-            self.texts[i : i + 1],
-            self.truncated[i : i + 1],
-        )
+        return self.rows(slice(i, i + 1))
+
+    def rows(self, sl: slice) -> Rollout:
+        """Completions sl.start .. sl.stop - 1 (a micro-batch), keeping groups shared where sl holds whole groups."""
+        start, stop = sl.start or 0, min(sl.stop, self.input_ids.shape[0])
+        g = self.group_size if start % self.group_size == 0 and (stop - start) % self.group_size == 0 else 1
+        return Rollout(self.input_ids[start:stop], self.attention_mask[start:stop], self.completion_mask[start:stop],
+                       self.prompt_len, self.texts[start:stop], self.truncated[start:stop], g)  # fmt: skip
 
 
 def completion_mask_from_stops(completion_ids: torch.Tensor, stop_ids: int | Sequence[int]) -> torch.Tensor:
@@ -86,6 +102,19 @@ def left_pad(
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """(S, T) 0/1 -> (S, T) long positions counting only attended tokens (left padding -> 0)."""
     return (attention_mask.long().cumsum(dim=1) - 1).clamp_min(0)
+
+
+class NonFiniteLogitsError(FloatingPointError):
+    """The policy's logits held NaN or infinity while sampling (a diverged model, bad weights)."""
+
+
+class _FiniteLogits(LogitsProcessor):
+    """Stops generation with NonFiniteLogitsError instead of torch's "probability tensor contains inf/nan"."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if not torch.isfinite(scores).all():
+            raise NonFiniteLogitsError("non-finite logits in generation")
+        return scores
 
 
 @lru_cache(maxsize=64)
@@ -124,7 +153,8 @@ def generate(
     device = next(model.parameters()).device
     ids, att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
     config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tuple(stop_ids))
-    out = model.generate(input_ids=ids, attention_mask=att, generation_config=config)
+    out = model.generate(input_ids=ids, attention_mask=att, generation_config=config,
+                         logits_processor=LogitsProcessorList([_FiniteLogits()]))  # fmt: skip
     prompt_len = ids.shape[1]
     completion = out[:, prompt_len:]
     cmask = completion_mask_from_stops(completion, stop_ids)
@@ -137,39 +167,87 @@ def generate(
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu(), group_size)
 
 
-def _completion_log_softmax(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
-    """(S, L, V) float32 log-softmax of logits / temperature at the completion positions."""
+LOGIT_CHUNK_ELEMENTS = 1 << 24  # logits that exist at once in scoring (positions x vocabulary): 64 MiB of float32
+
+
+def _embeddings(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+    """Input embeddings with padding positions set to 0: a non-finite value in a pad token's embedding (or a
+    pad row) then cannot reach a real token through attention (masked weights are 0, but 0 * NaN is NaN)."""
+    embeds = model.get_input_embeddings()(ids)
+    return torch.where(att.bool().unsqueeze(-1), embeds, torch.zeros((), dtype=embeds.dtype, device=embeds.device))
+
+
+def _completion_hidden(model: PreTrainedModel, rollout: Rollout) -> torch.Tensor:
+    """(S, L, H) last hidden states at the positions whose next token is a completion token."""
     ids, att = rollout.input_ids, rollout.attention_mask
     p, g = rollout.prompt_len, rollout.group_size
-    if g > 1 and p > 0:
-        logits = _shared_prefix_logits(model, ids, att, p, g)
-    else:
-        # Only the L + 1 last positions need logits (the LM head over a large vocabulary is costly).
-        logits = model(input_ids=ids, attention_mask=att, position_ids=position_ids_from_mask(att),
-                       logits_to_keep=ids.shape[1] - p + 1).logits[:, :-1]  # fmt: skip
-    return torch.log_softmax(logits.float() / temperature, dim=-1)
+    body = model.base_model
+    if g > 1 and p > 0 and not getattr(model, "is_gradient_checkpointing", False):
+        return _shared_prefix_hidden(body, model, ids, att, p, g)
+    out = body(inputs_embeds=_embeddings(model, ids, att), attention_mask=att, position_ids=position_ids_from_mask(att))
+    return out.last_hidden_state[:, p - 1 : -1]
 
 
-def _shared_prefix_logits(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, p: int, g: int) -> torch.Tensor:
-    """Logits at the completion positions, running each group's prompt once instead of G times.
+def _shared_prefix_hidden(body: torch.nn.Module, model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, p: int,
+                          g: int) -> torch.Tensor:  # fmt: skip
+    """Hidden states at the completion positions, running each group's prompt once instead of G times.
 
     The G completions of a prompt share its P prompt tokens: their keys and values are computed
     for the N = S/G distinct prompts, repeated G times, and the completions attend to them. Exact
     (the same values; gradients of the shared prompt add up over the group), and the forward and
     backward passes see N*P + S*L tokens instead of S*(P+L).
-    Returns (S, L, V).
+    Returns (S, L, H).
     """
-    prompt_att = att[::g, :p]
-    first = model(input_ids=ids[::g, :p], attention_mask=prompt_att, position_ids=position_ids_from_mask(prompt_att),
-                  use_cache=True, logits_to_keep=1)  # fmt: skip
-    logits = [first.logits[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
+    prompt_ids, prompt_att = ids[::g, :p], att[::g, :p]
+    first = body(inputs_embeds=_embeddings(model, prompt_ids, prompt_att), attention_mask=prompt_att,
+                 position_ids=position_ids_from_mask(prompt_att), use_cache=True)  # fmt: skip
+    hidden = [first.last_hidden_state[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
     if ids.shape[1] - p > 1:
         cache = getattr(first, "cache", None) or first.past_key_values
         cache.batch_repeat_interleave(g)
-        rest = model(input_ids=ids[:, p:-1], attention_mask=att[:, :-1], position_ids=position_ids_from_mask(att)[:, p:-1],
-                     use_cache=False, **{_cache_kwarg(model): cache})  # fmt: skip
-        logits.append(rest.logits)
-    return torch.cat(logits, dim=1)
+        rest = body(inputs_embeds=_embeddings(model, ids[:, p:-1], att[:, p:-1]), attention_mask=att[:, :-1],
+                    position_ids=position_ids_from_mask(att)[:, p:-1], use_cache=False, **{_cache_kwarg(body): cache})  # fmt: skip
+        hidden.append(rest.last_hidden_state)
+    return torch.cat(hidden, dim=1)
+
+
+def _head_stats(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                stop_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """For K positions: log-prob of the target, entropy (nats) and log P(any stop id) under softmax(head(h) / T).
+
+    hidden (K, H), targets (K,) long -> three (K,) float32 (the last is zeros without stop_ids).
+    """
+    logits = head(hidden).float() / temperature
+    logz = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+    entropy = logz - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+    stop = torch.logsumexp(logits[:, stop_ids], dim=-1) - logz if stop_ids is not None else torch.zeros_like(logz)
+    return logp, entropy, stop
+
+
+def _chunked_head(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                  stop_ids: torch.Tensor | None = None, chunk_elements: int = LOGIT_CHUNK_ELEMENTS
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """_head_stats over (S, L) positions, about chunk_elements logits at a time. With gradients each chunk
+    is recomputed in the backward pass (activation checkpointing), so no (S, L, V) tensor ever exists,
+    forward or backward. Returns three (S, L) float32."""
+    s, length, h = hidden.shape
+    flat, tgt = hidden.reshape(s * length, h), targets.reshape(s * length)
+    step = max(1, chunk_elements // head.weight.shape[0])
+    grad = torch.is_grad_enabled() and flat.requires_grad
+    parts = []
+    for i in range(0, s * length, step):
+        args = (head, flat[i : i + step], tgt[i : i + step], temperature, stop_ids)
+        parts.append(checkpoint(_head_stats, *args, use_reentrant=False) if grad else _head_stats(*args))
+    return tuple(torch.cat([part[k] for part in parts]).reshape(s, length) for k in range(3))  # type: ignore[return-value]
+
+
+def _score(model: PreTrainedModel, rollout: Rollout, temperature: float, stop_ids: Sequence[int] | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(S, L) log-probs of the completion tokens, entropies and log P(stop) at every completion position."""
+    hidden = _completion_hidden(model, rollout)
+    stops = None if stop_ids is None else torch.as_tensor(list(stop_ids), device=hidden.device)
+    return _chunked_head(model.get_output_embeddings(), hidden, rollout.completion_ids, temperature, stops)
 
 
 @lru_cache(maxsize=16)
@@ -188,17 +266,15 @@ def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: f
     Returns:
         (S, L) float32; values off the completion mask are meaningless (mask them).
     """
-    logp_all = _completion_log_softmax(model, rollout, temperature)
-    return logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+    return _score(model, rollout, temperature)[0]
 
 
 def completion_logprobs_entropy(
     model: PreTrainedModel, rollout: Rollout, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Like completion_logprobs, plus the per-token entropy of the sampling distribution (nats), both (S, L)."""
-    logp_all = _completion_log_softmax(model, rollout, temperature)
-    logp = logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
-    return logp, -(logp_all.exp() * logp_all).sum(dim=-1)
+    logp, entropy, _ = _score(model, rollout, temperature)
+    return logp, entropy
 
 
 def sequence_logprob(
@@ -241,9 +317,7 @@ def sequence_logprob(
             last[i, len(r) - 1] = 1.0
     rollout = Rollout(torch.cat([enc_ids, target], 1), torch.cat([enc_att, tmask.long()], 1), tmask, enc_ids.shape[1],
                       list(targets), torch.zeros(len(rows), dtype=torch.bool))  # fmt: skip
-    logp_all = _completion_log_softmax(model, rollout, temperature)
-    token = logp_all.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
-    any_stop = torch.logsumexp(logp_all[..., stops], dim=-1)  # log P(some stop id) at each position
+    token, _, any_stop = _score(model, rollout, temperature, stops)  # any_stop: log P(some stop id) at each position
     logp = (torch.where(last.bool(), any_stop, token) * tmask).sum(dim=1)
     fit = torch.tensor(fits, device=device)
     return torch.where(fit, logp, torch.full_like(logp, -torch.inf))

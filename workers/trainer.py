@@ -60,6 +60,9 @@ class TrialConfig:
     eval_prompts: int = 512
     eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
     eval_batch_size: int = 256  # completions per generation pass of the eval
+    micro_batch_size: int | None = None  # completions per forward/backward pass; None: all of B
+    generation_batch_size: int | None = None  # completions per generate() call; None: all of B
+    gradient_checkpointing: bool = False
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
@@ -85,6 +88,8 @@ class TrialConfig:
             reward_scale=g.reward_scale, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
             loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
             eval_samples_per_prompt=spec.eval.samples_per_prompt, eval_batch_size=spec.eval.batch_size,
+            micro_batch_size=g.micro_batch_size, generation_batch_size=g.generation_batch_size,
+            gradient_checkpointing=g.gradient_checkpointing,
             measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
             cache_dir=str(cache_dir), checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
             checkpoint_every=spec.checkpoint_every, device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
@@ -121,6 +126,8 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
     policy.module.to(cfg.device)
+    if cfg.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
+        policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)
 
 
@@ -150,15 +157,22 @@ def score_completions(task: Task, problems: list[Problem], rollout: Rollout, rng
 def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
 
+    Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
+
     Raises:
         workers.rewards.RewardError: a reward function failed.
+        workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
     n, g = cfg.prompts_per_step, cfg.group_size
     problems = task.sample_train(n, rng)
     expanded = [p for p in problems for _ in range(g)]
     t0 = time.perf_counter()
-    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                       group_size=g)  # fmt: skip
+    chunk = max(g, (cfg.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
+    ro = Rollout.concat([
+        policy.sample([p.prompt for p in expanded[i : i + chunk]], max_new_tokens=cfg.max_new_tokens,
+                      temperature=cfg.temperature, group_size=g)
+        for i in range(0, len(expanded), chunk)
+    ], group_size=g)  # fmt: skip
     t1 = time.perf_counter()
     scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
     rewards = torch.as_tensor(scored.rewards).view(n, g)
@@ -231,6 +245,24 @@ def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialCon
     return v.double().cpu().numpy()
 
 
+def _oom_reason(cfg: TrialConfig, step: int, where: str = "training") -> str:
+    """The failure of a trial that ran out of GPU memory, with its shape and what to change (not retried)."""
+    return (f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
+            f"micro_batch_size={cfg.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
+            f"{cfg.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
+            "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
+            "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16")  # fmt: skip
+
+
+def _cuda_memory(cfg: TrialConfig) -> dict[str, float]:
+    """Peak CUDA memory of the step (GiB), then the peak is reset; {} on CPU."""
+    if cfg.device != "cuda":
+        return {}
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    torch.cuda.reset_peak_memory_stats()
+    return {"cuda_max_memory_gib": peak}
+
+
 def _no_signal_reason(reward_mean: float, truncation: float) -> str:
     if truncation > 0.5:
         return f"most completions were truncated ({truncation:.0%}): raise max_new_tokens"
@@ -252,35 +284,54 @@ class UpdateStats:
     momentum_overshoot_frac: float
 
 
+def micro_batches(n_rows: int, size: int | None) -> list[slice]:
+    """Row slices of at most ``size`` completions (None or >= n_rows: one slice)."""
+    size = n_rows if not size or size >= n_rows else size
+    return [slice(i, min(i + size, n_rows)) for i in range(0, n_rows, size)]
+
+
 def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
     """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
+
+    Each step accumulates gradients over micro-batches of ``cfg.micro_batch_size`` completions; every
+    loss aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so
+    the update equals the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the
+    whole step are kept (ratios, for the clip and momentum diagnostics).
 
     Returns the last inner step's statistics; the momentum overshoot is averaged over inner steps.
     Raises:
         FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
     """
     ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
+    parts = micro_batches(mask.shape[0], cfg.micro_batch_size)
+    n_seqs, n_tokens = mask.shape[0], float(mask.sum())
     with torch.no_grad():
-        old_logp = policy.logprobs(ro, cfg.temperature) if cfg.inner_steps > 1 else None
-        ref_logp = ref.logprobs(ro, cfg.temperature) if ref is not None else None
+        old_logp = torch.cat([policy.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) if cfg.inner_steps > 1 else None
+        ref_logp = torch.cat([ref.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) if ref is not None else None
     overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
     for _ in range(cfg.inner_steps):
-        logp, entropy = policy.logprobs_entropy(ro, cfg.temperature)
-        base = logp.detach() if old_logp is None else old_logp
-        ratio = torch.exp(logp.detach() - base)
+        opt.zero_grad(set_to_none=True)
+        loss_sum, kl_sum, ent_sum, low, high, ratios = 0.0, 0.0, 0.0, 0.0, 0.0, []
+        for sl in parts:
+            m = mask[sl]
+            logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.temperature)
+            base = logp.detach() if old_logp is None else old_logp[sl]
+            ratios.append(torch.exp(logp.detach() - base))
+            per_token, clip = algos.compute_policy_loss(logp, base, batch.advantages[sl], m, cfg.clip_eps, cfg.clip_eps_high)
+            if ref_logp is not None:
+                kl_tok = algos.compute_kl_k3(logp, ref_logp[sl])
+                per_token = per_token + cfg.kl_beta * kl_tok * m
+                kl_sum += float((kl_tok.detach() * m).sum())
+            loss = algos.aggregate_loss(per_token, m, cfg.loss_aggregation, cfg.max_new_tokens, n_seqs, n_tokens)
+            loss.backward()
+            tokens = float(m.sum())
+            loss_sum, ent_sum = loss_sum + float(loss.detach()), ent_sum + float((entropy.detach() * m).sum())
+            low, high = low + clip.clip_frac_low * tokens, high + clip.clip_frac_high * tokens
+        ratio = torch.cat(ratios)
         if prev is not None:
             overshoot.append(algos.compute_momentum_overshoot(prev[0], ratio, prev[1], mask))
-        per_token, clip = algos.compute_policy_loss(logp, base, batch.advantages, mask, cfg.clip_eps, cfg.clip_eps_high)
-        kl = torch.zeros((), device=logp.device)
-        if ref_logp is not None:
-            kl_tok = algos.compute_kl_k3(logp, ref_logp)
-            per_token = per_token + cfg.kl_beta * kl_tok * mask
-            kl = (kl_tok * mask).sum() / mask.sum().clamp_min(1.0)
-        loss = algos.aggregate_loss(per_token, mask, cfg.loss_aggregation, cfg.max_new_tokens)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-        values = {"loss": float(loss.detach()), "kl": float(kl.detach()), "grad_norm": grad_norm}
+        values = {"loss": loss_sum, "kl": kl_sum / max(n_tokens, 1.0), "grad_norm": grad_norm}
         bad = [k for k, v in values.items() if not math.isfinite(v)]
         if bad:
             raise FloatingPointError(f"non-finite {', '.join(bad)}")
@@ -288,12 +339,12 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.clip_eps, cfg.clip_eps_high))
     if cfg.inner_steps > 1:  # where did the last step leave the clipped tokens?
         with torch.no_grad():
-            after = torch.exp(policy.logprobs(ro, cfg.temperature) - old_logp)
+            after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) - old_logp)
         overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
-    m = mask.sum().clamp_min(1.0)
+    n = max(n_tokens, 1.0)
     return UpdateStats(
-        **values, entropy=float((entropy.detach() * mask).sum() / m), clip_frac_low=clip.clip_frac_low,
-        clip_frac_high=clip.clip_frac_high, momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
+        **values, entropy=ent_sum / n, clip_frac_low=low / n, clip_frac_high=high / n,
+        momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
     )  # fmt: skip
 
 
@@ -324,8 +375,10 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     if ckpt is None:
         try:
             initial, samples = evaluate(policy, task, cfg, 0)
-        except RewardError as e:
+        except (RewardError, FloatingPointError) as e:
             return TrialResult("failed", reason=f"{e} at the evaluation before step 1")
+        except torch.OutOfMemoryError:
+            return TrialResult("failed", reason=_oom_reason(cfg, 0, "the evaluation"))
         first = 1
         report({f"{k}_initial": v for k, v in initial.items()}, 0)
     else:
@@ -340,13 +393,12 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         t0 = time.perf_counter()
         try:
             batch = sample_batch(policy, task, cfg, rng, step)
-        except RewardError as e:
-            return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
-        t1 = time.perf_counter()
-        try:
+            t1 = time.perf_counter()
             upd = grpo_update(policy, ref, opt, batch, cfg)
-        except FloatingPointError as e:
+        except (RewardError, FloatingPointError) as e:  # NonFiniteLogitsError is a FloatingPointError
             return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
+        except torch.OutOfMemoryError:
+            return TrialResult("failed", reason=_oom_reason(cfg, step), steps_done=step - 1)
         t2 = time.perf_counter()
         ro, mask = batch.rollout, batch.rollout.completion_mask
         zero_var = algos.zero_variance_group_fraction(batch.rewards)
@@ -360,7 +412,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var), **asdict(upd),
             "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
             "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": batch.seconds_generate,
-            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1, **batch.reward_metrics,
+            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1, **batch.reward_metrics, **_cuda_memory(cfg),
         }, step)  # fmt: skip
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
@@ -379,8 +431,10 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
                            steps_done=cfg.steps)  # fmt: skip
     try:
         final, last = evaluate(policy, task, cfg, cfg.steps)
-    except RewardError as e:
+    except (RewardError, FloatingPointError) as e:
         return TrialResult("failed", reason=f"{e} at the final evaluation (step {cfg.steps})", steps_done=cfg.steps)
+    except torch.OutOfMemoryError:
+        return TrialResult("failed", reason=_oom_reason(cfg, cfg.steps, "the evaluation"), steps_done=cfg.steps)
     report(final, cfg.steps)
     if hasattr(report, "log_table") and samples + last:
         report.log_table(samples + last)

@@ -31,7 +31,8 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def load_lm(folder: Path, dtype: torch.dtype = torch.float32, chat_template: bool = True) -> LMPolicy:
+def load_lm(folder: Path, dtype: torch.dtype = torch.float32, chat_template: bool = True,
+            attn_implementation: str | None = None) -> LMPolicy:  # fmt: skip
     """A causal LM folder, always local_files_only=True and trust_remote_code=False.
 
     A tokenizer without a pad token pads with EOS; padding is on the left so completions start
@@ -42,7 +43,8 @@ def load_lm(folder: Path, dtype: torch.dtype = torch.float32, chat_template: boo
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, trust_remote_code=False, dtype=dtype)
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, trust_remote_code=False, dtype=dtype, **extra)
     return LMPolicy(model, tokenizer, chat_template=chat_template)
 
 
@@ -60,4 +62,5 @@ def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str 
     if preset is not None and preset not in LM_PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join([*LM_PRESETS, 'tabular'])}")
     folder = preset_path(preset, task, cache_dir) if preset else Path(model["path"])
-    return load_lm(folder, resolve_dtype(model.get("dtype", "auto"), device), model.get("chat_template", True))
+    return load_lm(folder, resolve_dtype(model.get("dtype", "auto"), device), model.get("chat_template", True),
+                   model.get("attn_implementation"))  # fmt: skip
