@@ -20,7 +20,7 @@ demo: setup
 	$(BIN)/groupscale demo
 
 test: setup
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q --durations=15
 
 # The slow suites alone: the e2e reliability suite on PostgreSQL and the fit calibration (CI runs it after `test`).
 test-slow: setup

@@ -197,13 +197,17 @@ def _token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_s
     return (loss * mask.to(loss.dtype)).sum() / max(n_tokens, 1.0)
 
 
-def _seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float) -> torch.Tensor:
+def _seq_mean_token_mean(
+    loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float
+) -> torch.Tensor:
     """Mean over completions of each completion's token mean (original GRPO, DeepSeekMath eq. 3)."""
     m = mask.to(loss.dtype)
     return ((loss * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).sum() / n_seqs
 
 
-def _seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float) -> torch.Tensor:
+def _seq_mean_token_sum_norm(
+    loss: torch.Tensor, mask: torch.Tensor, max_new_tokens: int, n_seqs: float, n_tokens: float
+) -> torch.Tensor:
     """Token sum per completion divided by the constant max_new_tokens, mean over completions (Dr. GRPO)."""
     return ((loss * mask.to(loss.dtype)).sum(dim=1) / float(max_new_tokens)).sum() / n_seqs
 
@@ -216,7 +220,12 @@ LOSS_AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, int, float, f
 
 
 def aggregate_loss(
-    loss: torch.Tensor, mask: torch.Tensor, mode: str, max_new_tokens: int, n_seqs: int | None = None, n_tokens: float | None = None
+    loss: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    max_new_tokens: int,
+    n_seqs: int | None = None,
+    n_tokens: float | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss (S, L) with mask (S, L) to a scalar by LOSS_AGGREGATIONS[mode].
 

@@ -54,7 +54,9 @@ class Rollout:
         ids = torch.cat([torch.nn.functional.pad(r.input_ids, w) for r, w in zip(parts, widths)])
         att = torch.cat([torch.nn.functional.pad(r.attention_mask, w) for r, w in zip(parts, widths)])
         cmask = torch.cat([torch.nn.functional.pad(r.completion_mask, (0, w[1])) for r, w in zip(parts, widths)])
-        return Rollout(ids, att, cmask, p, [t for r in parts for t in r.texts], torch.cat([r.truncated for r in parts]), group_size)
+        return Rollout(
+            ids, att, cmask, p, [t for r in parts for t in r.texts], torch.cat([r.truncated for r in parts]), group_size
+        )
 
     @property
     def completion_ids(self) -> torch.Tensor:
@@ -205,8 +207,9 @@ def _shared_prefix_hidden(body: torch.nn.Module, model: PreTrainedModel, ids: to
     if ids.shape[1] - p > 1:
         cache = getattr(first, "cache", None) or first.past_key_values
         cache.batch_repeat_interleave(g)
+        positions = position_ids_from_mask(att)[:, p:-1]
         rest = body(inputs_embeds=_embeddings(model, ids[:, p:-1], att[:, p:-1]), attention_mask=att[:, :-1],
-                    position_ids=position_ids_from_mask(att)[:, p:-1], use_cache=False, **{_cache_kwarg(body): cache})  # fmt: skip
+                    position_ids=positions, use_cache=False, **{_cache_kwarg(body): cache})  # fmt: skip
         hidden.append(rest.last_hidden_state)
     return torch.cat(hidden, dim=1)
 

@@ -55,8 +55,12 @@ def test_micro_batches_give_the_single_pass_update(policy, aggregation, inner_st
     assert (single - torch.cat([q.detach().reshape(-1) for q in policy.module.parameters()])).abs().max() > 1e-4  # it moved
     for mbs, (params, st) in results.items():
         assert torch.allclose(params, single, atol=1e-5, rtol=0), (mbs, (params - single).abs().max())
-        assert math.isclose(st.loss, stats.loss, rel_tol=1e-5, abs_tol=1e-7) and math.isclose(st.entropy, stats.entropy, rel_tol=1e-5)
-        assert math.isclose(st.kl, stats.kl, rel_tol=1e-4, abs_tol=1e-8) and st.clip_frac_low == pytest.approx(stats.clip_frac_low)
+        assert math.isclose(st.loss, stats.loss, rel_tol=1e-5, abs_tol=1e-7) and math.isclose(
+            st.entropy, stats.entropy, rel_tol=1e-5
+        )
+        assert math.isclose(st.kl, stats.kl, rel_tol=1e-4, abs_tol=1e-8) and st.clip_frac_low == pytest.approx(
+            stats.clip_frac_low
+        )
 
 
 def test_aggregations_with_step_totals_add_up_over_micro_batches():
@@ -88,7 +92,9 @@ def test_chunked_logprobs_and_entropy_equal_the_full_log_softmax(policy, group_s
     logp, ent = completion_logprobs_entropy(policy.module, ro, 0.7)
     logp, ent = logp * ro.completion_mask, ent * ro.completion_mask
     assert torch.allclose(logp, ref_logp, atol=1e-5) and torch.allclose(ent, ref_ent, atol=1e-5)
-    for a, b in zip(torch.autograd.grad((ref_logp + 0.1 * ref_ent).sum(), params), torch.autograd.grad((logp + 0.1 * ent).sum(), params)):
+    for a, b in zip(
+        torch.autograd.grad((ref_logp + 0.1 * ref_ent).sum(), params), torch.autograd.grad((logp + 0.1 * ent).sum(), params)
+    ):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
 
@@ -171,7 +177,13 @@ def test_two_gpus_per_trial_is_refused_with_the_reason():
 
     from sweeps.spec import SweepSpec
 
-    base = {"name": "s", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": [2], "samples_per_step": [4]}
+    base = {
+        "name": "s",
+        "task": {"name": "arithmetic"},
+        "model": {"preset": "tiny-llama"},
+        "group_sizes": [2],
+        "samples_per_step": [4],
+    }
     with pytest.raises(ValidationError, match="a trial runs on one GPU") as e:
         SweepSpec.model_validate({**base, "resources": {"gpus_per_trial": 2}})
     assert e.value.errors()[0]["loc"] == ("resources", "gpus_per_trial")
