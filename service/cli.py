@@ -351,7 +351,7 @@ def probe(
         cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
         p = spec.probe
         try:
-            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed)
+            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:

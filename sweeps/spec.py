@@ -191,6 +191,9 @@ class ProbeSpec(_Strict):
     prompts: int = Field(256, ge=2, le=100_000, description="K, prompts")
     completions: int = Field(16, ge=4, le=1024, description="M, completions per prompt (>= 4)")
     projection_dim: int = Field(512, ge=8, le=65_536, description="score vectors are sketched to this size when larger")
+    parameters: str = Field("all", pattern=r"^(all|lm_head|last_layers:[1-9][0-9]{0,3})$",
+                            description="scores over: all, lm_head, or last_layers:K (the last K layers, "
+                                        "the final norm, the LM head)")  # fmt: skip
     seed: int = Field(0, ge=0, le=2**31 - 1)
 
 

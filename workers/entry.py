@@ -14,7 +14,8 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
     """Run the variance-component probe (workers.probe) for a spec's task and model."""
     from workers.probe import run_probe
 
-    return run_probe(TrialConfig(**config), probe["prompts"], probe["completions"], probe["projection_dim"], probe["seed"])
+    return run_probe(TrialConfig(**config), probe["prompts"], probe["completions"], probe["projection_dim"], probe["seed"],
+                     parameters=probe.get("parameters", "all"))  # fmt: skip
 
 
 def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None) -> dict[str, Any]:

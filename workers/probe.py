@@ -113,12 +113,28 @@ class CountSketch:
         self.sign = torch.randint(0, 2, (n_params,), generator=g).double() * 2 - 1
 
     def __call__(self, v: torch.Tensor) -> torch.Tensor:
+        """(P,) -> (D,), or (n, P) -> (n, D) row by row."""
+        if v.dim() == 2:
+            return torch.zeros(v.shape[0], self.dim, dtype=torch.float64).index_add_(1, self.bucket, (self.sign * v).double())
         return torch.zeros(self.dim, dtype=torch.float64).index_add_(0, self.bucket, self.sign * v.double())
 
 
-def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSketch | None) -> np.ndarray:  # noqa: ANN001
-    """(S, D) per-completion scores grad log pi(y_i | x_i), one backward pass per completion."""
-    params = [p for p in policy.module.parameters() if p.requires_grad]
+def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSketch | None,  # noqa: ANN001
+                  params: list[torch.nn.Parameter] | None = None, batched: bool = True,
+                  chunk: int = 64) -> np.ndarray:  # fmt: skip
+    """(S, D) per-completion scores grad log pi(y_i | x_i) over ``params`` (default: all trainable), sketched.
+
+    Batched (workers.scores: ``chunk`` completions per backward pass, exact) for language models; one
+    backward pass per completion otherwise (the tabular policy, or a module kind without a per-row rule).
+    """
+    params = params or [p for p in policy.module.parameters() if p.requires_grad]
+    if batched and hasattr(policy.module, "get_output_embeddings"):
+        from workers.scores import UnsupportedModule, batched_scores
+
+        try:
+            return batched_scores(policy.module, rollout, temperature, params, sketch, chunk).numpy()
+        except UnsupportedModule:
+            pass
     rows = []
     for i in range(rollout.input_ids.shape[0]):
         one = rollout.slice(i)
@@ -130,7 +146,8 @@ def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSket
 
 
 def run_probe(
-    cfg: TrialConfig, prompts: int, completions: int, projection_dim: int = 512, seed: int = 0, n_boot: int = 200
+    cfg: TrialConfig, prompts: int, completions: int, projection_dim: int = 512, seed: int = 0, n_boot: int = 200,
+    parameters: str = "all",
 ) -> dict:
     """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` starts from.
 
@@ -138,6 +155,8 @@ def run_probe(
         cfg: the task, model, temperature and max_new_tokens (group size and budget are unused).
         prompts, completions: K and M (M >= 4); the cost is K * M samples.
         projection_dim: D; score vectors of larger policies are count-sketched to D dimensions.
+        parameters: ``all``, ``lm_head`` or ``last_layers:K`` (workers.scores.select_parameters): scores over a
+            subset, for models too large for full-parameter scores (a different G*: see README).
     Returns:
         JSON-ready dict with tau2, sigma2, kappa, g_star, g_star_ci95 (bootstrap over prompts),
         samples, seconds, message; g_star is None (with a reason) when tau2 is not positive.
@@ -145,13 +164,19 @@ def run_probe(
     start = time.perf_counter()
     task, policy, rng = setup(cfg)
     policy.module.eval()
-    n_params = sum(p.numel() for p in policy.module.parameters() if p.requires_grad)
+    if parameters == "all":
+        params = [p for p in policy.module.parameters() if p.requires_grad]
+    else:
+        from workers.scores import select_parameters
+
+        params = select_parameters(policy.module, parameters)
+    n_params = sum(p.numel() for p in params)
     sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
     rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
-    scores = score_vectors(policy, ro, cfg.temperature, sketch).reshape(prompts, completions, -1)
+    scores = score_vectors(policy, ro, cfg.temperature, sketch, params).reshape(prompts, completions, -1)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
     boot_rng = np.random.default_rng(seed)
@@ -164,7 +189,8 @@ def run_probe(
         **asdict(est), "g_star": g_star if math.isfinite(g_star) else None,
         "g_star_ci95": [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None],
         "prompts": prompts, "completions": completions, "samples": prompts * completions,
-        "projection_dim": sketch.dim if sketch else n_params, "reward_mean": float(rewards.mean()),
+        "projection_dim": sketch.dim if sketch else n_params, "parameters": parameters, "n_parameters": n_params,
+        "reward_mean": float(rewards.mean()),
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
         "seconds": time.perf_counter() - start,
         "message": (f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2)" if math.isfinite(g_star) else

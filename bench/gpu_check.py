@@ -1,0 +1,76 @@
+"""The GPU check: one JSON document of what only a CUDA machine can show (bench/gpu_check.sh runs it).
+
+1. ``trial``: a tiny-preset (tiny-llama, arithmetic) trial on CUDA with bf16 weights: status, s/step, gap.
+2. ``left_padding``: last-position logits of prompts left-padded by 0..8 tokens against each prompt alone, in
+   bf16 on CUDA: all finite, max |difference| (goal < 0.05).
+3. ``medium_step``: one GRPO step at the medium shape of bench/scale_vs_trl.py (11M parameters, 32k
+   vocabulary, B = 64, G = 8, 64 tokens, micro-batches of 16): s/step, tokens/s, peak CUDA memory (GiB).
+4. ``probe``: the probe on the tiny preset on CUDA: G*, its interval, seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def main() -> None:
+    from bench.scale_vs_trl import MICRO, TASK, B, G, L, build
+    from workers.models.loading import load_lm
+    from workers.probe import run_probe
+    from workers.trainer import TrialConfig, train_trial
+
+    assert torch.cuda.is_available(), "no CUDA device"
+    out: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "models"
+        base = {"task": TASK, "model": {"preset": "tiny-llama", "dtype": "bfloat16"}, "seed": 0, "cache_dir": str(cache),
+                "device": "cuda", "eval_prompts": 256}  # fmt: skip
+        stamps: list[float] = []
+        t0 = time.perf_counter()
+        res = train_trial(TrialConfig(group_size=4, samples_per_step=64, steps=40, **base),
+                          lambda m, s: stamps.append(time.perf_counter()) if "reward_mean" in m else None)  # fmt: skip
+        out["trial"] = {"status": res.status, "reason": res.reason, "seconds": time.perf_counter() - t0,
+                        "s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1), **res.metrics}  # fmt: skip
+
+        policy = load_lm(next(cache.glob("tiny-llama-*")), torch.bfloat16)
+        model, tok = policy.module.to("cuda").eval(), policy.tokenizer
+        prompts = ["12+7=", "3+45=", "40+9="]
+        worst, finite = 0.0, True
+        with torch.no_grad():
+            for text in prompts:
+                ids = tok(text, add_special_tokens=False)["input_ids"]
+                alone = model(input_ids=torch.tensor([ids], device="cuda")).logits[0, -1].float()
+                for pad in range(9):
+                    row = torch.tensor([[tok.pad_token_id] * pad + ids], device="cuda")
+                    att = torch.tensor([[0] * pad + [1] * len(ids)], device="cuda")
+                    pos = (att.cumsum(1) - 1).clamp_min(0)
+                    logits = model(input_ids=row, attention_mask=att, position_ids=pos).logits[0, -1].float()
+                    finite &= bool(torch.isfinite(logits).all())
+                    worst = max(worst, float((logits - alone).abs().max()))
+        out["left_padding"] = {"all_finite": finite, "max_abs_difference": worst, "ok": finite and worst < 0.05}
+
+        medium = Path(tmp) / "medium"
+        build(medium)
+        torch.cuda.reset_peak_memory_stats()
+        stamps, rows = [], []
+        cfg = TrialConfig(task=TASK, model={"path": str(medium), "dtype": "bfloat16"}, group_size=G, samples_per_step=B,
+                          seed=0, steps=3, advantage="mean", max_new_tokens=L, micro_batch_size=MICRO, eval_prompts=8,
+                          cache_dir=str(cache), device="cuda")  # fmt: skip
+        train_trial(cfg, lambda m, s: (stamps.append(time.perf_counter()), rows.append(m)) if "reward_mean" in m else None)
+        out["medium_step"] = {"s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1),
+                              "tokens_per_s": rows[-1]["tokens_per_s"], "time_generate_s": rows[-1]["time_generate_s"],
+                              "time_update_s": rows[-1]["time_update_s"],
+                              "peak_cuda_memory_gib": torch.cuda.max_memory_allocated() / 2**30}  # fmt: skip
+
+        probe = run_probe(TrialConfig(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
+        out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}
+    print(json.dumps(out, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()

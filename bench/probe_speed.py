@@ -1,0 +1,56 @@
+"""Batched per-completion score vectors (workers.scores) against one backward pass per completion.
+
+The probe's cost is its score vectors. On the arithmetic preset (tiny-llama, ~100k parameters, count-sketched to
+512 dimensions), the probe's default batch of prompts x completions is scored both ways on the same rollout;
+prints seconds of each, the largest difference of the sketched scores, and ``probe_speedup`` (loop / batched) last.
+Goal: probe_speedup >= 5.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sweeps.planner import TrialPlan
+from sweeps.spec import SweepSpec
+from workers.probe import CountSketch, score_vectors
+from workers.trainer import TrialConfig, setup
+
+PROMPTS, COMPLETIONS = 32, 16  # 512 completions: the loop takes long enough to time
+CHUNK = 64  # completions per backward pass (score_vectors default)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    spec = SweepSpec.model_validate({"name": "probe-speed", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
+                                     "group_sizes": [2], "samples_per_step": [2]})  # fmt: skip
+    with tempfile.TemporaryDirectory() as cache:
+        cfg = TrialConfig.from_spec(spec, TrialPlan(2, 2, 0), Path(cache))
+        task, policy, rng = setup(cfg)
+        policy.module.eval()
+        problems = task.sample_train(PROMPTS, rng)
+        ro = policy.sample([p.prompt for p in problems for _ in range(COMPLETIONS)], max_new_tokens=cfg.max_new_tokens,
+                           temperature=cfg.temperature)  # fmt: skip
+        params = [p for p in policy.module.parameters() if p.requires_grad]
+        sketch = CountSketch(sum(p.numel() for p in params), 512, 0)
+        score_vectors(policy, ro.rows(slice(0, 8)), cfg.temperature, sketch, params)  # warm-up
+        t0 = time.perf_counter()
+        loop = score_vectors(policy, ro, cfg.temperature, sketch, params, batched=False)
+        t1 = time.perf_counter()
+        batched = score_vectors(policy, ro, cfg.temperature, sketch, params, batched=True, chunk=CHUNK)
+        t2 = time.perf_counter()
+    print(f"completions: {ro.input_ids.shape[0]}, parameters: {sum(p.numel() for p in params)}, sketch: 512, 1 thread")
+    print(f"loop (one backward per completion): {t1 - t0:.2f} s")
+    print(f"batched (workers.scores, {CHUNK} per pass): {t2 - t1:.2f} s")
+    print(
+        f"max |difference| of the sketched scores: {np.abs(loop - batched).max():.2e} (largest |score| {np.abs(loop).max():.3g})"
+    )
+    print(f"probe_speedup: {(t1 - t0) / (t2 - t1):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""groupscale against TRL's GRPOTrainer at a medium shape: seconds per step and peak memory, in one run.
+
+A Llama-architecture model of about 11M parameters with a 32k vocabulary (random weights, so completions
+run to the 64-token cap: the work is the full shape), B = 64, G = 8, 64-token completions, micro-batches of
+16 completions on both sides (groupscale ``micro_batch_size``; TRL per-device batch 16 x 4 accumulation
+steps, one generation of 64 per optimizer step), identical starting weights, one CPU thread. Each side runs
+in a process of its own so that its peak resident memory (ru_maxrss) is its own. Prints seconds per step of
+each, groupscale's split into generate / score / update, the peak RSS of each, then
+``memory_ratio_vs_trl_medium`` (groupscale / TRL; goal <= 0.5) and ``speedup_vs_trl_medium`` last
+(TRL / groupscale seconds per step; goal >= 1.3).
+
+    python bench/scale_vs_trl.py [--steps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+B, G, L, MICRO, VOCAB = 64, 8, 64, 16, 32_000
+TASK = {"name": "arithmetic", "max_operand": 49}
+WARMUP = 1
+
+
+def build(folder: Path) -> None:
+    """The medium model: the arithmetic characters plus filler tokens up to a 32k vocabulary."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from workers.models.presets import build_char_tokenizer
+
+    tok = build_char_tokenizer("0123456789+=" + "".join(chr(0x4E00 + i) for i in range(VOCAB - 16)))
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
+                         num_key_value_heads=8, max_position_embeddings=256, tie_word_embeddings=True,
+                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def run_groupscale(folder: Path, steps: int) -> dict:
+    from workers.trainer import TrialConfig, train_trial
+
+    cfg = TrialConfig(task=TASK, model={"path": str(folder)}, group_size=G, samples_per_step=B, seed=0, steps=steps,
+                      advantage="mean", lr=1e-5, max_new_tokens=L, eval_prompts=8, loss_aggregation="seq_mean_token_mean",
+                      micro_batch_size=MICRO, num_threads=1, cache_dir=str(folder.parent / "cache"))  # fmt: skip
+    rows: list[dict] = []
+    train_trial(cfg, lambda m, s: rows.append({**m, "t": time.perf_counter()}) if "reward_mean" in m else None)
+    keep = rows[WARMUP:]
+    split = {k: float(np.median([r[k] for r in keep])) for k in ("time_generate_s", "time_score_s", "time_update_s")}
+    return {"s_per_step": float(np.median(np.diff([r["t"] for r in rows])[WARMUP - 1 :])), **split,
+            "tokens": float(np.median([r["completion_tokens_mean"] for r in keep]))}  # fmt: skip
+
+
+def run_trl(folder: Path, steps: int) -> dict:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from workers.models.loading import load_lm
+    from workers.tasks import make_task
+
+    problems = make_task(TASK).sample_train(B * steps, np.random.default_rng(0))
+    data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
+    stamps: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+            stamps.append(time.perf_counter())
+
+    policy = load_lm(folder)
+    config = GRPOConfig(
+        output_dir=str(folder.parent / "trl"), use_cpu=True, report_to=[], save_strategy="no", logging_steps=10_000,
+        max_steps=steps, learning_rate=1e-5, lr_scheduler_type="constant", warmup_steps=0,
+        per_device_train_batch_size=MICRO, gradient_accumulation_steps=B // MICRO, num_generations=G,
+        max_completion_length=L, temperature=1.0, top_k=0, top_p=1.0, beta=0.0, num_iterations=1, epsilon=0.2,
+        loss_type="grpo", scale_rewards="none", max_grad_norm=1.0, disable_dropout=True, seed=0, dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = GRPOTrainer(model=policy.module, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=config,
+                          train_dataset=data, processing_class=policy.tokenizer, callbacks=[Clock()])  # fmt: skip
+    trainer.train()
+    return {"s_per_step": float(np.median(np.diff(stamps)[WARMUP - 1 :]))}
+
+
+def child(side: str, folder: Path, steps: int) -> None:
+    torch.set_num_threads(1)
+    out = run_groupscale(folder, steps) if side == "groupscale" else run_trl(folder, steps)
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--side", choices=["groupscale", "trl"])
+    ap.add_argument("--folder", type=Path)
+    args = ap.parse_args()
+    if args.side:
+        return child(args.side, args.folder, args.steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "medium"
+        build(folder)
+        res = {}
+        for side in ("groupscale", "trl"):
+            p = subprocess.run([sys.executable, __file__, "--side", side, "--folder", str(folder), "--steps", str(args.steps)],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+            res[side] = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    gs, trl = res["groupscale"], res["trl"]
+    print(f"work: Llama, about 11M parameters, vocabulary {VOCAB}, B={B}, G={G}, {L}-token completions, "
+          f"micro-batches of {MICRO}, {args.steps} steps (first {WARMUP} not timed), 1 CPU thread, the same starting weights")
+    print(f"groupscale: {gs['s_per_step']:.2f} s/step (generate {gs['time_generate_s']:.2f} s, "
+          f"score {gs['time_score_s']:.3f} s, update {gs['time_update_s']:.2f} s; {gs['tokens']:.0f} tokens per completion), "
+          f"peak RSS {gs['peak_rss_mib']:.0f} MiB")  # fmt: skip
+    print(f"TRL GRPOTrainer: {trl['s_per_step']:.2f} s/step, peak RSS {trl['peak_rss_mib']:.0f} MiB")
+    print(f"memory_ratio_vs_trl_medium: {gs['peak_rss_mib'] / trl['peak_rss_mib']:.2f}")
+    print(f"speedup_vs_trl_medium: {trl['s_per_step'] / gs['s_per_step']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
