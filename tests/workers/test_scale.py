@@ -188,3 +188,32 @@ def test_two_gpus_per_trial_is_refused_with_the_reason():
         SweepSpec.model_validate({**base, "resources": {"gpus_per_trial": 2}})
     assert e.value.errors()[0]["loc"] == ("resources", "gpus_per_trial")
     assert SweepSpec.model_validate({**base, "resources": {"gpus_per_trial": 0.5}}).resources.gpus_per_trial == 0.5
+
+
+def test_gradient_checkpointing_gives_the_same_update(policy):
+    batch = _batch(policy)
+    after = []
+    for checkpointing in (False, True):
+        p = copy.deepcopy(policy)
+        if checkpointing:
+            p.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        p.module.train()
+        opt = make_optimizer("sgd", p.module.parameters(), 1.0)
+        grpo_update(p, None, opt, batch, _cfg(micro_batch_size=8))
+        after.append(torch.cat([q.detach().reshape(-1) for q in p.module.parameters()]))
+    assert torch.allclose(after[0], after[1], atol=1e-5, rtol=0)
+
+
+def test_cuda_out_of_memory_fails_the_trial_with_its_shape_and_advice(model_cache, monkeypatch):
+    import workers.trainer as trainer
+
+    def no_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(trainer, "grpo_update", no_memory)
+    cfg = TrialConfig(task={"name": "arithmetic"}, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=16,
+                      seed=0, steps=3, eval_prompts=16, micro_batch_size=8, cache_dir=str(model_cache))  # fmt: skip
+    result = trainer.train_trial(cfg)
+    assert result.status == "failed"
+    assert result.reason.startswith("CUDA out of memory in training at step 1 (G=4, B=16, micro_batch_size=8")
+    assert "lower grpo.micro_batch_size" in result.reason
