@@ -1,5 +1,6 @@
 """Dataset tasks: every file format gives the same rows; rewards the TRL way; built-ins on reasoning text."""
 
+import inspect
 import math
 import re
 
@@ -109,22 +110,8 @@ def format_reward_func(completions, **kwargs):
     return [1.0 if match else 0.0 for match in matches]
 
 
-TRL_DOCS = '''
-import re
-
-def reward_func(completions, ground_truth, **kwargs):
-    # Regular expression to capture content inside \\\\boxed{}
-    matches = [re.search(r"\\\\boxed\\{(.*?)\\}", completion) for completion in completions]
-    contents = [match.group(1) if match else "" for match in matches]
-    # Reward 1 if the content is the same as the ground truth, 0 otherwise
-    return [1.0 if c == t else 0.0 for c, t in zip(contents, ground_truth)]
-
-def format_reward_func(completions, **kwargs):
-    """Reward function that checks if the completion has a specific format."""
-    pattern = r"^<think>.*?</think><answer>.*?</answer>$"
-    completion_contents = [completion[0]["content"] for completion in completions]
-    matches = [re.match(pattern, content) for content in completion_contents]
-    return [1.0 if match else 0.0 for match in matches]
+# The reward file the workers import: TRL's two functions above, as they are, and a few that misbehave.
+TRL_DOCS = "import math\nimport re\n\n\n" + inspect.getsource(reward_func) + "\n\n" + inspect.getsource(format_reward_func) + '''
 
 def abstain_on_odd(completions, level, **kwargs):
     return [None if lv % 2 else 1.0 for lv in level]
@@ -143,7 +130,7 @@ def not_finite(completions, **kwargs):
 @pytest.fixture
 def reward_file(tmp_path):
     path = tmp_path / "trl_rewards.py"
-    path.write_text(TRL_DOCS.replace("import re", "import math\nimport re"))
+    path.write_text(TRL_DOCS)
     return path
 
 
