@@ -148,10 +148,9 @@ def score_completions(task: Task, problems: list[Problem], rollout: Rollout, rng
                       step: int = 0, max_steps: int = 0) -> RewardBatch:  # fmt: skip
     """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
     the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
-    ids = completion_ids_of(rollout)
-    if hasattr(task, "score"):
-        return task.score(problems, rollout.texts, ids, step, max_steps)
-    return RewardBatch(task.rewards(problems, rollout.texts, rng, ids), {}, 0)
+    if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
+        return task.score(problems, rollout.texts, completion_ids_of(rollout), step, max_steps)
+    return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
 
 
 def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
