@@ -20,7 +20,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 FORMATS = "a .jsonl, .json, .parquet, .csv or .arrow file, or a save_to_disk folder"
-DEFAULT_SPLIT_SEED = 12345  # the held-out split is the same for every trial, sweep and machine
 
 
 class DatasetError(ValueError):

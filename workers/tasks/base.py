@@ -78,3 +78,19 @@ def completion_ids_of(rollout) -> list[list[int]]:  # noqa: ANN001 - workers.rol
     """Each completion's token ids through its first stop id (TRL's ``completion_ids``)."""
     ids, mask = rollout.completion_ids, rollout.completion_mask.bool()
     return [row[m].tolist() for row, m in zip(ids, mask)]
+
+
+SPLIT_SEED = 12345  # the held-out split of a data file is the same for every trial, sweep and machine
+
+
+def split_rows(problems: list[Problem], eval_fraction: float, seed: int = SPLIT_SEED) -> tuple[list[Problem], list[Problem]]:
+    """(train, held out) by a seeded permutation; each keeps at least one row (jsonl and dataset tasks).
+
+    Raises:
+        ValueError: fewer than 2 rows.
+    """
+    if len(problems) < 2:
+        raise ValueError(f"needs at least 2 rows (one to train, one to evaluate), found {len(problems)}")
+    perm = np.random.default_rng(seed).permutation(len(problems))
+    n_eval = min(len(problems) - 1, max(1, int(round(eval_fraction * len(problems)))))
+    return [problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.data import DEFAULT_SPLIT_SEED, check_rows, content_digest, is_conversational, load_rows
+from sweeps.spec import DEFAULT_EVAL_FRACTION
+from workers.data import check_rows, content_digest, is_conversational, load_rows
 from workers.rewards import RewardBatch, TrainerState, WeightedReward, build_rewards, compute_rewards
-from workers.tasks.base import Problem, monte_carlo_value
-
-DEFAULT_EVAL_FRACTION = 0.1  # sweeps.spec.DEFAULT_EVAL_FRACTION (the spec does not import workers)
+from workers.tasks.base import Problem, monte_carlo_value, split_rows
 
 
 def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str | None) -> list[Problem]:
@@ -127,23 +126,6 @@ class DatasetTask:
 
     def vocabulary(self) -> str:
         raise ValueError("the dataset task has no character vocabulary: use preset chat-tiny or model.path")
-
-
-def split_rows(
-    problems: list[Problem], eval_fraction: float, seed: int = DEFAULT_SPLIT_SEED
-) -> tuple[list[Problem], list[Problem]]:
-    """(train, held out) by a seeded permutation; each keeps at least one row.
-
-    Raises:
-        workers.data.DatasetError: fewer than 2 rows.
-    """
-    from workers.data import DatasetError
-
-    if len(problems) < 2:
-        raise DatasetError("path", f"needs at least 2 rows (one to train, one to evaluate), found {len(problems)}")
-    perm = np.random.default_rng(seed).permutation(len(problems))
-    n_eval = min(len(problems) - 1, max(1, int(round(eval_fraction * len(problems)))))
-    return [problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]
 
 
 def dataset_task(*, rewards: list[dict[str, Any]], max_reward: float = 1.0, **options: Any) -> DatasetTask:

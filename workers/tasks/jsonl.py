@@ -18,9 +18,8 @@ import numpy as np
 import torch
 
 from workers.rewards import exact_match, numeric_match
-from workers.tasks.base import Problem, monte_carlo_value
+from workers.tasks.base import Problem, monte_carlo_value, split_rows
 
-SPLIT_SEED = 12345
 REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "numeric_match": numeric_match}
 
 
@@ -57,10 +56,8 @@ class JsonlTask:
             raise ValueError(f"unknown reward {self.reward!r}; valid: {', '.join(REWARDS)}")
         path = Path(self.path)
         problems = read_problems(path)
-        perm = np.random.default_rng(SPLIT_SEED).permutation(len(problems))
-        n_eval = min(len(problems) - 1, max(1, int(round(self.eval_fraction * len(problems)))))
         object.__setattr__(self, "digest", hashlib.sha256(path.read_bytes()).hexdigest()[:16])
-        object.__setattr__(self, "_split", ([problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]))
+        object.__setattr__(self, "_split", split_rows(problems, self.eval_fraction))
 
     @property
     def exact_expected_reward(self) -> bool:
