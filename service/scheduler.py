@@ -215,7 +215,8 @@ class Scheduler:
             for sweep in self.store.sweeps_with_status(s, "queued"):
                 spec = SweepSpec.model_validate(sweep.spec)
                 if self.tracking and not sweep.mlflow_parent_run_id:
-                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = self.tracking.start_sweep(sweep.id, spec)
+                    started = self.tracking.start_sweep(sweep.id, spec, sweep.task_name)
+                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = started
                 if spec.tune_lr is not None and not sweep.lr_tunings:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)

@@ -50,9 +50,9 @@ class Tracking:
             return None
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
 
-    def _experiment(self, spec: SweepSpec) -> str:
+    def _experiment(self, key: str) -> str:
         """The experiment ``groupscale/<task_key>`` (service.identity), created on first use."""
-        name = f"groupscale/{task_key(spec)}"
+        name = f"groupscale/{key}"
         exp = self.client.get_experiment_by_name(name)
         return exp.experiment_id if exp else self.client.create_experiment(name)
 
@@ -61,9 +61,9 @@ class Tracking:
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         return run.info.run_id
 
-    def start_sweep(self, sweep_id: str, spec: SweepSpec) -> tuple[str, str]:
-        """Create the sweep's parent run in the experiment ``groupscale/<task_key>``."""
-        exp_id = self._experiment(spec)
+    def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
+        """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
+        exp_id = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
         params = {
             **_spec_params(spec), "group_sizes": ",".join(map(str, spec.group_sizes)),
             "samples_per_step": ",".join(map(str, spec.samples_per_step)), "seeds": ",".join(map(str, spec.seeds)),
@@ -106,7 +106,7 @@ class Tracking:
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
         """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
-        run_id = self._create_run(self._experiment(spec), f"probe {spec.name} ({probe_id})",
+        run_id = self._create_run(self._experiment(task_key(spec)), f"probe {spec.name} ({probe_id})",
                                   {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}, params)  # fmt: skip
         self.log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
         self.client.log_dict(run_id, result, "probe.json")
