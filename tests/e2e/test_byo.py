@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 from tests.e2e.conftest import Stack
 from workers.models.presets import preset_path
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two minutes: `make test-slow` (CI runs it)
 BYO = Path(__file__).resolve().parents[2] / "sweeps" / "examples" / "byo"
 RAISES_AT_B32 = '''
 def picky(completions, solution, **kwargs):
