@@ -115,8 +115,15 @@ class CountSketch:
     def __call__(self, v: torch.Tensor) -> torch.Tensor:
         """(P,) -> (D,), or (n, P) -> (n, D) row by row."""
         if v.dim() == 2:
-            return torch.zeros(v.shape[0], self.dim, dtype=torch.float64).index_add_(1, self.bucket, (self.sign * v).double())
+            return self.add_block(torch.zeros(v.shape[0], self.dim, dtype=torch.float64), v, 0)
         return torch.zeros(self.dim, dtype=torch.float64).index_add_(0, self.bucket, self.sign * v.double())
+
+    def add_block(self, out: torch.Tensor, block: torch.Tensor, offset: int) -> torch.Tensor:
+        """Adds the sketch of coordinates offset .. offset + k of n vectors, ``block`` (n, k), into ``out`` (n, D)
+        float64 in place, and returns it. Summing the blocks of a vector gives the sketch of the whole vector
+        (the sketch is linear) without ever holding all n x P coordinates."""
+        k = block.shape[1]
+        return out.index_add_(1, self.bucket[offset : offset + k], block.double().mul_(self.sign[offset : offset + k]))
 
 
 def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSketch | None,  # noqa: ANN001

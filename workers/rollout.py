@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
-from torch.utils.checkpoint import checkpoint
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+
+from workers.head import head_stats
 
 
 @dataclass
@@ -169,9 +170,6 @@ def generate(
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu(), group_size)
 
 
-LOGIT_CHUNK_ELEMENTS = 1 << 24  # logits that exist at once in scoring (positions x vocabulary): 64 MiB of float32
-
-
 def _embeddings(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
     """Input embeddings with padding positions set to 0: a non-finite value in a pad token's embedding (or a
     pad row) then cannot reach a real token through attention (masked weights are 0, but 0 * NaN is NaN)."""
@@ -214,43 +212,12 @@ def _shared_prefix_hidden(body: torch.nn.Module, model: PreTrainedModel, ids: to
     return torch.cat(hidden, dim=1)
 
 
-def _head_stats(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
-                stop_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-    """For K positions: log-prob of the target, entropy (nats) and log P(any stop id) under softmax(head(h) / T).
-
-    hidden (K, H), targets (K,) long -> three (K,) float32 (the last is zeros without stop_ids).
-    """
-    logits = head(hidden).float() / temperature
-    logz = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
-    entropy = logz - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
-    stop = torch.logsumexp(logits[:, stop_ids], dim=-1) - logz if stop_ids is not None else torch.zeros_like(logz)
-    return logp, entropy, stop
-
-
-def _chunked_head(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
-                  stop_ids: torch.Tensor | None = None, chunk_elements: int = LOGIT_CHUNK_ELEMENTS
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-    """_head_stats over (S, L) positions, about chunk_elements logits at a time. With gradients each chunk
-    is recomputed in the backward pass (activation checkpointing), so no (S, L, V) tensor ever exists,
-    forward or backward. Returns three (S, L) float32."""
-    s, length, h = hidden.shape
-    flat, tgt = hidden.reshape(s * length, h), targets.reshape(s * length)
-    step = max(1, chunk_elements // head.weight.shape[0])
-    grad = torch.is_grad_enabled() and flat.requires_grad
-    parts = []
-    for i in range(0, s * length, step):
-        args = (head, flat[i : i + step], tgt[i : i + step], temperature, stop_ids)
-        parts.append(checkpoint(_head_stats, *args, use_reentrant=False) if grad else _head_stats(*args))
-    return tuple(torch.cat([part[k] for part in parts]).reshape(s, length) for k in range(3))  # type: ignore[return-value]
-
-
 def _score(model: PreTrainedModel, rollout: Rollout, temperature: float, stop_ids: Sequence[int] | None = None
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """(S, L) log-probs of the completion tokens, entropies and log P(stop) at every completion position."""
     hidden = _completion_hidden(model, rollout)
     stops = None if stop_ids is None else torch.as_tensor(list(stop_ids), device=hidden.device)
-    return _chunked_head(model.get_output_embeddings(), hidden, rollout.completion_ids, temperature, stops)
+    return head_stats(model.get_output_embeddings(), hidden, rollout.completion_ids, temperature, stops)
 
 
 @lru_cache(maxsize=16)

@@ -117,7 +117,7 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torc
 def batched_scores(model: torch.nn.Module, rollout: Rollout, temperature: float, params: list[torch.nn.Parameter],
                    project: Callable[[torch.Tensor], torch.Tensor] | None, chunk: int = 64) -> torch.Tensor:  # fmt: skip
     """(S, D) float64 per-completion score vectors over ``params`` (flattened in their order; accumulated in
-    float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given.
+    float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given (a CountSketch block by block).
     ``chunk`` completions share one forward and backward pass.
 
     Raises:
@@ -137,6 +137,14 @@ def batched_scores(model: torch.nn.Module, rollout: Rollout, temperature: float,
             (logp * part.completion_mask).sum().backward()
         model.zero_grad(set_to_none=True)
         n = part.input_ids.shape[0]
-        flat = torch.cat([grads[id(p)].reshape(n, -1) if id(p) in grads else torch.zeros(n, p.numel()) for p in params], dim=1)
-        rows.append(project(flat) if project else flat.double())
+        blocks = [grads.pop(id(p)).reshape(n, -1) if id(p) in grads else torch.zeros(n, p.numel()) for p in params]
+        if hasattr(project, "add_block"):  # a count sketch, parameter by parameter: no (n, P) copy at all
+            out, offset = torch.zeros(n, project.dim, dtype=torch.float64), 0
+            for block in blocks:
+                project.add_block(out, block, offset)
+                offset += block.shape[1]
+            rows.append(out)
+        else:
+            flat = torch.cat(blocks, dim=1)
+            rows.append(project(flat) if project else flat.double())
     return torch.cat(rows)

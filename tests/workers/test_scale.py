@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from workers import algos
+from workers.head import head_stats
 from workers.models.loading import load_lm
 from workers.models.presets import build_char_tokenizer, tiny_llama
-from workers.rollout import _chunked_head, completion_logprobs, completion_logprobs_entropy, position_ids_from_mask
+from workers.rollout import completion_logprobs, completion_logprobs_entropy, position_ids_from_mask
 from workers.trainer import Batch, TrialConfig, grpo_update, make_optimizer
 
 
@@ -102,8 +103,8 @@ def test_chunks_smaller_than_a_row_give_the_same_values(policy):
     hidden = torch.randn(3, 5, 64, requires_grad=True)
     targets = torch.randint(0, 12, (3, 5))
     head = policy.module.get_output_embeddings()
-    whole = _chunked_head(head, hidden, targets, 1.0, None, chunk_elements=10**9)
-    tiny = _chunked_head(head, hidden, targets, 1.0, None, chunk_elements=head.weight.shape[0] * 2)  # 2 positions a chunk
+    whole = head_stats(head, hidden, targets, 1.0, None, chunk_elements=10**9)
+    tiny = head_stats(head, hidden, targets, 1.0, None, chunk_elements=head.weight.shape[0] * 2)  # 2 positions a chunk
     for a, b in zip(whole, tiny):
         assert torch.allclose(a, b, atol=1e-6)
     (ga,) = torch.autograd.grad(whole[0].sum(), hidden)
