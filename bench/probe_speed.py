@@ -17,8 +17,9 @@ import torch
 
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
+from workers.batch import setup
+from workers.config import TrialConfig
 from workers.probe import CountSketch, score_vectors
-from workers.trainer import TrialConfig, setup
 
 PROMPTS, COMPLETIONS = 32, 16  # 512 completions: the loop takes long enough to time
 CHUNK = 64  # completions per backward pass (score_vectors default)

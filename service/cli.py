@@ -345,8 +345,8 @@ def probe(
     if local:
         from service.settings import get_settings
         from sweeps.planner import plan_trials
+        from workers.config import TrialConfig
         from workers.probe import run_probe
-        from workers.trainer import TrialConfig
 
         cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
         p = spec.probe

@@ -5,13 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from transformers import AutoConfig
-
 from service.settings import Settings
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
-from workers.data import DatasetError, check_rows, load_rows
+from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
 from workers.rewards import math_verify_available
-from workers.tasks.jsonl import read_problems
 
 
 class SpecError(ValueError):
@@ -129,7 +126,7 @@ def check_task_file(task_path: str) -> None:
     if not _is_file(path):
         raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a readable file on the controller")
     try:
-        read_problems(path)
+        read_prompt_answer_lines(path)
     except (OSError, ValueError, RecursionError) as e:  # ValueError: not prompt/answer JSON lines, or not UTF-8
         reason = str(e) if not isinstance(e, UnicodeDecodeError) else "not UTF-8 text"
         raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a usable jsonl task file: {reason[:300]}; "
@@ -151,6 +148,8 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
     if not _is_file(path / "config.json"):
         raise SpecError(("model", "path"), f"{model_path[:200]!r} is not a Hugging Face model folder (no config.json)")
     try:
+        from transformers import AutoConfig  # only for a model folder: transformers takes a second to import
+
         AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - any load failure is bad input, reported in one line
         first = (str(e).splitlines() or [""])[0][:300]

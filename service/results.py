@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, TrialStatus
 from service.schemas import MlflowLinks, ProbePublic, Progress, SweepPublic, TrialPublic
 from service.store import Probe, Sweep, Trial
 from sweeps.law import LawFit, fit_law
@@ -17,8 +18,8 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
     A sweep whose usable trials are all no_signal gets status no_signal.
     """
     metric = spec.measure.metric
-    done = [t for t in trials if t.status == "succeeded"]
-    if not done and any(t.status == "no_signal" for t in trials):
+    done = [t for t in trials if t.status == TrialStatus.SUCCEEDED]
+    if not done and any(t.status == TrialStatus.NO_SIGNAL for t in trials):
         return LawFit(status="no_signal", metric=metric, message="every finished trial was no_signal (no learning signal)")
     values = [t.metrics.get(metric) for t in done]
     fit = fit_law(
@@ -26,7 +27,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
         [float("nan") if v is None else v for v in values], metric=metric, n_boot=n_boot,
         y_se=[t.metrics.get(f"{metric}_se") for t in done],
     )  # fmt: skip
-    excluded = [t for t in trials if t.status in ("no_signal", "failed")]
+    excluded = [t for t in trials if t.status in (TrialStatus.NO_SIGNAL, TrialStatus.FAILED)]
     if excluded:
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"
     if spec.grpo.advantage in ("mean", "mean_std"):
@@ -36,24 +37,24 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
     return fit
 
 
-def progress_of(sweep: Sweep) -> Progress:
-    spec = SweepSpec.model_validate(sweep.spec)
+def progress_of(sweep: Sweep, spec: SweepSpec) -> Progress:
+    """Counts of the sweep's trials by status (done: succeeded or no_signal) and of its lr tunings."""
     statuses = [t.status for t in sweep.trials]
     adaptive = spec.mode == "adaptive"
     total = spec.n_trials if adaptive or not statuses else len(statuses)  # before admission: the plan's size
     return Progress(
-        done=sum(s in ("succeeded", "no_signal") for s in statuses),
-        running=statuses.count("running"),
-        failed=statuses.count("failed"),
-        cancelled=statuses.count("cancelled"),
+        done=sum(s in TRIAL_USABLE for s in statuses),
+        running=statuses.count(TrialStatus.RUNNING),
+        failed=statuses.count(TrialStatus.FAILED),
+        cancelled=statuses.count(TrialStatus.CANCELLED),
         total=total,
         g_star_ci95=(sweep.fit or {}).get("g_star_ci95") if adaptive else None,
-        tuning_done=sum(t.status not in ("pending", "running") for t in sweep.lr_tunings),
+        tuning_done=sum(t.status in TUNING_TERMINAL for t in sweep.lr_tunings),
         tuning_total=spec.n_tuning_trials // spec.tune_lr.trials if spec.tune_lr else 0,
     )
 
 
-def sweep_public(sweep: Sweep, tracking_uri: str | None, run_url: str | None) -> SweepPublic:
+def sweep_public(sweep: Sweep, spec: SweepSpec, tracking_uri: str | None, run_url: str | None) -> SweepPublic:
     return SweepPublic(
         id=sweep.id,
         name=sweep.name,
@@ -61,7 +62,7 @@ def sweep_public(sweep: Sweep, tracking_uri: str | None, run_url: str | None) ->
         spec=sweep.spec,
         task_key=sweep.task_name,
         model_key=sweep.model_name,
-        progress=progress_of(sweep),
+        progress=progress_of(sweep, spec),
         mlflow=MlflowLinks(
             tracking_uri=tracking_uri,
             experiment_id=sweep.mlflow_experiment_id,

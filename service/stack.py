@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 from service.main import create_app
-from service.scheduler import connect_ray, disconnect_ray
+from service.scheduler.ray_backend import connect_ray, disconnect_ray
 from service.settings import Settings
 from service.tracking import redact
 

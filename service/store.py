@@ -1,6 +1,7 @@
-"""Controller state in SQL through SQLAlchemy: sweeps and their trials (SQLite by default).
+"""Controller state in SQL through SQLAlchemy: sweeps, their trials and lr tunings, probes (SQLite by default).
 
-Every sweep is committed before the API answers; the scheduler moves statuses forward.
+Every sweep is committed before the API answers. Statuses are service.lifecycle's enums, and only
+service.lifecycle writes them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
-SWEEP_STATUSES = ("queued", "running", "fitting", "succeeded", "failed", "cancelled")
-SWEEP_TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
-TRIAL_STATUSES = ("pending", "running", "succeeded", "failed", "no_signal", "cancelled")
-TRIAL_TERMINAL = frozenset({"succeeded", "failed", "no_signal", "cancelled"})
+from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus
+from sweeps.spec import SweepSpec
 
 
 def utcnow() -> datetime:
@@ -67,7 +66,7 @@ class Sweep(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status: Mapped[str] = mapped_column(String(16), default=SweepStatus.QUEUED, index=True)
     spec: Mapped[dict] = mapped_column(JSON)
     task_name: Mapped[str] = mapped_column(String(64), index=True)  # the task_key (service.identity)
     model_name: Mapped[str] = mapped_column(String(4096))  # the model_key; indexed below: a hash index on PostgreSQL
@@ -96,7 +95,7 @@ class Trial(Base):
     group_size: Mapped[int] = mapped_column(Integer)
     samples_per_step: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    status: Mapped[str] = mapped_column(String(16), default=TrialStatus.PENDING, index=True)
     metrics: Mapped[dict] = mapped_column(JSON, default=dict)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -114,7 +113,7 @@ class Trial(Base):
 class LrTuning(Base):
     """The learning-rate search at one (G, B) of a sweep with tune_lr (workers.tune_lr).
 
-    status: pending -> running -> succeeded | failed | cancelled; best_lr None: keep the spec's lr.
+    status: service.lifecycle.TuningStatus; best_lr None: keep the spec's lr.
     """
 
     __tablename__ = "lr_tunings"
@@ -123,7 +122,7 @@ class LrTuning(Base):
     sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
     group_size: Mapped[int] = mapped_column(Integer)
     samples_per_step: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    status: Mapped[str] = mapped_column(String(16), default=TuningStatus.PENDING, index=True)
     best_lr: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -133,12 +132,12 @@ class LrTuning(Base):
 
 
 class Probe(Base):
-    """A probe request: status queued -> running -> succeeded | failed; result is the probe's JSON."""
+    """A probe request: status service.lifecycle.ProbeStatus; result is the probe's JSON."""
 
     __tablename__ = "probes"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status: Mapped[str] = mapped_column(String(16), default=ProbeStatus.QUEUED, index=True)
     spec: Mapped[dict] = mapped_column(JSON)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -160,21 +159,46 @@ class Store:
 
             @event.listens_for(self.engine, "connect")
             def _pragmas(conn, _record) -> None:  # noqa: ANN001
+                conn.isolation_level = None  # pysqlite's own implicit BEGIN off: the "begin" hook below emits it
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
+            @event.listens_for(self.engine, "begin")
+            def _begin(conn) -> None:  # noqa: ANN001
+                # A write transaction takes SQLite's write lock up front: a deferred one that reads and then
+                # writes can fail with "database is locked" when another writer got in between.
+                conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
+
         with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":  # controllers starting together must not race on CREATE TABLE
                 conn.execute(text("SELECT pg_advisory_xact_lock(7162840213)"))
             Base.metadata.create_all(conn)
+        self._specs: dict[tuple[str, str], SweepSpec] = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._reads = sessionmaker(self.engine.execution_options(read_only=True), expire_on_commit=False)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
+        """A write transaction (on SQLite it holds the write lock from its start), committed on exit."""
         with self._sessions() as s, s.begin():
             yield s
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read transaction: on SQLite it takes no write lock, so readers never wait for the scheduler."""
+        with self._reads() as s, s.begin():
+            yield s
+
+    def spec(self, row: Sweep | Probe) -> SweepSpec:
+        """The row's stored spec, parsed once per sweep or probe (a stored spec never changes)."""
+        key = (type(row).__name__, row.id)
+        if key not in self._specs:
+            if len(self._specs) > 4096:  # bounded: a long-lived controller sees many sweeps
+                self._specs.clear()
+            self._specs[key] = SweepSpec.model_validate(row.spec)
+        return self._specs[key]
 
     def get_sweep(self, s: Session, sweep_id: str) -> Sweep | None:
         return s.get(Sweep, sweep_id)

@@ -17,7 +17,7 @@ Design (LawSampler, ``next_point``):
 3. Then the sequential c-optimal design on the support run so far (the initial G, plus any added in
    step 2): the (G, B) whose next trial most reduces the delta-method variance of G*,
    grad(G*)' M^-1 grad(G*), M = sum_i x_i x_i' / v_i, x = [1, G, 1/(G-1)], v = the per-seed variance
-   from a noise model var = exp(alpha) |metric|^beta (as in sweeps.law); over budgets, 1 / sum_k 1/Var_k.
+   from the noise model of sweeps.noise (the one the law fit weights with); over budgets, 1 / sum_k 1/Var_k.
    Trials in flight count as if done, so parallel asks spread out. It replicates the small G
    (curvature c) most, then the middle and large G (slope b).
 
@@ -54,6 +54,7 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.law import LawFit, fit_law
+from sweeps.noise import CONSTANT, fit_noise, replicate_stats
 from sweeps.spec import SweepSpec
 
 GROUP, BUDGET, SEED = "group_size", "samples_per_step", "seed"
@@ -114,24 +115,11 @@ def initial_design(spec: SweepSpec) -> list[tuple[int, int]]:
 
 
 def _noise(g: np.ndarray, y: np.ndarray, mean_at: callable) -> callable:
-    """Per-seed variance function v(metric) = exp(alpha) |metric|^beta from replicated points.
-
-    Same noise model as sweeps.law: log var regressed on log |mean| weighted by degrees of freedom,
-    beta clipped to [0, 2]; with fewer than 3 replicated points beta = 2 (noise proportional to the
-    metric). Without replicates the scale is arbitrary (only ratios matter for the design).
-    """
-    var, mu, dof = [], [], []
-    for v in np.unique(g):
-        s = y[g == v]
-        if s.size > 1 and s.var(ddof=1) > 0 and abs(s.mean()) > 0:
-            var.append(s.var(ddof=1)), mu.append(abs(s.mean())), dof.append(s.size - 1.0)
-    beta, alpha = 2.0, 0.0
-    if var:
-        lv, lm, w = np.log(var), np.log(mu), np.array(dof)
-        if len(var) >= 3 and np.ptp(lm) > 1e-6:
-            beta = float(np.clip(np.polyfit(lm, lv, 1, w=np.sqrt(w))[0], 0.0, 2.0))
-        alpha = float(np.average(lv - beta * lm, weights=w))
-    return lambda gg: math.exp(alpha) * max(abs(mean_at(gg)), 1e-300) ** beta
+    """Per-seed variance function v(G) = the noise model (sweeps.noise) at the fitted mean mean_at(G), from
+    the replicated points of one budget. Without replicates the variance is constant (its scale is
+    arbitrary: only ratios matter for the design)."""
+    noise = fit_noise(*replicate_stats([y[g == v] for v in np.unique(g)])) or CONSTANT
+    return lambda gg: float(noise.variance(mean_at(gg)))
 
 
 def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int, fit) -> tuple:  # noqa: ANN001

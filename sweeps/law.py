@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from scipy import optimize, stats
 
 from sweeps.finite import finite_or_none
+from sweeps.noise import fit_noise, replicate_stats
 
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
 N_PARAMS = 3  # a, b, c
@@ -112,9 +113,8 @@ def _noise_model(points: list[_Points]) -> list[_Points]:
 
     With a few seeds per point, each point's own standard error is itself very noisy (2 degrees of
     freedom with 3 seeds), and weighting by it makes tests and intervals overconfident. We fit
-    log var(seed) = alpha + beta log|mean| (beta in [0, 2]: from constant to multiplicative noise)
-    by least squares weighted by the degrees of freedom, and weight each point by
-    1 / sqrt(var_hat / n). With fewer than 3 points that have >= 2 seeds, the pooled variance is used.
+    the noise model of sweeps.noise (log var(seed) = alpha + beta log|mean|) and weight each point by
+    1 / sqrt(var_hat / n).
     A seed's value cannot vary less than its own measurement noise (a sampled eval's ``gap_se``), so
     var_hat is at least the point's mean squared measurement error; with one seed per point that
     measurement error alone gives the weights.
@@ -122,24 +122,14 @@ def _noise_model(points: list[_Points]) -> list[_Points]:
     y = np.concatenate([p.y for p in points])
     n = np.concatenate([p.n for p in points])
     meas = np.concatenate([p.meas_var for p in points])
-    var = np.concatenate([np.array([v.var(ddof=1) if v.size > 1 else np.nan for v in p.values]) for p in points])
-    ok = np.isfinite(var) & (var > _TINY) & (np.abs(y) > _TINY)
-    if not ok.any():
+    _, var, _ = replicate_stats([v for p in points for v in p.values])
+    noise = fit_noise(y, var, n - 1.0)
+    if noise is None:
         known = np.isfinite(meas) & (meas > _TINY)
         if not known.any():
             return points
         return _weighted(points, np.where(known, meas, meas[known].mean()))
-    dof = (n - 1.0)[ok]
-    pooled = float((var[ok] * dof).sum() / dof.sum())
-    model = np.full(y.size, pooled)
-    if ok.sum() >= 3 and np.ptp(np.log(np.abs(y[ok]))) > 1e-6:
-        x = np.stack([np.ones(ok.sum()), np.log(np.abs(y[ok]))], axis=1)
-        sw = np.sqrt(dof)
-        alpha, beta = np.linalg.lstsq(x * sw[:, None], np.log(var[ok]) * sw, rcond=None)[0]
-        beta = float(np.clip(beta, 0.0, 2.0))
-        alpha = float(np.average(np.log(var[ok]) - beta * np.log(np.abs(y[ok])), weights=dof))
-        model = np.exp(alpha + beta * np.log(np.maximum(np.abs(y), _TINY)))
-    return _weighted(points, np.fmax(model, meas))  # fmax: a NaN (no measurement error known) is ignored
+    return _weighted(points, np.fmax(noise.variance(y), meas))  # fmax: a NaN (no measurement error known) is ignored
 
 
 def _weighted(points: list[_Points], model: np.ndarray) -> list[_Points]:

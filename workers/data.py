@@ -10,6 +10,7 @@ row to the reward functions. Torch-free, so the controller can check a dataset b
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -108,3 +109,25 @@ def content_digest(*paths: str | Path) -> str:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
     return h.hexdigest()
+
+
+def read_prompt_answer_lines(path: Path) -> list[tuple[str, str]]:
+    """(prompt, answer) of each line of a `{prompt, answer}` jsonl file (task jsonl).
+
+    Raises:
+        ValueError: naming the line, for anything but prompt/answer objects; fewer than 2 rows.
+    """
+    problems = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "answer" not in row:
+            raise ValueError(f'{path}:{i}: each line must be {{"prompt": str, "answer": str or number}}')
+        problems.append((row["prompt"], str(row["answer"])))
+    if len(problems) < 2:
+        raise ValueError(f"{path}: needs at least 2 problems (one to train, one to evaluate), found {len(problems)}")
+    return problems

@@ -1,13 +1,27 @@
-"""The function a Ray worker runs for one trial: build the config, train, log, return plain data."""
+"""What Ray workers run: a trial (by its measure, from MEASURES), a probe, an lr tuning; plain data in and out."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from workers.trainer import TrialConfig, train_trial
+from workers.config import Report, TrialConfig, TrialResult
+from workers.gradient_mse import measure_gradient_mse
+from workers.trainer import train_trial
+
+# spec measure.kind -> what a trial runs: GRPO training then an eval, or the gradient-MSE measurement
+MEASURES: dict[str, Callable[[TrialConfig, Report], TrialResult]] = {"outcome": train_trial, "gradient_mse": measure_gradient_mse}
+
+
+def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
+    """MEASURES[cfg.measure](cfg, report). Raises ValueError for an unknown measure (lists the valid ones)."""
+    if cfg.measure not in MEASURES:
+        raise ValueError(f"unknown measure {cfg.measure!r}; valid: {', '.join(MEASURES)}")
+    return MEASURES[cfg.measure](cfg, report)
 
 
 def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
@@ -18,12 +32,15 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
                      parameters=probe.get("parameters", "all"))  # fmt: skip
 
 
-def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """Train one trial and return ``{status, metrics, reason, steps_done, seconds}``.
+def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None,
+              worker_starts: int = 1) -> dict[str, Any]:  # fmt: skip
+    """Run one trial (its measure) and return ``{status, metrics, reason, steps_done, seconds}``.
 
     Args:
         config: TrialConfig fields.
         tracking_uri, run_id: MLflow run to log per-step metrics into (skipped when None).
+        worker_starts: how many times a worker process started this trial since its launch (1 + Ray's
+            restarts); logged as the metric ``worker_starts`` when above 1.
     """
     start = time.perf_counter()
     cfg = TrialConfig(**config)
@@ -31,9 +48,12 @@ def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: s
     if tracking_uri and run_id:
         from workers.tracking import RunLogger
 
-        logger = RunLogger(tracking_uri, run_id)
+        resume = bool(cfg.checkpoint_dir) and (Path(cfg.checkpoint_dir) / "checkpoint.pt").exists()
+        logger = RunLogger(tracking_uri, run_id, resume=resume)
+        if worker_starts > 1:
+            logger({"worker_starts": float(worker_starts)}, 0)
     try:
-        result = train_trial(cfg, logger or (lambda m, s: None))
+        result = run_measure(cfg, logger or (lambda m, s: None))
     except BaseException:
         if logger is not None:
             logger.flush()  # best effort: the trial's own error is the one to report
@@ -87,6 +107,21 @@ def run_tune_lr(config: dict[str, Any], tune: dict[str, Any], tracking_uri: str 
     return {**result, "seconds": time.perf_counter() - start}
 
 
+def count_start(checkpoint_dir: str | None) -> int:
+    """Add one to the trial's count of worker starts (``<checkpoint_dir>/starts``, read by the controller
+    to report Ray's restarts) and return it; 1 without a checkpoint folder."""
+    if not checkpoint_dir:
+        return 1
+    path = Path(checkpoint_dir) / "starts"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        starts = int(path.read_text() or 0) + 1
+    except (OSError, ValueError):
+        starts = 1
+    path.write_text(str(starts))
+    return starts
+
+
 class TrialRunner:
     """One trial in a background thread of its own process, to be wrapped as a detached Ray actor.
 
@@ -103,11 +138,12 @@ class TrialRunner:
         self._done = threading.Event()
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
-        threading.Thread(target=self._run, args=(config, tracking_uri, run_id), name="trial", daemon=True).start()
+        starts = count_start(config.get("checkpoint_dir"))
+        threading.Thread(target=self._run, args=(config, tracking_uri, run_id, starts), name="trial", daemon=True).start()
 
-    def _run(self, config: dict[str, Any], tracking_uri: str | None, run_id: str | None) -> None:
+    def _run(self, config: dict[str, Any], tracking_uri: str | None, run_id: str | None, starts: int) -> None:
         try:
-            self._result = run_trial(config, tracking_uri, run_id)
+            self._result = run_trial(config, tracking_uri, run_id, starts)
         except BaseException as e:  # noqa: BLE001 - handed to the caller of wait()
             self._error = e
         finally:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from workers.batch import sample_batch, setup
+from workers.config import Report, TrialConfig, TrialResult
 from workers.models.base import Policy
 from workers.tasks import Task
-from workers.trainer import Report, TrialConfig, TrialResult, sample_batch, setup
 
 REFERENCE_CHUNK = 512  # prompts per forward pass of the exact gradient
 

@@ -23,9 +23,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from sweeps.components import VarianceComponents
+from workers.batch import setup
+from workers.config import TrialConfig
 from workers.models.base import Policy
 from workers.tasks.base import completion_ids_of
-from workers.trainer import TrialConfig, setup
 
 
 @dataclass(frozen=True)
@@ -68,21 +70,7 @@ def prompt_stats(rewards: np.ndarray, scores: np.ndarray) -> PromptStats:
     return PromptStats(zeta1=tri_sum / n3 - g2, zeta2=pair_sum / n2 - g2, g_norm2=g2, u=total / n2)
 
 
-@dataclass(frozen=True)
-class Components:
-    tau2: float
-    sigma2: float
-    kappa: float
-
-    @property
-    def g_star(self) -> float:
-        """1 + sqrt(kappa / tau2); inf when tau2 <= 0 (larger G always better), 1 when kappa <= 0."""
-        if self.tau2 <= 0:
-            return math.inf
-        return 1.0 + math.sqrt(max(self.kappa, 0.0) / self.tau2)
-
-
-def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> Components:
+def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> VarianceComponents:
     """Average per-prompt estimates (optionally a bootstrap resample ``idx`` of prompt indices).
 
     ||E_x g_x||^2 is estimated without bias by the mean of <u_k, u_l> over pairs of different prompts.
@@ -97,7 +85,7 @@ def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> Componen
     counts = np.bincount(idx, minlength=k).astype(np.float64)
     cross_pairs = counts.sum() ** 2 - (counts**2).sum()
     cross = (counts @ gram @ counts - (counts**2 * np.diag(gram)).sum()) / max(cross_pairs, 1.0)
-    return Components(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
+    return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
 
 
 class CountSketch:

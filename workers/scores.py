@@ -117,7 +117,8 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torc
 def batched_scores(model: torch.nn.Module, rollout: Rollout, temperature: float, params: list[torch.nn.Parameter],
                    project: Callable[[torch.Tensor], torch.Tensor] | None, chunk: int = 64) -> torch.Tensor:  # fmt: skip
     """(S, D) float64 per-completion score vectors over ``params`` (flattened in their order; accumulated in
-    float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given (a CountSketch block by block).
+    float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given (a
+    CountSketch block by block).
     ``chunk`` completions share one forward and backward pass.
 
     Raises:

@@ -81,15 +81,24 @@ class RunLogger:
     final ``flush(final=True)`` raises instead.
     """
 
-    def __init__(self, tracking_uri: str, run_id: str, flush_every: int = 500) -> None:
+    def __init__(self, tracking_uri: str, run_id: str, flush_every: int = 500, resume: bool = False) -> None:
+        """With ``resume`` (a trial continuing from its checkpoint), points of steps the run already holds
+        for a key are not sent again: the steps redone since the checkpoint keep one point each."""
         self.client = mlflow_client(tracking_uri)
         self.run_id = run_id
         self.flush_every = flush_every
         self._buffer: list[Metric] = []
+        self._logged: dict[str, int] = {}  # key -> last step the run already holds
+        if resume:
+            keys = mlflow_call(self.client.get_run, run_id).data.metrics
+            for key in keys:
+                history = mlflow_call(self.client.get_metric_history, run_id, key)
+                self._logged[key] = max((m.step for m in history), default=-1)
 
     def __call__(self, metrics: dict[str, float], step: int) -> None:
         now = int(time.time() * 1000)
-        self._buffer += [Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))]
+        self._buffer += [Metric(k, float(v), now, step) for k, v in metrics.items()
+                         if math.isfinite(float(v)) and step > self._logged.get(k, -1)]  # fmt: skip
         if len(self._buffer) >= self.flush_every:
             self.flush()
 

@@ -12,99 +12,21 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
-from sweeps.planner import TrialPlan
-from sweeps.spec import SweepSpec
 from workers import algos
+from workers.batch import Batch, sample_batch, score_completions, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
+from workers.config import Report, TrialConfig, TrialResult
 from workers.models.base import Policy
-from workers.models.loading import load_policy
-from workers.rewards import RewardBatch, RewardError
-from workers.rollout import Rollout
-from workers.tasks import Problem, Task, make_task
-from workers.tasks.base import completion_ids_of
+from workers.rewards import RewardError
+from workers.tasks import Problem, Task
 
-Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
 NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps than this without any signal is no_signal
 EVAL_SEED = 20260101  # common random numbers: every trial samples its eval with the same seed
-
-
-@dataclass(frozen=True)
-class TrialConfig:
-    """Everything one trial needs (plain data, so it travels to Ray workers)."""
-
-    task: dict[str, Any]
-    model: dict[str, Any]
-    group_size: int  # G
-    samples_per_step: int  # B
-    seed: int
-    steps: int  # T
-    advantage: str = "loo"
-    optimizer: str = "adamw"
-    lr: float = 2e-4
-    temperature: float = 1.0
-    max_new_tokens: int = 4
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    reward_scale: float = 1.0
-    inner_steps: int = 1
-    kl_beta: float = 0.0
-    loss_aggregation: str = "seq_mean_token_mean"
-    max_grad_norm: float = 1.0
-    eval_prompts: int = 512
-    eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
-    eval_batch_size: int = 256  # completions per generation pass of the eval
-    micro_batch_size: int | None = None  # completions per forward/backward pass; None: all of B
-    generation_batch_size: int | None = None  # completions per generate() call; None: all of B
-    gradient_checkpointing: bool = False
-    measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
-    mse_repeats: int = 256
-    cache_dir: str = ".groupscale/models"
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 0  # steps; 0 disables
-    device: str = "cpu"  # or cuda (bf16 autocast)
-    num_threads: int = 1
-
-    @property
-    def prompts_per_step(self) -> int:  # N
-        return self.samples_per_step // self.group_size
-
-    @classmethod
-    def from_spec(
-        cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path, checkpoint_dir: str | Path | None = None
-    ) -> TrialConfig:
-        g = spec.grpo
-        return cls(
-            task=spec.task.model_dump(), model=spec.model.model_dump(exclude_none=True),
-            group_size=plan.group_size, samples_per_step=plan.samples_per_step, seed=plan.seed, steps=spec.steps,
-            advantage=g.advantage, optimizer=g.optimizer, lr=g.lr, temperature=g.temperature,
-            max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, clip_eps_high=g.clip_eps_high,
-            reward_scale=g.reward_scale, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
-            loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
-            eval_samples_per_prompt=spec.eval.samples_per_prompt, eval_batch_size=spec.eval.batch_size,
-            micro_batch_size=g.micro_batch_size, generation_batch_size=g.generation_batch_size,
-            gradient_checkpointing=g.gradient_checkpointing,
-            measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
-            cache_dir=str(cache_dir), checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-            checkpoint_every=spec.checkpoint_every, device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
-            num_threads=max(1, int(spec.resources.cpus_per_trial)),
-        )  # fmt: skip
-
-
-@dataclass
-class TrialResult:
-    """status: succeeded | failed | no_signal; metrics: final metrics; reason: why, if not succeeded."""
-
-    status: str
-    metrics: dict[str, float] = field(default_factory=dict)
-    reason: str | None = None
-    steps_done: int = 0
 
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
@@ -115,76 +37,6 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # no
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](params, lr=lr)
-
-
-def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
-    """Seed everything from cfg.seed, build the task and load the policy."""
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
-    torch.set_num_threads(cfg.num_threads)
-    torch.manual_seed(cfg.seed)
-    task = make_task(cfg.task)
-    policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
-    policy.module.to(cfg.device)
-    if cfg.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
-        policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return task, policy, np.random.default_rng(cfg.seed)
-
-
-@dataclass
-class Batch:
-    """One step's data: N prompts x G completions (B in all), completions of one group adjacent."""
-
-    problems: list[Problem]  # (N,)
-    rollout: Rollout  # S = B completions
-    rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale)
-    advantages: torch.Tensor  # (B,) float32, of the scaled rewards
-    seconds_generate: float = 0.0  # sampling the completions
-    seconds_score: float = 0.0  # rewards, values and advantages
-    reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
-
-
-def score_completions(task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator,
-                      step: int = 0, max_steps: int = 0) -> RewardBatch:  # fmt: skip
-    """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
-    the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
-    if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
-        return task.score(problems, rollout.texts, completion_ids_of(rollout), step, max_steps)
-    return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
-
-
-def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
-    """Sample N = B/G prompts, G completions each, score them and compute group advantages.
-
-    Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
-
-    Raises:
-        workers.rewards.RewardError: a reward function failed.
-        workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
-    """
-    n, g = cfg.prompts_per_step, cfg.group_size
-    problems = task.sample_train(n, rng)
-    expanded = [p for p in problems for _ in range(g)]
-    t0 = time.perf_counter()
-    chunk = max(g, (cfg.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
-    ro = Rollout.concat([
-        policy.sample([p.prompt for p in expanded[i : i + chunk]], max_new_tokens=cfg.max_new_tokens,
-                      temperature=cfg.temperature, group_size=g)
-        for i in range(0, len(expanded), chunk)
-    ], group_size=g)  # fmt: skip
-    t1 = time.perf_counter()
-    scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
-    rewards = torch.as_tensor(scored.rewards).view(n, g)
-    values = None
-    if cfg.advantage in algos.NEEDS_VALUES:
-        with torch.no_grad():
-            values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-        values = values.float().cpu() * cfg.reward_scale
-    adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
-    extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
-    extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
-    return Batch(problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1,
-                 reward_metrics=extra)  # fmt: skip
 
 
 SAMPLES_LOGGED = 12  # eval completions per trial written to MLflow's table (prompt, completion, reward)
@@ -356,12 +208,11 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
     A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
     Raises:
-        ValueError: unknown task, preset, advantage, optimizer or loss aggregation.
+        ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
+            outcome (workers.entry.run_measure runs each measure).
     """
-    if cfg.measure == "gradient_mse":
-        from workers.gradient_mse import measure_gradient_mse
-
-        return measure_gradient_mse(cfg, report)
+    if cfg.measure != "outcome":
+        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.entry.run_measure")
     task, policy, rng = setup(cfg)
     ref = copy.deepcopy(policy) if cfg.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:

@@ -32,7 +32,8 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from workers.trainer import Report, TrialConfig, train_trial
+from workers.config import Report, TrialConfig
+from workers.trainer import train_trial
 
 # The final metric a tuning trial is judged by, and whether lower or higher is better.
 DIRECTIONS = {"gap": "minimize", "eval_accuracy": "maximize", "eval_accuracy_sampled": "maximize"}

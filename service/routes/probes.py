@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
+from service.lifecycle import ProbeStatus
 from service.results import probe_public
 from service.schemas import ProbePublic
 from service.store import Probe
@@ -18,7 +19,7 @@ def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, schedu
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
     preflight_or_422(spec, settings, scheduler)
     with store.session() as s:
-        probe = Probe(spec=spec.model_dump(mode="json"), status="queued")
+        probe = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED)
         s.add(probe)
         s.flush()
         return probe_public(probe)
@@ -26,7 +27,7 @@ def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, schedu
 
 @router.get("/{probe_id}")
 def get_probe(probe_id: str, store: StoreDep) -> ProbePublic:
-    with store.session() as s:
+    with store.read() as s:
         probe = s.get(Probe, probe_id)
         if probe is None:
             raise HTTPException(404, f"no probe with id {probe_id!r}")

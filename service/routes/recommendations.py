@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import or_, select
 
 from service.deps import StoreDep
+from service.lifecycle import SweepStatus
 from service.schemas import Recommendation
 from service.store import Sweep
 from sweeps.law import LawFit, recommend_group_size
@@ -39,8 +40,9 @@ def recommend(
     G* does not depend on the budget (THEORY.md), so for a given B the answer is the divisor of B
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
     """
-    with store.session() as s:
-        finished = select(Sweep).where(Sweep.status == "succeeded", Sweep.fit.is_not(None)).order_by(Sweep.created_at.desc())
+    with store.read() as s:
+        finished = select(Sweep).where(Sweep.status == SweepStatus.SUCCEEDED, Sweep.fit.is_not(None))
+        finished = finished.order_by(Sweep.created_at.desc())
         exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
         # A label (my-math) or a model folder's path names every version of it: answer only when that is one.
         sweeps = exact or list(s.scalars(finished.where(

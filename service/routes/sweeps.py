@@ -8,21 +8,23 @@ from fastapi import APIRouter, Header, HTTPException, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from service import lifecycle
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.identity import model_key, task_key
+from service.lifecycle import SweepStatus
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
-from service.store import SWEEP_TERMINAL, Sweep, Trial
+from service.store import Sweep, Trial
 from sweeps.law import LawFit
 from sweeps.spec import SweepSpec
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
 
 
-def _public(sweep: Sweep, tracking: TrackingDep) -> SweepPublic:
+def _public(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
     uri = tracking.public_uri if tracking else None
     url = tracking.run_url(sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) if tracking else None
-    return sweep_public(sweep, uri, url)
+    return sweep_public(sweep, store.spec(sweep), uri, url)
 
 
 def _get(store: StoreDep, s, sweep_id: str) -> Sweep:  # noqa: ANN001
@@ -43,31 +45,27 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> SweepPublic:
     """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
+    with store.read() as s:
+        replay = _replay(s, spec, idempotency_key, response, store, tracking)
+        if replay is not None:
+            return replay
+    preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files for a while
     try:
         with store.session() as s:
-            replay = _replay(s, spec, idempotency_key, response, tracking)
-            if replay is not None:
-                return replay
-            preflight_or_422(spec, settings, scheduler)
-            sweep = Sweep(
-                name=spec.name,
-                spec=spec.model_dump(mode="json"),
-                task_name=task_key(spec),
-                model_name=model_key(spec),
-                idempotency_key=idempotency_key,
-                status="queued",
-            )
+            sweep = Sweep(name=spec.name, spec=spec.model_dump(mode="json"), task_name=task_key(spec),
+                          model_name=model_key(spec), idempotency_key=idempotency_key, status=SweepStatus.QUEUED)  # fmt: skip
             s.add(sweep)
             s.flush()
-            return _public(sweep, tracking)
+            return _public(sweep, store, tracking)
     except IntegrityError:  # the same new key in two requests at once: the other one stored it first
         if not idempotency_key:
             raise
-        with store.session() as s:
-            return _replay(s, spec, idempotency_key, response, tracking)
+        with store.read() as s:
+            return _replay(s, spec, idempotency_key, response, store, tracking)
 
 
-def _replay(s, spec: SweepSpec, key: str | None, response: Response, tracking: TrackingDep) -> SweepPublic | None:  # noqa: ANN001
+def _replay(s, spec: SweepSpec, key: str | None, response: Response, store: StoreDep,  # noqa: ANN001
+            tracking: TrackingDep) -> SweepPublic | None:  # fmt: skip
     """The sweep stored under Idempotency-Key ``key`` (status 200), None if there is none.
 
     Raises:
@@ -81,38 +79,35 @@ def _replay(s, spec: SweepSpec, key: str | None, response: Response, tracking: T
     if existing.spec != spec.model_dump(mode="json"):
         raise HTTPException(409, f"Idempotency-Key {key!r} was used for a different spec (sweep {existing.id}); use a new key")
     response.status_code = 200
-    return _public(existing, tracking)
+    return _public(existing, store, tracking)
 
 
 @router.get("")
 def list_sweeps(store: StoreDep, tracking: TrackingDep, limit: int = 100) -> list[SweepPublic]:
-    with store.session() as s:
+    with store.read() as s:
         rows = s.scalars(select(Sweep).order_by(Sweep.created_at.desc()).limit(max(1, min(limit, 1000))))
-        return [_public(w, tracking) for w in rows]
+        return [_public(w, store, tracking) for w in rows]
 
 
 @router.get("/{sweep_id}")
 def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
-    with store.session() as s:
-        return _public(_get(store, s, sweep_id), tracking)
+    with store.read() as s:
+        return _public(_get(store, s, sweep_id), store, tracking)
 
 
 @router.delete("/{sweep_id}", dependencies=[Authorized])
 def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
-    """Cancel: pending trials are cancelled now, running ones are stopped by the scheduler within seconds."""
+    """Cancel: the sweep, its trials and lr tunings are cancelled now (service.lifecycle.cancel_sweep); the
+    scheduler stops the running ones' workers within seconds and then ends the MLflow runs."""
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
-        if sweep.status not in SWEEP_TERMINAL:
-            sweep.status, sweep.error = "cancelled", "cancelled by request"
-            for t in sweep.trials:
-                if t.status == "pending":
-                    t.status = "cancelled"
-        return _public(sweep, tracking)
+        lifecycle.cancel_sweep(s, sweep)
+        return _public(sweep, store, tracking)
 
 
 @router.get("/{sweep_id}/trials")
 def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
-    with store.session() as s:
+    with store.read() as s:
         _get(store, s, sweep_id)
         return [trial_public(t) for t in s.scalars(select(Trial).where(Trial.sweep_id == sweep_id).order_by(Trial.position))]
 
@@ -120,11 +115,11 @@ def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
 @router.get("/{sweep_id}/fit")
 def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
     """The sweep's final fit; while it runs, a provisional fit of the trials finished so far."""
-    with store.session() as s:
+    with store.read() as s:
         sweep = _get(store, s, sweep_id)
         if sweep.fit is not None:
             return LawFit.model_validate(sweep.fit)
-        fit = fit_from_trials(sweep.trials, SweepSpec.model_validate(sweep.spec), n_boot=50)
-        kind = "provisional" if sweep.status in ("queued", "running", "fitting") else "partial"
+        fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)
+        kind = "provisional" if sweep.status not in lifecycle.SWEEP_TERMINAL else "partial"
         fit.message = f"{kind} (sweep {sweep.status}, fit of the trials that finished): " + fit.message
         return fit

@@ -180,12 +180,8 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
     assert set(steps) == set(range(1, 301))  # no step lost
     (resumed,) = client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")
     assert resumed.value > 0 and resumed.value % 20 == 0  # the retry started from a checkpoint
-    # Only steps after that checkpoint were redone, and at most checkpoint_every of them: the trainer
-    # logs a step's points before it saves that step's checkpoint, so a kill between the two redoes
-    # all 20 steps since the previous checkpoint (never more, never a step before it).
-    redone = sorted(s for s in set(steps) if steps.count(s) > 1)
-    start = int(resumed.value) + 1
-    assert redone == list(range(start, start + len(redone))) and len(redone) <= 20, (resumed.value, redone)
+    # The steps redone since that checkpoint were logged before the kill: one point per step all the same.
+    assert len(steps) == 300, sorted(s for s in set(steps) if steps.count(s) > 1)
 
 
 def test_twenty_clients_submit_at_once_and_every_sweep_succeeds(stack):

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from sweeps.law import fit_law
+from workers.entry import run_measure
 from workers.probe import prompt_stats, run_probe
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, train_trial
+from workers.trainer import TrialConfig
 
 TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
 EXACT_G_STAR = 4.205
@@ -54,7 +55,7 @@ def test_exact_components_match_an_independent_monte_carlo():
 
 @pytest.mark.parametrize("g, b", [(2, 48), (4, 48), (12, 48), (8, 96)])
 def test_gradient_mse_mode_traces_the_exact_mse(g, b):
-    r = train_trial(bandit_cfg(group_size=g, samples_per_step=b, measure="gradient_mse", mse_repeats=3000))
+    r = run_measure(bandit_cfg(group_size=g, samples_per_step=b, measure="gradient_mse", mse_repeats=3000))
     m = r.metrics
     assert m["grad_mse_exact"] == pytest.approx(make_task(TASK).exact_components().gradient_mse(g, b))
     assert m["grad_mse"] == pytest.approx(m["grad_mse_exact"], rel=0.05)
@@ -85,7 +86,7 @@ def test_gradient_mse_sweep_interval_contains_the_exact_g_star():
     for b in (48, 96):
         for g in (2, 3, 4, 6, 8, 12, 16):
             for seed in (0, 1, 2):
-                r = train_trial(bandit_cfg(group_size=g, samples_per_step=b, seed=seed, measure="gradient_mse", mse_repeats=300))
+                r = run_measure(bandit_cfg(group_size=g, samples_per_step=b, seed=seed, measure="gradient_mse", mse_repeats=300))
                 rows.append((g, b, seed, r.metrics["grad_mse"]))
     fit = fit_law(*zip(*rows), metric="grad_mse")
     assert fit.status == "ok"

@@ -16,34 +16,16 @@ Zhou et al., arXiv 2603.01162): with s(a) = (e_a - pi)/T in row x of theta and V
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from sweeps.components import VarianceComponents
 from workers.tasks.base import Problem
 
 
-@dataclass(frozen=True)
-class BanditComponents:
-    """Variance components of the per-prompt policy gradient (units: squared gradient norm)."""
-
-    tau2: float
-    sigma2: float
-    kappa: float
-
-    @property
-    def g_star(self) -> float:
-        return 1.0 + math.sqrt(max(self.kappa, 0.0) / self.tau2) if self.tau2 > 0 else math.inf
-
-    def gradient_mse(self, group_size: int, samples_per_step: int) -> float:
-        """Exact E||g_hat - g||^2 of the loo batch gradient at (G, B)."""
-        g = group_size
-        return (self.tau2 * g + self.sigma2 + self.kappa / (g - 1)) / samples_per_step
-
-
-def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> BanditComponents:
+def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> VarianceComponents:
     """Enumerate tau2, sigma2, kappa for the softmax policy ``logits`` (M, K) and success rates p (M, K)."""
     m, k = logits.shape
     z = logits / temperature
@@ -68,7 +50,7 @@ def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0
         grads[x] = g
     # g_x is embedded in row x of an (M, K) parameter, so rows of different contexts are orthogonal.
     tau2 = (grads**2).sum(axis=1).mean() - ((grads / m) ** 2).sum()
-    return BanditComponents(tau2=float(tau2), sigma2=float(sigma2.mean()), kappa=float(kappa.mean()))
+    return VarianceComponents(tau2=float(tau2), sigma2=float(sigma2.mean()), kappa=float(kappa.mean()))
 
 
 @dataclass(frozen=True)
@@ -93,7 +75,7 @@ class BanditTask:
     def success_rates(self) -> np.ndarray:
         return self._tables[1].copy()
 
-    def exact_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> BanditComponents:
+    def exact_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> VarianceComponents:
         return exact_components(self.initial_logits if logits is None else logits, self._tables[1], temperature)
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:

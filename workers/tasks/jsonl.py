@@ -9,7 +9,6 @@ answer) or ``numeric_match`` (the completion's final answer equals the answer's 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workers.data import read_prompt_answer_lines
 from workers.rewards import exact_match, numeric_match
 from workers.tasks.base import Problem, monte_carlo_value, split_rows
 
@@ -24,21 +24,8 @@ REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "
 
 
 def read_problems(path: Path) -> list[Problem]:
-    """Parse the file. Raises ValueError naming the line for anything but prompt/answer objects."""
-    problems = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "answer" not in row:
-            raise ValueError(f'{path}:{i}: each line must be {{"prompt": str, "answer": str or number}}')
-        problems.append(Problem(row["prompt"], str(row["answer"])))
-    if len(problems) < 2:
-        raise ValueError(f"{path}: needs at least 2 problems (one to train, one to evaluate), found {len(problems)}")
-    return problems
+    """Parse the file (workers.data.read_prompt_answer_lines). Raises ValueError naming the line."""
+    return [Problem(prompt, answer) for prompt, answer in read_prompt_answer_lines(path)]
 
 
 @dataclass(frozen=True)

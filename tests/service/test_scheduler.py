@@ -1,0 +1,362 @@
+"""The scheduler's tick against a fake backend (no Ray, no MLflow server): admission, resource limits,
+cancel in each state, restart reconciliation, retries, and the race of a cancel with a completion."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sqlalchemy import update
+
+from service import lifecycle
+from service.lifecycle import IllegalTransition, SweepStatus, TrialStatus, TuningStatus
+from service.scheduler import Scheduler
+from service.scheduler.jobs import trial_actor_name
+from service.settings import Settings
+from service.store import LrTuning, Probe, Store, Sweep, Trial
+
+SPEC = {"name": "unit", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4, 8],
+        "samples_per_step": [16], "seeds": [0, 1], "steps": 5}  # fmt: skip
+RESULT = {"status": "succeeded", "metrics": {"gap": 0.1}, "reason": None, "steps_done": 5, "seconds": 1.0}
+
+
+class Died(Exception):
+    """The fake's stand-in for Ray's RayActorError."""
+
+
+class Work:
+    def __init__(self, kind, name, cpus, gpus):
+        self.kind, self.name, self.cpus, self.gpus = kind, name, cpus, gpus
+        self.value, self.error, self.ended = None, None, False
+
+
+class FakeBackend:
+    """The Backend protocol in memory; the test ends work with finish / die."""
+
+    def __init__(self, cpus=2.0, gpus=0.0, busy_elsewhere=0.0):
+        self.total = {"CPU": cpus, "GPU": gpus}
+        self.busy_elsewhere = busy_elsewhere  # another user's work on a shared cluster
+        self.work: dict[str, Work] = {}
+        self.alive: dict[str, str] = {}  # trial actor name -> handle
+        self.cancelled: list[str] = []
+        self._ids = itertools.count()
+
+    def connect(self): ...
+    def disconnect(self): ...
+    def connected(self):
+        return True
+
+    def total_resources(self):
+        return dict(self.total)
+
+    def available_resources(self):
+        used = sum(w.cpus for w in self.work.values() if not w.ended)
+        return {"CPU": self.total["CPU"] - used - self.busy_elsewhere, "GPU": self.total["GPU"]}
+
+    def start_trial(self, name, args, cpus, gpus):
+        handle = f"h{next(self._ids)}"
+        self.work[handle] = Work("trial", name, cpus, gpus)
+        self.alive[name] = handle
+        return handle
+
+    def attach_trial(self, name):
+        return self.alive.get(name)
+
+    def trial_names(self):
+        return set(self.alive)
+
+    def start_task(self, fn, args, cpus, gpus, retries):
+        handle = f"h{next(self._ids)}"
+        self.work[handle] = Work(fn.__name__, None, cpus, gpus)
+        return handle
+
+    def wait(self, handles, timeout_s):
+        ready = [h for h in handles if self.work[h].ended]
+        for h in handles:  # a kill takes effect a moment later, as on Ray: it shows at the next wait
+            if getattr(self.work[h], "dying", False) and not self.work[h].ended:
+                self.die(h)
+        return ready
+
+    def result(self, handle):
+        w = self.work[handle]
+        if w.error is not None:
+            raise w.error
+        return w.value
+
+    def kill_trial(self, name):
+        handle = self.alive.pop(name, None)
+        if handle and not self.work[handle].ended:
+            self.work[handle].dying = True
+
+    def cancel(self, handle):
+        self.cancelled.append(handle)
+        self.fail(handle, Died("cancelled"))
+
+    def describe(self, e):
+        return f"{type(e).__name__}: {e}", isinstance(e, Died)
+
+    # the test's controls
+    def running(self, kind="trial"):
+        return [h for h, w in self.work.items() if w.kind == kind and not w.ended]
+
+    def finish(self, handle, value=None):
+        w = self.work[handle]
+        w.value, w.ended = (dict(RESULT) if value is None else value), True
+
+    def fail(self, handle, error):
+        w = self.work[handle]
+        w.error, w.ended = error, True
+
+    def die(self, handle):
+        self.fail(handle, Died("The actor died unexpectedly"))
+
+
+class FakeTracking:
+    """Records the MLflow calls in order (the parent run must end after its children)."""
+
+    uri = "fake://"
+
+    def __init__(self):
+        self.calls = []
+        self._runs = itertools.count()
+
+    def start_sweep(self, sweep_id, spec, key):
+        return "exp", f"parent-{sweep_id}"
+
+    def start_trial(self, exp, parent, spec, trial_id, g, b, seed, lr):
+        return f"run-{trial_id}"
+
+    def end_trial(self, run_id, status, reason=None):
+        self.calls.append(("end_trial", run_id, status))
+
+    def end_sweep(self, run_id, fit, title, status="FINISHED"):
+        self.calls.append(("end_sweep", run_id, status))
+
+    def kill(self, run_id):
+        self.calls.append(("kill", run_id))
+
+    def kill_tuning_runs(self, parent, g, b):
+        self.calls.append(("kill_tuning_runs", parent, g, b))
+
+    def log_values(self, *a, **k): ...
+    def log_decision(self, *a, **k): ...
+    def log_probe(self, *a):
+        return "probe-run"
+
+
+@pytest.fixture
+def env(tmp_path):
+    settings = Settings(data_dir=tmp_path, poll_interval_s=0.01)
+    store = Store(settings.resolved_database_url)
+    backend, tracking = FakeBackend(), FakeTracking()
+    sched = Scheduler(store, settings, tracking, backend)
+    yield store, backend, tracking, sched
+    store.engine.dispose()
+
+
+def submit(store, **changes):
+    with store.session() as s:
+        sweep = Sweep(name="unit", spec={**SPEC, **changes}, task_name="bandit", model_name="tabular")
+        s.add(sweep)
+        s.flush()
+        return sweep.id
+
+
+def statuses(store, sweep_id):
+    with store.read() as s:
+        return [t.status for t in s.get(Sweep, sweep_id).trials]
+
+
+def tick(sched, n=1):
+    for _ in range(n):
+        sched.tick(wait_s=0)
+
+
+def test_admission_creates_the_plan_and_launches_only_what_fits(env):
+    store, backend, _, sched = env
+    sid = submit(store)
+    tick(sched)
+    assert statuses(store, sid).count(TrialStatus.RUNNING) == 2 and len(statuses(store, sid)) == 6  # 3 G x 2 seeds, 2 CPUs
+    assert len(backend.running()) == 2
+    backend.finish(backend.running()[0])
+    tick(sched, 2)  # collected on the first tick, its CPU reused on the next
+    assert statuses(store, sid).count(TrialStatus.SUCCEEDED) == 1 and statuses(store, sid).count(TrialStatus.RUNNING) == 2
+
+
+def test_other_users_work_on_a_shared_cluster_holds_launches_back(env):
+    store, backend, _, sched = env
+    backend.busy_elsewhere = 1.0
+    sid = submit(store)
+    tick(sched, 2)
+    assert statuses(store, sid).count(TrialStatus.RUNNING) == 1  # one of the two CPUs is someone else's
+
+
+def test_a_probe_waits_for_free_resources_like_every_kind(env):
+    store, backend, _, sched = env
+    submit(store)
+    tick(sched)
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p"})
+        s.add(probe)
+        s.flush()
+        probe_id = probe.id
+    tick(sched)
+    with store.read() as s:
+        assert s.get(Probe, probe_id).status == "queued"  # both CPUs hold trials
+    backend.finish(backend.running()[0])
+    tick(sched, 2)
+    with store.read() as s:
+        assert s.get(Probe, probe_id).status == "running"
+
+
+def test_a_finished_sweep_is_fitted_and_its_parent_run_ends_after_every_child(env):
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2, 4], seeds=[0])
+    tick(sched)
+    for h, g in zip(backend.running(), (0.3, 0.1)):
+        backend.finish(h, {**RESULT, "metrics": {"gap": g}})
+    tick(sched)
+    with store.read() as s:
+        sweep = s.get(Sweep, sid)
+        assert sweep.status == SweepStatus.SUCCEEDED and sweep.fit is not None and sweep.mlflow_closed
+    kinds = [c[0] for c in tracking.calls]
+    assert kinds.count("end_trial") == 2 and kinds[-1] == "end_sweep"
+
+
+def test_cancel_of_a_queued_sweep_launches_nothing(env):
+    store, backend, tracking, sched = env
+    sid = submit(store)
+    with store.session() as s:
+        assert lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    tick(sched)
+    with store.read() as s:
+        assert s.get(Sweep, sid).status == SweepStatus.CANCELLED and not s.get(Sweep, sid).trials
+    assert not backend.work
+
+
+def test_cancel_of_a_running_sweep_kills_its_workers_then_ends_the_parent_run(env):
+    store, backend, tracking, sched = env
+    sid = submit(store)
+    tick(sched)
+    running = backend.running()
+    with store.session() as s:
+        assert lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    assert set(statuses(store, sid)) == {TrialStatus.CANCELLED}  # pending and running, at once
+    # The killed workers are collected a tick later; the parent run ends only after their runs.
+    tick(sched, 2)
+    assert not backend.running() and all(backend.work[h].ended for h in running)
+    ends = [c for c in tracking.calls if c[0] in ("end_trial", "end_sweep")]
+    assert [c[0] for c in ends] == ["end_trial", "end_trial", "end_sweep"] and ends[-1][2] == "KILLED"
+    assert all(c[2] == TrialStatus.CANCELLED for c in ends[:2])
+    with store.read() as s:
+        assert s.get(Sweep, sid).mlflow_closed
+    tick(sched)
+    assert [c[0] for c in tracking.calls].count("end_sweep") == 1
+
+
+def test_cancel_during_lr_tuning_ends_every_tuning_and_trial(env):
+    store, backend, tracking, sched = env
+    sid = submit(store, tune_lr={"low": 1e-4, "high": 1e-1, "trials": 2, "steps": 2})
+    tick(sched)
+    with store.read() as s:
+        tunings = [t.status for t in s.get(Sweep, sid).lr_tunings]
+    assert tunings.count(TuningStatus.RUNNING) == 2 and tunings.count(TuningStatus.PENDING) == 1
+    assert not backend.running("trial")  # trials wait for the tuned learning rates
+    with store.session() as s:
+        lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    tick(sched)
+    with store.read() as s:
+        sweep = s.get(Sweep, sid)
+        assert {t.status for t in sweep.lr_tunings} == {TuningStatus.CANCELLED}
+        assert {t.status for t in sweep.trials} == {TrialStatus.CANCELLED}
+        assert sweep.mlflow_closed
+    assert len(backend.cancelled) == 2 and not backend.running("run_tune_lr")
+    assert sum(c[0] == "kill_tuning_runs" for c in tracking.calls) == 2  # the killed searches' runs
+
+
+def test_a_completion_racing_a_cancel_does_not_undo_it(env):
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    (handle,) = backend.running()
+    backend.finish(handle)  # the trial ended ...
+    with store.session() as s:  # ... and the cancel landed before the scheduler collected it
+        lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    tick(sched)
+    assert statuses(store, sid) == [TrialStatus.CANCELLED]
+    assert ("end_trial", f"run-{_trial_ids(store, sid)[0]}", TrialStatus.CANCELLED) in tracking.calls
+
+
+def _trial_ids(store, sid):
+    with store.read() as s:
+        return [t.id for t in s.get(Sweep, sid).trials]
+
+
+def test_a_worker_that_died_after_its_retries_fails_saying_so(env):
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    (tid,) = _trial_ids(store, sid)
+    ckpt = sched.ctx.checkpoint_dir(tid)
+    ckpt.mkdir(parents=True)
+    (ckpt / "starts").write_text("3")  # Ray restarted the worker twice, then it died a third time
+    backend.die(backend.running()[0])
+    tick(sched)
+    with store.read() as s:
+        trial = s.get(Trial, tid)
+        assert trial.status == TrialStatus.FAILED and trial.attempts == 3
+        assert trial.reason.startswith("the worker died 3 times (GROUPSCALE_TRIAL_RETRIES=2)")
+    assert not ckpt.exists()
+
+
+def test_restart_reattaches_live_trials_and_resumes_the_others(env, tmp_path):
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2, 4], seeds=[0])
+    tick(sched)
+    ids = _trial_ids(store, sid)
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p"}, status="running")
+        s.add(probe)
+        s.flush()
+        probe_id = probe.id
+    # The controller dies; one trial's actor is gone with its node, the other still runs.
+    backend.die(backend.alive.pop(trial_actor_name(ids[1])))
+    fresh = Scheduler(store, sched.ctx.settings, tracking, backend)
+    fresh.reconcile()
+    assert [w.id for w in fresh.inflight.values()] == [ids[0]]
+    with store.read() as s:
+        assert s.get(Trial, ids[0]).status == TrialStatus.RUNNING and s.get(Trial, ids[1]).status == TrialStatus.PENDING
+        assert s.get(Probe, probe_id).status == "queued"
+    fresh.tick(wait_s=0)  # probes go first: the probe runs again on the free CPU
+    with store.read() as s:
+        assert s.get(Probe, probe_id).status == "running"
+    backend.finish(backend.running("run_probe_task")[0], {"g_star": 4.0})
+    tick(fresh, 2)  # then the lost trial starts again (it resumes from its checkpoint in the worker)
+    assert statuses(store, sid) == [TrialStatus.RUNNING, TrialStatus.RUNNING]
+
+
+def test_the_transition_table_refuses_illegal_moves(env):
+    store, *_ = env
+    sid = submit(store)
+    with store.session() as s:
+        sweep = s.get(Sweep, sid)
+        with pytest.raises(IllegalTransition, match="queued -> succeeded"):
+            lifecycle.transition(s, sweep, SweepStatus.SUCCEEDED)
+        assert lifecycle.transition(s, sweep, SweepStatus.RUNNING)
+        tuning = LrTuning(sweep_id=sid, group_size=2, samples_per_step=16, status=TuningStatus.SUCCEEDED)
+        s.add(tuning)
+        s.flush()
+        with pytest.raises(IllegalTransition, match="a final status"):
+            lifecycle.transition(s, tuning, TuningStatus.RUNNING)
+    assert lifecycle.TRIAL_TERMINAL == {"succeeded", "failed", "no_signal", "cancelled"}
+
+
+def test_a_stale_compare_and_set_loses_and_reloads(env):
+    store, *_ = env
+    sid = submit(store)
+    with store.session() as s:
+        stale = s.get(Sweep, sid)  # read as queued; then another writer cancels it (SQL behind the ORM's back)
+        s.execute(update(Sweep).where(Sweep.id == sid).values(status="cancelled").execution_options(synchronize_session=False))
+        assert stale.status == SweepStatus.QUEUED
+        assert not lifecycle.transition(s, stale, SweepStatus.RUNNING)
+        assert stale.status == SweepStatus.CANCELLED
