@@ -35,6 +35,8 @@ bench: setup
 
 lint: setup
 	$(BIN)/ruff check service workers sweeps tests bench
+	$(BIN)/ruff format --check service workers sweeps tests bench
+	$(BIN)/mypy sweeps workers/algos.py
 
 clean:
 	rm -rf $(VENV) .groupscale .pytest_cache

@@ -42,13 +42,21 @@ MAX_GRID_SEEDS = 30
 
 
 def make_spec(rep: int, repeats: int, tolerance: float, max_trials: int) -> SweepSpec:
-    return SweepSpec.model_validate({
-        "name": f"bench-adaptive-{rep}", "task": {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0},
-        "model": {"preset": "tabular"}, "group_sizes": GROUP_SIZES, "samples_per_step": [BUDGET],
-        "seeds": [1000 * rep], "steps": 1, "measure": {"kind": "gradient_mse", "repeats": repeats},
-        "grpo": {"advantage": "loo"}, "mode": "adaptive",
-        "adaptive": {"max_trials": max_trials, "initial_points": 4, "tolerance": tolerance, "parallel": 1, "seed": rep},
-    })  # fmt: skip
+    return SweepSpec.model_validate(
+        {
+            "name": f"bench-adaptive-{rep}",
+            "task": {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0},
+            "model": {"preset": "tabular"},
+            "group_sizes": GROUP_SIZES,
+            "samples_per_step": [BUDGET],
+            "seeds": [1000 * rep],
+            "steps": 1,
+            "measure": {"kind": "gradient_mse", "repeats": repeats},
+            "grpo": {"advantage": "loo"},
+            "mode": "adaptive",
+            "adaptive": {"max_trials": max_trials, "initial_points": 4, "tolerance": tolerance, "parallel": 1, "seed": rep},
+        }
+    )
 
 
 class Trials:
@@ -106,8 +114,10 @@ def main() -> None:
     start = time.perf_counter()
     ratios, grid_cov, adaptive_cov = [], 0, 0
     with tempfile.TemporaryDirectory() as cache:
-        print(f"bandit check instance, measure gradient_mse (repeats {args.repeats}), B={BUDGET}, G in {GROUP_SIZES}; "
-              f"stop when the 95% interval width <= {args.tolerance} x G*; exact G* = {EXACT_G_STAR}")  # fmt: skip
+        print(
+            f"bandit check instance, measure gradient_mse (repeats {args.repeats}), B={BUDGET}, G in {GROUP_SIZES}; "
+            f"stop when the 95% interval width <= {args.tolerance} x G*; exact G* = {EXACT_G_STAR}"
+        )
         for rep in range(args.reps):
             spec = make_spec(rep, args.repeats, args.tolerance, args.max_trials)
             trial = Trials(spec, cache)
@@ -117,11 +127,16 @@ def main() -> None:
             grid_cov, adaptive_cov = grid_cov + gc, adaptive_cov + ac
             ratios.append(n_ad / n_grid)
             fmt = lambda ci: "none" if not ci or None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"  # noqa: E731
-            print(f"rep {rep}: grid {n_grid} trials ({n_grid // len(GROUP_SIZES)} seeds) CI {fmt(grid_fit.g_star_ci95)} "
-                  f"contains G*: {gc} | adaptive {n_ad} trials CI {fmt(st.fit.g_star_ci95)} contains G*: {ac} "
-                  f"({'converged' if '<=' in st.reason else st.reason}) | ratio {n_ad / n_grid:.2f}", flush=True)  # fmt: skip
-    print(f"coverage of the exact G*: grid {grid_cov}/{args.reps}, adaptive {adaptive_cov}/{args.reps}; "
-          f"ratios {[round(r, 2) for r in ratios]}; {time.perf_counter() - start:.0f} s")  # fmt: skip
+            print(
+                f"rep {rep}: grid {n_grid} trials ({n_grid // len(GROUP_SIZES)} seeds) CI {fmt(grid_fit.g_star_ci95)} "
+                f"contains G*: {gc} | adaptive {n_ad} trials CI {fmt(st.fit.g_star_ci95)} contains G*: {ac} "
+                f"({'converged' if '<=' in st.reason else st.reason}) | ratio {n_ad / n_grid:.2f}",
+                flush=True,
+            )
+    print(
+        f"coverage of the exact G*: grid {grid_cov}/{args.reps}, adaptive {adaptive_cov}/{args.reps}; "
+        f"ratios {[round(r, 2) for r in ratios]}; {time.perf_counter() - start:.0f} s"
+    )
     print(f"trial_ratio: {statistics.median(ratios):.3f}")
 
 

@@ -36,8 +36,17 @@ def main() -> None:
         for g in GRID:
             gaps = []
             for seed in range(args.seeds):
-                cfg = TrialConfig(task=task, model={"preset": "tabular"}, group_size=g, samples_per_step=b, seed=seed,
-                                  steps=args.steps, optimizer="sgd", lr=args.lr, max_grad_norm=1e6)  # fmt: skip
+                cfg = TrialConfig(
+                    task=task,
+                    model={"preset": "tabular"},
+                    group_size=g,
+                    samples_per_step=b,
+                    seed=seed,
+                    steps=args.steps,
+                    optimizer="sgd",
+                    lr=args.lr,
+                    max_grad_norm=1e6,
+                )
                 r = train_trial(cfg)
                 rows.append((g, b, seed, r.metrics["gap"]))
                 gaps.append(r.metrics["gap"])

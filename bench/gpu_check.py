@@ -28,14 +28,27 @@ def main() -> None:
     out: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "models"
-        base = {"task": TASK, "model": {"preset": "tiny-llama", "dtype": "bfloat16"}, "seed": 0, "cache_dir": str(cache),
-                "device": "cuda", "eval_prompts": 256}  # fmt: skip
+        base = {
+            "task": TASK,
+            "model": {"preset": "tiny-llama", "dtype": "bfloat16"},
+            "seed": 0,
+            "cache_dir": str(cache),
+            "device": "cuda",
+            "eval_prompts": 256,
+        }
         stamps: list[float] = []
         t0 = time.perf_counter()
-        res = train_trial(TrialConfig(group_size=4, samples_per_step=64, steps=40, **base),
-                          lambda m, s: stamps.append(time.perf_counter()) if "reward_mean" in m else None)  # fmt: skip
-        out["trial"] = {"status": res.status, "reason": res.reason, "seconds": time.perf_counter() - t0,
-                        "s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1), **res.metrics}  # fmt: skip
+        res = train_trial(
+            TrialConfig(group_size=4, samples_per_step=64, steps=40, **base),
+            lambda m, s: stamps.append(time.perf_counter()) if "reward_mean" in m else None,
+        )
+        out["trial"] = {
+            "status": res.status,
+            "reason": res.reason,
+            "seconds": time.perf_counter() - t0,
+            "s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1),
+            **res.metrics,
+        }
 
         policy = load_lm(next(cache.glob("tiny-llama-*")), torch.bfloat16)
         model, tok = policy.module.to("cuda").eval(), policy.tokenizer
@@ -58,14 +71,28 @@ def main() -> None:
         build(medium)
         torch.cuda.reset_peak_memory_stats()
         stamps, rows = [], []
-        cfg = TrialConfig(task=TASK, model={"path": str(medium), "dtype": "bfloat16"}, group_size=G, samples_per_step=B,
-                          seed=0, steps=3, advantage="mean", max_new_tokens=L, micro_batch_size=MICRO, eval_prompts=8,
-                          cache_dir=str(cache), device="cuda")  # fmt: skip
+        cfg = TrialConfig(
+            task=TASK,
+            model={"path": str(medium), "dtype": "bfloat16"},
+            group_size=G,
+            samples_per_step=B,
+            seed=0,
+            steps=3,
+            advantage="mean",
+            max_new_tokens=L,
+            micro_batch_size=MICRO,
+            eval_prompts=8,
+            cache_dir=str(cache),
+            device="cuda",
+        )
         train_trial(cfg, lambda m, s: (stamps.append(time.perf_counter()), rows.append(m)) if "reward_mean" in m else None)
-        out["medium_step"] = {"s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1),
-                              "tokens_per_s": rows[-1]["tokens_per_s"], "time_generate_s": rows[-1]["time_generate_s"],
-                              "time_update_s": rows[-1]["time_update_s"],
-                              "peak_cuda_memory_gib": torch.cuda.max_memory_allocated() / 2**30}  # fmt: skip
+        out["medium_step"] = {
+            "s_per_step": (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1),
+            "tokens_per_s": rows[-1]["tokens_per_s"],
+            "time_generate_s": rows[-1]["time_generate_s"],
+            "time_update_s": rows[-1]["time_update_s"],
+            "peak_cuda_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        }
 
         probe = run_probe(TrialConfig(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
         out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}

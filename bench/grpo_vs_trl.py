@@ -32,10 +32,21 @@ WARMUP = 3  # steps left out of the timing (first allocations, lazy imports)
 
 
 def groupscale_seconds_per_step(folder: Path, cache: Path, args: argparse.Namespace) -> float:
-    cfg = TrialConfig(task=TASK, model={"path": str(folder)}, group_size=args.group_size,
-                      samples_per_step=args.samples_per_step, seed=0, steps=args.steps, advantage="mean",
-                      lr=args.lr, max_new_tokens=args.max_new_tokens, eval_prompts=8, cache_dir=str(cache),
-                      loss_aggregation="seq_mean_token_mean", num_threads=1)  # fmt: skip
+    cfg = TrialConfig(
+        task=TASK,
+        model={"path": str(folder)},
+        group_size=args.group_size,
+        samples_per_step=args.samples_per_step,
+        seed=0,
+        steps=args.steps,
+        advantage="mean",
+        lr=args.lr,
+        max_new_tokens=args.max_new_tokens,
+        eval_prompts=8,
+        cache_dir=str(cache),
+        loss_aggregation="seq_mean_token_mean",
+        num_threads=1,
+    )
     stamps: list[float] = []
     train_trial(cfg, lambda m, s: stamps.append(time.perf_counter()) if "reward_mean" in m else None)
     return float(np.median(np.diff(stamps)[WARMUP:]))
@@ -57,22 +68,47 @@ def trl_seconds_per_step(folder: Path, out: Path, args: argparse.Namespace) -> f
     stamps: list[float] = []
 
     class Clock(TrainerCallback):
-        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+        def on_step_end(self, *a, **k):
             stamps.append(time.perf_counter())
 
     policy = load_lm(folder)
     # groupscale's trainer starts from load_lm(folder) too: the model TRL gets must equal it.
     assert same_weights(policy.module, load_lm(folder).module), "TRL and groupscale must start from the same weights"
     config = GRPOConfig(
-        output_dir=str(out), use_cpu=True, report_to=[], save_strategy="no", logging_steps=10_000,
-        max_steps=args.steps, learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0,
-        per_device_train_batch_size=args.samples_per_step, num_generations=args.group_size, steps_per_generation=1,
-        max_completion_length=args.max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, beta=0.0,
-        num_iterations=1, epsilon=0.2, loss_type="grpo", scale_rewards="none", max_grad_norm=1.0,
-        disable_dropout=True, seed=0, dataloader_num_workers=0,
-    )  # fmt: skip
-    trainer = GRPOTrainer(model=policy.module, reward_funcs=exact_match, args=config, train_dataset=data,
-                          processing_class=policy.tokenizer, callbacks=[Clock()])  # fmt: skip
+        output_dir=str(out),
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=10_000,
+        max_steps=args.steps,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        per_device_train_batch_size=args.samples_per_step,
+        num_generations=args.group_size,
+        steps_per_generation=1,
+        max_completion_length=args.max_new_tokens,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        loss_type="grpo",
+        scale_rewards="none",
+        max_grad_norm=1.0,
+        disable_dropout=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=policy.module,
+        reward_funcs=exact_match,
+        args=config,
+        train_dataset=data,
+        processing_class=policy.tokenizer,
+        callbacks=[Clock()],
+    )
     trainer.train()
     return float(np.median(np.diff(stamps)[WARMUP:]))
 
@@ -98,8 +134,10 @@ def main() -> None:
         # One short unmeasured run of each first: lazy imports and first allocations hit neither timing.
         warm = argparse.Namespace(**{**vars(args), "steps": WARMUP + 2})
         groupscale_seconds_per_step(folder, cache, warm), trl_seconds_per_step(folder, Path(tmp) / "trl-warm", warm)
-        pairs = [(groupscale_seconds_per_step(folder, cache, args), trl_seconds_per_step(folder, Path(tmp) / f"trl{r}", args))
-                 for r in range(args.repeats)]  # fmt: skip
+        pairs = [
+            (groupscale_seconds_per_step(folder, cache, args), trl_seconds_per_step(folder, Path(tmp) / f"trl{r}", args))
+            for r in range(args.repeats)
+        ]
     ours, theirs = (float(np.median(x)) for x in zip(*pairs))
     print(f"versions: torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}")
     print(

@@ -27,15 +27,25 @@ CHUNK = 64  # completions per backward pass (score_vectors default)
 
 def main() -> None:
     torch.set_num_threads(1)
-    spec = SweepSpec.model_validate({"name": "probe-speed", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-                                     "group_sizes": [2], "samples_per_step": [2]})  # fmt: skip
+    spec = SweepSpec.model_validate(
+        {
+            "name": "probe-speed",
+            "task": {"name": "arithmetic"},
+            "model": {"preset": "tiny-llama"},
+            "group_sizes": [2],
+            "samples_per_step": [2],
+        }
+    )
     with tempfile.TemporaryDirectory() as cache:
         cfg = TrialConfig.from_spec(spec, TrialPlan(2, 2, 0), Path(cache))
         task, policy, rng = setup(cfg)
         policy.module.eval()
         problems = task.sample_train(PROMPTS, rng)
-        ro = policy.sample([p.prompt for p in problems for _ in range(COMPLETIONS)], max_new_tokens=cfg.max_new_tokens,
-                           temperature=cfg.temperature)  # fmt: skip
+        ro = policy.sample(
+            [p.prompt for p in problems for _ in range(COMPLETIONS)],
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+        )
         params = [p for p in policy.module.parameters() if p.requires_grad]
         sketch = CountSketch(sum(p.numel() for p in params), 512, 0)
         score_vectors(policy, ro.rows(slice(0, 8)), cfg.temperature, sketch, params)  # warm-up

@@ -28,8 +28,9 @@ K, M = 256, 16
 
 
 def cfg(**over) -> TrialConfig:
-    return TrialConfig(**{**dict(task=TASK, model={"preset": "tabular"}, group_size=2, samples_per_step=B, seed=0,
-                                 steps=1), **over})  # fmt: skip
+    return TrialConfig(
+        **{**dict(task=TASK, model={"preset": "tabular"}, group_size=2, samples_per_step=B, seed=0, steps=1), **over}
+    )
 
 
 def sweep_g_star(repeats: int, rep: int) -> float:

@@ -39,9 +39,19 @@ def build(folder: Path) -> None:
     from workers.models.presets import build_char_tokenizer
 
     tok = build_char_tokenizer("0123456789+=" + "".join(chr(0x4E00 + i) for i in range(VOCAB - 16)))
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
-                         num_key_value_heads=8, max_position_embeddings=256, tie_word_embeddings=True,
-                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -50,15 +60,31 @@ def build(folder: Path) -> None:
 def run_groupscale(folder: Path, steps: int) -> dict:
     from workers.trainer import TrialConfig, train_trial
 
-    cfg = TrialConfig(task=TASK, model={"path": str(folder)}, group_size=G, samples_per_step=B, seed=0, steps=steps,
-                      advantage="mean", lr=1e-5, max_new_tokens=L, eval_prompts=8, loss_aggregation="seq_mean_token_mean",
-                      micro_batch_size=MICRO, num_threads=1, cache_dir=str(folder.parent / "cache"))  # fmt: skip
+    cfg = TrialConfig(
+        task=TASK,
+        model={"path": str(folder)},
+        group_size=G,
+        samples_per_step=B,
+        seed=0,
+        steps=steps,
+        advantage="mean",
+        lr=1e-5,
+        max_new_tokens=L,
+        eval_prompts=8,
+        loss_aggregation="seq_mean_token_mean",
+        micro_batch_size=MICRO,
+        num_threads=1,
+        cache_dir=str(folder.parent / "cache"),
+    )
     rows: list[dict] = []
     train_trial(cfg, lambda m, s: rows.append({**m, "t": time.perf_counter()}) if "reward_mean" in m else None)
     keep = rows[WARMUP:]
     split = {k: float(np.median([r[k] for r in keep])) for k in ("time_generate_s", "time_score_s", "time_update_s")}
-    return {"s_per_step": float(np.median(np.diff([r["t"] for r in rows])[WARMUP - 1 :])), **split,
-            "tokens": float(np.median([r["completion_tokens_mean"] for r in keep]))}  # fmt: skip
+    return {
+        "s_per_step": float(np.median(np.diff([r["t"] for r in rows])[WARMUP - 1 :])),
+        **split,
+        "tokens": float(np.median([r["completion_tokens_mean"] for r in keep])),
+    }
 
 
 def run_trl(folder: Path, steps: int) -> dict:
@@ -74,19 +100,45 @@ def run_trl(folder: Path, steps: int) -> dict:
     stamps: list[float] = []
 
     class Clock(TrainerCallback):
-        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+        def on_step_end(self, *a, **k):
             stamps.append(time.perf_counter())
 
     policy = load_lm(folder)
     config = GRPOConfig(
-        output_dir=str(folder.parent / "trl"), use_cpu=True, report_to=[], save_strategy="no", logging_steps=10_000,
-        max_steps=steps, learning_rate=1e-5, lr_scheduler_type="constant", warmup_steps=0,
-        per_device_train_batch_size=MICRO, gradient_accumulation_steps=B // MICRO, num_generations=G,
-        max_completion_length=L, temperature=1.0, top_k=0, top_p=1.0, beta=0.0, num_iterations=1, epsilon=0.2,
-        loss_type="grpo", scale_rewards="none", max_grad_norm=1.0, disable_dropout=True, seed=0, dataloader_num_workers=0,
-    )  # fmt: skip
-    trainer = GRPOTrainer(model=policy.module, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=config,
-                          train_dataset=data, processing_class=policy.tokenizer, callbacks=[Clock()])  # fmt: skip
+        output_dir=str(folder.parent / "trl"),
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=10_000,
+        max_steps=steps,
+        learning_rate=1e-5,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        per_device_train_batch_size=MICRO,
+        gradient_accumulation_steps=B // MICRO,
+        num_generations=G,
+        max_completion_length=L,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        loss_type="grpo",
+        scale_rewards="none",
+        max_grad_norm=1.0,
+        disable_dropout=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=policy.module,
+        reward_funcs=lambda completions, **_: [0.0] * len(completions),
+        args=config,
+        train_dataset=data,
+        processing_class=policy.tokenizer,
+        callbacks=[Clock()],
+    )
     trainer.train()
     return {"s_per_step": float(np.median(np.diff(stamps)[WARMUP - 1 :]))}
 
@@ -125,17 +177,28 @@ def main() -> None:
         res = {}
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
         for side in ("groupscale", "trl"):
-            p = subprocess.run([sys.executable, __file__, "--side", side, "--folder", str(folder), "--steps", str(args.steps)],
-                               capture_output=True, text=True, check=True, env=env)  # fmt: skip
+            p = subprocess.run(
+                [sys.executable, __file__, "--side", side, "--folder", str(folder), "--steps", str(args.steps)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            )
             res[side] = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("RESULT "))[7:])
     gs, trl = res["groupscale"], res["trl"]
-    print(f"work: Llama, about 11M parameters, vocabulary {VOCAB}, B={B}, G={G}, {L}-token completions, "
-          f"micro-batches of {MICRO}, {args.steps} steps (first {WARMUP} not timed), 1 CPU thread, the same starting weights")
-    print(f"groupscale: {gs['s_per_step']:.2f} s/step (generate {gs['time_generate_s']:.2f} s, "
-          f"score {gs['time_score_s']:.3f} s, update {gs['time_update_s']:.2f} s; {gs['tokens']:.0f} tokens per completion), "
-          f"peak RSS {gs['peak_rss_mib']:.0f} MiB, training memory {gs['train_mib']:.0f} MiB")  # fmt: skip
-    print(f"TRL GRPOTrainer: {trl['s_per_step']:.2f} s/step, peak RSS {trl['peak_rss_mib']:.0f} MiB, "
-          f"training memory {trl['train_mib']:.0f} MiB")
+    print(
+        f"work: Llama, about 11M parameters, vocabulary {VOCAB}, B={B}, G={G}, {L}-token completions, "
+        f"micro-batches of {MICRO}, {args.steps} steps (first {WARMUP} not timed), 1 CPU thread, the same starting weights"
+    )
+    print(
+        f"groupscale: {gs['s_per_step']:.2f} s/step (generate {gs['time_generate_s']:.2f} s, "
+        f"score {gs['time_score_s']:.3f} s, update {gs['time_update_s']:.2f} s; {gs['tokens']:.0f} tokens per completion), "
+        f"peak RSS {gs['peak_rss_mib']:.0f} MiB, training memory {gs['train_mib']:.0f} MiB"
+    )
+    print(
+        f"TRL GRPOTrainer: {trl['s_per_step']:.2f} s/step, peak RSS {trl['peak_rss_mib']:.0f} MiB, "
+        f"training memory {trl['train_mib']:.0f} MiB"
+    )
     print(f"peak RSS ratio (libraries included): {gs['peak_rss_mib'] / trl['peak_rss_mib']:.2f}")
     print(f"memory_ratio_vs_trl_medium: {gs['train_mib'] / trl['train_mib']:.2f}")
     print(f"speedup_vs_trl_medium: {trl['s_per_step'] / gs['s_per_step']:.2f}")

@@ -46,7 +46,7 @@ def _fail(msg: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _api(fn, *args: Any) -> Any:  # noqa: ANN001
+def _api(fn, *args: Any) -> Any:
     """Call the API; 4xx input errors exit 2, other errors exit 1, each with the server's reasons."""
     try:
         return fn(*args)

@@ -127,9 +127,11 @@ def transition(s: Session, row: object, to: StrEnum, **values: object) -> bool:
     check(kind, source, to)
     table = type(row)
     done = s.execute(
-        update(table).where(table.id == row.id, table.status == source).values(status=to, **values)  # type: ignore[attr-defined]
+        update(table)
+        .where(table.id == row.id, table.status == source)
+        .values(status=to, **values)  # type: ignore[attr-defined]
         .execution_options(synchronize_session=False)
-    ).rowcount  # fmt: skip
+    ).rowcount
     if done:
         row.status = to  # type: ignore[attr-defined]
         for key, value in values.items():

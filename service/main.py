@@ -56,8 +56,7 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         """FastAPI's 422 shape with loc, msg and type only: the input is not echoed back (it may be
         large, and NaN or infinity in it cannot be written as JSON)."""
-        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
-                  for e in exc.errors()]  # fmt: skip
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"detail": detail})
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
@@ -67,10 +66,10 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
 class BodySizeLimit:
     """ASGI middleware: 413 for a request body over max_bytes (declared or streamed)."""
 
-    def __init__(self, app, max_bytes: int) -> None:  # noqa: ANN001
+    def __init__(self, app, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers", [])).get(b"content-length")
@@ -78,7 +77,7 @@ class BodySizeLimit:
             return await self._reject(send)
         seen = 0
 
-        async def limited_receive():  # noqa: ANN202
+        async def limited_receive():
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
@@ -91,7 +90,7 @@ class BodySizeLimit:
         except _TooLarge:
             return await self._reject(send)
 
-    async def _reject(self, send) -> None:  # noqa: ANN001
+    async def _reject(self, send) -> None:
         body = b'{"detail":"request body too large: at most %d bytes"}' % self.max_bytes
         await send(
             {

@@ -27,17 +27,23 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
             (the resource checks are skipped).
     """
     if spec.n_trials > settings.max_trials:
-        raise SpecError(("seeds",), f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts "
-                                    f"at most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)")  # fmt: skip
+        raise SpecError(
+            ("seeds",),
+            f"the sweep has {spec.n_trials} trials (G x B x seeds); this server accepts "
+            f"at most {settings.max_trials} (GROUPSCALE_MAX_TRIALS)",
+        )
     if spec.steps > settings.max_steps:
-        raise SpecError(("steps",), f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial "
-                                    "(GROUPSCALE_MAX_STEPS)")  # fmt: skip
+        raise SpecError(
+            ("steps",),
+            f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial (GROUPSCALE_MAX_STEPS)",
+        )
     if cluster is not None:  # a request the cluster can never meet would leave a trial pending forever
         for field, key, low in (("cpus_per_trial", "CPU", "more than 0"), ("gpus_per_trial", "GPU", "0")):
             asked, have = getattr(spec.resources, field), cluster.get(key, 0.0)
             if asked > have:
-                raise SpecError(("resources", field),
-                                f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}")  # fmt: skip
+                raise SpecError(
+                    ("resources", field), f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}"
+                )
     if spec.task.name == "jsonl":
         check_under_root(spec.task.path, settings.data_root, ("task", "path"), "data", "GROUPSCALE_DATA_ROOT")
         check_task_file(spec.task.path)
@@ -54,8 +60,11 @@ def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], w
     except (OSError, ValueError, RuntimeError):
         raise SpecError(loc, "the path cannot be resolved on the controller") from None
     if root is not None and not resolved.is_relative_to(root.expanduser().resolve()):
-        raise SpecError(loc, f"{path[:200]!r} is outside the {what} root {str(root.expanduser().resolve())!r} ({variable}); "
-                             "allowed: paths under it")  # fmt: skip
+        raise SpecError(
+            loc,
+            f"{path[:200]!r} is outside the {what} root {str(root.expanduser().resolve())!r} ({variable}); "
+            "allowed: paths under it",
+        )
     return resolved
 
 
@@ -66,9 +75,12 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
         if reward.function is not None:
             check_reward_function(reward.function, settings.reward_root, ("task", "rewards", i, "function"))
         elif reward.name == "math_verify" and not math_verify_available():
-            raise SpecError(("task", "rewards", i, "name"), "math_verify needs the math-verify package on the controller and "
-                                                            "workers (pip install 'groupscale[math]'); allowed now: "
-                                                            "exact_match, numeric_match")  # fmt: skip
+            raise SpecError(
+                ("task", "rewards", i, "name"),
+                "math_verify needs the math-verify package on the controller and "
+                "workers (pip install 'groupscale[math]'); allowed now: "
+                "exact_match, numeric_match",
+            )
     answers = [r.answer_column for r in task.rewards if r.name is not None]
     sizes = {}
     for field in ("path", "eval_path"):
@@ -86,10 +98,13 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
     if task.eval_path is None:
         n_eval = round((task.eval_fraction or DEFAULT_EVAL_FRACTION) * sizes["path"])
         if sizes["path"] < 2 or n_eval < 1 or n_eval >= sizes["path"]:
-            raise SpecError(("task", "eval_fraction"), f"the dataset has {sizes['path']} rows, so eval_fraction "
-                                                       f"{task.eval_fraction or DEFAULT_EVAL_FRACTION} leaves an empty train or "
-                                                       "held-out split; allowed: a fraction that holds out at least one row "
-                                                       "and keeps one, or eval_path")  # fmt: skip
+            raise SpecError(
+                ("task", "eval_fraction"),
+                f"the dataset has {sizes['path']} rows, so eval_fraction "
+                f"{task.eval_fraction or DEFAULT_EVAL_FRACTION} leaves an empty train or "
+                "held-out split; allowed: a fraction that holds out at least one row "
+                "and keeps one, or eval_path",
+            )
 
 
 def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | int, ...]) -> None:
@@ -98,10 +113,13 @@ def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | i
     FILE is parsed (ast), not run: the controller never executes user code.
     """
     if reward_root is None:
-        raise SpecError(loc, "user reward functions are disabled on this server: they run user code on the cluster. "
-                             "To enable them, start the server with GROUPSCALE_REWARD_ROOT set to a folder that every Ray "
-                             "node sees at the same path, and put FILE.py under it; allowed now: built-in rewards "
-                             "(name: exact_match | numeric_match | math_verify)")  # fmt: skip
+        raise SpecError(
+            loc,
+            "user reward functions are disabled on this server: they run user code on the cluster. "
+            "To enable them, start the server with GROUPSCALE_REWARD_ROOT set to a folder that every Ray "
+            "node sees at the same path, and put FILE.py under it; allowed now: built-in rewards "
+            "(name: exact_match | numeric_match | math_verify)",
+        )
     file, _, name = ref.rpartition(":")
     path = check_under_root(file, reward_root, loc, "reward", "GROUPSCALE_REWARD_ROOT")
     if not _is_file(path):
@@ -129,9 +147,12 @@ def check_task_file(task_path: str) -> None:
         read_prompt_answer_lines(path)
     except (OSError, ValueError, RecursionError) as e:  # ValueError: not prompt/answer JSON lines, or not UTF-8
         reason = str(e) if not isinstance(e, UnicodeDecodeError) else "not UTF-8 text"
-        raise SpecError(("task", "path"), f"{task_path[:200]!r} is not a usable jsonl task file: {reason[:300]}; "
-                                          'allowed: one {"prompt": str, "answer": str or number} object a line, '
-                                          "at least 2 lines") from None  # fmt: skip
+        raise SpecError(
+            ("task", "path"),
+            f"{task_path[:200]!r} is not a usable jsonl task file: {reason[:300]}; "
+            'allowed: one {"prompt": str, "answer": str or number} object a line, '
+            "at least 2 lines",
+        ) from None
 
 
 def _is_file(path: Path) -> bool:

@@ -23,10 +23,14 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
         return LawFit(status="no_signal", metric=metric, message="every finished trial was no_signal (no learning signal)")
     values = [t.metrics.get(metric) for t in done]
     fit = fit_law(
-        [t.group_size for t in done], [t.samples_per_step for t in done], [t.seed for t in done],
-        [float("nan") if v is None else v for v in values], metric=metric, n_boot=n_boot,
+        [t.group_size for t in done],
+        [t.samples_per_step for t in done],
+        [t.seed for t in done],
+        [float("nan") if v is None else v for v in values],
+        metric=metric,
+        n_boot=n_boot,
         y_se=[t.metrics.get(f"{metric}_se") for t in done],
-    )  # fmt: skip
+    )
     excluded = [t for t in trials if t.status in (TrialStatus.NO_SIGNAL, TrialStatus.FAILED)]
     if excluded:
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"

@@ -98,8 +98,18 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 def up_command(port: int, mlflow_port: int, data_dir: Path) -> list[str]:
     """The `groupscale up` command line for this Python (used by `demo` and the end-to-end tests)."""
-    return [sys.executable, "-m", "service", "up", "--port", str(port), "--mlflow-port", str(mlflow_port),
-            "--data-dir", str(data_dir)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "service",
+        "up",
+        "--port",
+        str(port),
+        "--mlflow-port",
+        str(mlflow_port),
+        "--data-dir",
+        str(data_dir),
+    ]
 
 
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:

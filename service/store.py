@@ -48,10 +48,10 @@ class UTCDateTime(TypeDecorator):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
         return value.astimezone(UTC) if value is not None and value.tzinfo is not None else value
 
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -158,7 +158,7 @@ class Store:
             self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
             @event.listens_for(self.engine, "connect")
-            def _pragmas(conn, _record) -> None:  # noqa: ANN001
+            def _pragmas(conn, _record) -> None:
                 conn.isolation_level = None  # pysqlite's own implicit BEGIN off: the "begin" hook below emits it
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
@@ -166,7 +166,7 @@ class Store:
                 cur.close()
 
             @event.listens_for(self.engine, "begin")
-            def _begin(conn) -> None:  # noqa: ANN001
+            def _begin(conn) -> None:
                 # A write transaction takes SQLite's write lock up front: a deferred one that reads and then
                 # writes can fail with "database is locked" when another writer got in between.
                 conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")

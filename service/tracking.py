@@ -25,8 +25,13 @@ TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": 
 
 def _spec_params(spec: SweepSpec) -> dict:
     """Parameters every run of a spec carries (task, model, T, measure and the GRPO settings)."""
-    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind,
-            **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()}}  # fmt: skip
+    return {
+        "task": spec.task.name,
+        "model": spec.model.label,
+        "steps": spec.steps,
+        "measure": spec.measure.kind,
+        **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+    }
 
 
 def redact(uri: str) -> str:
@@ -65,24 +70,40 @@ class Tracking:
         """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
         exp_id = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
         params = {
-            **_spec_params(spec), "group_sizes": ",".join(map(str, spec.group_sizes)),
-            "samples_per_step": ",".join(map(str, spec.samples_per_step)), "seeds": ",".join(map(str, spec.seeds)),
-        }  # fmt: skip
-        run_id = self._create_run(exp_id, f"{spec.name} ({sweep_id})",
-                                  {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params)  # fmt: skip
+            **_spec_params(spec),
+            "group_sizes": ",".join(map(str, spec.group_sizes)),
+            "samples_per_step": ",".join(map(str, spec.samples_per_step)),
+            "seeds": ",".join(map(str, spec.seeds)),
+        }
+        run_id = self._create_run(
+            exp_id, f"{spec.name} ({sweep_id})", {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params
+        )
         self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
         return exp_id, run_id
 
-    def start_trial(self, experiment_id: str, parent_run_id: str, spec: SweepSpec, trial_id: str,
-                    group_size: int, samples_per_step: int, seed: int, lr: float | None = None) -> str:  # fmt: skip
+    def start_trial(
+        self,
+        experiment_id: str,
+        parent_run_id: str,
+        spec: SweepSpec,
+        trial_id: str,
+        group_size: int,
+        samples_per_step: int,
+        seed: int,
+        lr: float | None = None,
+    ) -> str:
         """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run).
 
         ``lr``: the learning rate the trial trains with (the tuned one under tune_lr; param ``lr``).
         """
         params = {
-            **_spec_params(spec), "group_size": group_size, "samples_per_step": samples_per_step,
-            "prompts_per_step": samples_per_step // group_size, "seed": seed, "lr": spec.grpo.lr if lr is None else lr,
-        }  # fmt: skip
+            **_spec_params(spec),
+            "group_size": group_size,
+            "samples_per_step": samples_per_step,
+            "prompts_per_step": samples_per_step // group_size,
+            "seed": seed,
+            "lr": spec.grpo.lr if lr is None else lr,
+        }
         tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
         return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
 
@@ -106,8 +127,12 @@ class Tracking:
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
         """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
-        run_id = self._create_run(self._experiment(task_key(spec)), f"probe {spec.name} ({probe_id})",
-                                  {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"}, params)  # fmt: skip
+        run_id = self._create_run(
+            self._experiment(task_key(spec)),
+            f"probe {spec.name} ({probe_id})",
+            {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"},
+            params,
+        )
         self.log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
         self.client.log_dict(run_id, result, "probe.json")
         self.client.set_terminated(run_id, "FINISHED")
@@ -119,22 +144,29 @@ class Tracking:
         metrics = [Metric(k, float(v), now, step) for k, v in values.items() if isinstance(v, int | float)]
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
-    def log_decision(self, parent_run_id: str, number: int, group_size: int, samples_per_step: int,
-                     fit: LawFit | None, reason: str) -> None:  # fmt: skip
+    def log_decision(
+        self, parent_run_id: str, number: int, group_size: int, samples_per_step: int, fit: LawFit | None, reason: str
+    ) -> None:
         """One decision of an adaptive sweep on its parent run, at step = the study's trial number:
         the (G, B) chosen and G* with its interval before that trial ran."""
         ci = (fit.g_star_ci95 if fit else None) or [None, None]
-        values = {"adaptive.group_size": group_size, "adaptive.samples_per_step": samples_per_step,
-                  "adaptive.g_star": fit.g_star if fit else None,
-                  "adaptive.g_star_ci_low": ci[0], "adaptive.g_star_ci_high": ci[1]}  # fmt: skip
+        values = {
+            "adaptive.group_size": group_size,
+            "adaptive.samples_per_step": samples_per_step,
+            "adaptive.g_star": fit.g_star if fit else None,
+            "adaptive.g_star_ci_low": ci[0],
+            "adaptive.g_star_ci_high": ci[1],
+        }
         self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=number)
 
     def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:
         """End KILLED the tune_lr runs at (G, B) that a lost tuning task left RUNNING."""
         parent = self.client.get_run(parent_run_id)
-        query = (f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`groupscale.phase` = 'tune_lr' and "
-                 f"tags.`groupscale.group_size` = '{group_size}' and tags.`groupscale.samples_per_step` = '{samples_per_step}' "
-                 "and attributes.status = 'RUNNING'")  # fmt: skip
+        query = (
+            f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`groupscale.phase` = 'tune_lr' and "
+            f"tags.`groupscale.group_size` = '{group_size}' and tags.`groupscale.samples_per_step` = '{samples_per_step}' "
+            "and attributes.status = 'RUNNING'"
+        )
         for run in self.client.search_runs([parent.info.experiment_id], query):
             self.client.set_terminated(run.info.run_id, "KILLED")
 

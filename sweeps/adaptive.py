@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -114,7 +114,7 @@ def initial_design(spec: SweepSpec) -> list[tuple[int, int]]:
     return [(g, b) for g in order for b in spec.samples_per_step]
 
 
-def _noise(g: np.ndarray, y: np.ndarray, mean_at: callable) -> callable:
+def _noise(g: np.ndarray, y: np.ndarray, mean_at: Callable[[float], float]) -> Callable[[float], float]:
     """Per-seed variance function v(G) = the noise model (sweeps.noise) at the fitted mean mean_at(G), from
     the replicated points of one budget. Without replicates the variance is constant (its scale is
     arbitrary: only ratios matter for the design)."""
@@ -122,7 +122,7 @@ def _noise(g: np.ndarray, y: np.ndarray, mean_at: callable) -> callable:
     return lambda gg: float(noise.variance(mean_at(gg)))
 
 
-def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int, fit) -> tuple:  # noqa: ANN001
+def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int, fit) -> tuple:
     """(M, grad, v) of one budget: information matrix (3, 3) of its trials (pending ones included),
     the gradient (3,) of G* in (a, b, c), and the per-seed variance function v(G)."""
     a, b, c = fit.a, fit.b, fit.c
@@ -150,7 +150,7 @@ def next_point(
     """
     rows, pending = list(rows), list(pending)
     have = Counter([(r[0], r[1]) for r in rows] + pending)
-    need = Counter()
+    need: Counter[tuple[int, int]] = Counter()
     for p in initial_design(spec):  # 1. initial design, one seed per point
         need[p] += 1
         if have[p] < need[p]:
@@ -182,6 +182,7 @@ def next_point(
             score = 1.0 / (1.0 / vb + others) * (1.0 + 1e-9 * rng.random())
             if score < best_score:
                 best, best_score = (g, b), score
+    assert best is not None  # every budget has a usable fit here, so at least one G was run at it
     return best
 
 
@@ -204,13 +205,16 @@ class LawSampler(BaseSampler):
             return {}
         trials = study.get_trials(deepcopy=False)
         rows = _rows(trials, self._spec)
-        pending = [(t.params[GROUP], t.params[BUDGET]) for t in trials
-                   if t.state == TrialState.RUNNING and t.number != trial.number and GROUP in t.params]  # fmt: skip
+        pending = [
+            (t.params[GROUP], t.params[BUDGET])
+            for t in trials
+            if t.state == TrialState.RUNNING and t.number != trial.number and GROUP in t.params
+        ]
         rng = np.random.default_rng([self._spec.adaptive.seed, len(trials)])
         g, b = next_point(self._spec, rows, pending, rng)
         return {GROUP: g, BUDGET: b}
 
-    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution):  # noqa: ANN201
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution):
         rng = np.random.default_rng([self._spec.adaptive.seed, trial.number])
         if isinstance(param_distribution, CategoricalDistribution):
             return param_distribution.choices[int(rng.integers(len(param_distribution.choices)))]
@@ -242,8 +246,9 @@ def open_study(spec: SweepSpec, storage: str | optuna.storages.BaseStorage | Non
     Raises:
         ValueError: the stored study was created for another grid or metric.
     """
-    study = optuna.create_study(storage=storage, study_name=study_name, sampler=LawSampler(spec),
-                                direction="minimize", load_if_exists=True)  # fmt: skip  # gap and grad_mse: lower is better
+    study = optuna.create_study(
+        storage=storage, study_name=study_name, sampler=LawSampler(spec), direction="minimize", load_if_exists=True
+    )  # gap and grad_mse: lower is better
     stored = study.user_attrs.get(SPEC_ATTR)
     if stored is None:
         study.set_user_attr(SPEC_ATTR, _grid_attr(spec))
@@ -331,12 +336,14 @@ def converged(spec: SweepSpec, rows: Sequence[Row], fit: LawFit) -> tuple[bool, 
     ci = fit.g_star_ci95
     if fit.status != "ok":
         return False, f"fit {fit.status}: {fit.message}"
-    if not ci or None in ci:
+    if not ci or ci[0] is None or ci[1] is None or fit.g_star is None:
         return False, "no closed interval yet: " + fit.message
     width = ci[1] - ci[0]
     if distinct < spec.adaptive.initial_points or dof < MIN_REPLICATE_DOF:
-        return False, (f"{distinct} distinct G and {dof} replicate degrees of freedom fitted; "
-                       f"need {spec.adaptive.initial_points} and {MIN_REPLICATE_DOF}")  # fmt: skip
+        return False, (
+            f"{distinct} distinct G and {dof} replicate degrees of freedom fitted; "
+            f"need {spec.adaptive.initial_points} and {MIN_REPLICATE_DOF}"
+        )
     if width > tol * fit.g_star:
         return False, f"G* = {fit.g_star:.3g}, interval width {width:.3g} > {tol:g} x G* ({tol * fit.g_star:.3g})"
     return True, f"G* = {fit.g_star:.3g}, interval width {width:.3g} <= {tol:g} x G*"
@@ -349,11 +356,19 @@ def state(study: optuna.Study, spec: SweepSpec) -> AdaptiveState:
     rows = tuple(sorted(_rows(trials, spec)))
     fit = _fit_cached(rows, spec.measure.metric) if rows else None
     width = None
-    if fit is not None and fit.g_star_ci95 and None not in fit.g_star_ci95:
-        width = float(fit.g_star_ci95[1] - fit.g_star_ci95[0])
-    counts = {"n_complete": n[TrialState.COMPLETE], "n_running": n[TrialState.RUNNING], "n_failed": n[TrialState.FAIL],
-              "n_asked": len(trials), "interval_width": width}  # fmt: skip
+    ci = fit.g_star_ci95 if fit is not None else None
+    if ci and ci[0] is not None and ci[1] is not None:
+        width = float(ci[1] - ci[0])
     done, why = converged(spec, rows, fit) if fit is not None else (False, "no completed trial yet")
     if not done and len(trials) >= spec.adaptive.max_trials:
         done, why = True, f"max_trials ({spec.adaptive.max_trials}) asked before convergence; last: {why}"
-    return AdaptiveState(fit, done, why, **counts)
+    return AdaptiveState(
+        fit,
+        done,
+        why,
+        n_complete=n[TrialState.COMPLETE],
+        n_running=n[TrialState.RUNNING],
+        n_failed=n[TrialState.FAIL],
+        n_asked=len(trials),
+        interval_width=width,
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -204,7 +204,7 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
         {"group_size": int(g), "mean": float(m), "se": None if not np.isfinite(s) else float(s), "n_seeds": int(k)}
         for g, m, s, k in zip(pts.g, pts.y, pts.se, pts.n)
     ]
-    base = {"samples_per_step": b, "points": points}
+    base: dict[str, Any] = {"samples_per_step": b, "points": points}
     if pts.g.size < N_PARAMS + 1:
         return BudgetFit(
             **base,
@@ -275,16 +275,20 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     n, k = sum(g.size for g, _, _ in arrays), len(arrays)
     df1, df2 = k - 1, n - N_PARAMS * k
     shared = 1.0 + math.sqrt(rho) if math.isfinite(rho) else None
-    rho = rho if math.isfinite(rho) else None
+    rho_or_none = rho if math.isfinite(rho) else None
     if df2 <= 0 or rss_sep <= _TINY:
         return Universality(
-            shared_g_star=shared, rho=rho, f_statistic=None, p_value=None, message="too few points per budget for the F-test"
+            shared_g_star=shared,
+            rho=rho_or_none,
+            f_statistic=None,
+            p_value=None,
+            message="too few points per budget for the F-test",
         )
     f_stat = max(0.0, (rss_shared - rss_sep) / df1) / (rss_sep / df2)
     p = float(stats.f.sf(f_stat, df1, df2))
     return Universality(
         shared_g_star=shared,
-        rho=rho,
+        rho=rho_or_none,
         f_statistic=f_stat,
         p_value=p,
         rejected=p < 0.05,
@@ -325,10 +329,15 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
     a per-point bootstrap interval too narrow; pooling the deviations fixes that.
     """
     sd = {b: np.sqrt(p.n) / p.w for b, p in data.items()}  # per-seed sd from the noise model (w = 1 / sqrt(var / n))
-    pool = np.concatenate([
-        (v - v.mean()) / sd[b][i] * math.sqrt(v.size / (v.size - 1))
-        for b, p in data.items() for i, v in enumerate(p.values) if v.size > 1
-    ] or [np.array([])])  # fmt: skip
+    pool = np.concatenate(
+        [
+            (v - v.mean()) / sd[b][i] * math.sqrt(v.size / (v.size - 1))
+            for b, p in data.items()
+            for i, v in enumerate(p.values)
+            if v.size > 1
+        ]
+        or [np.array([])]
+    )
     if pool.size < 2:
         return None, "; a 95% interval needs at least 2 seeds per point"
     if n_boot <= 0:
@@ -381,7 +390,7 @@ def fit_law(
     v = np.asarray(y, dtype=float) * (-1.0 if maximize else 1.0)
     se = np.full(g.size, np.nan) if y_se is None else np.array([np.nan if x is None else float(x) for x in y_se])
     keep = np.isfinite(v)
-    head = {"metric": metric, "maximize": maximize, "n_rows": int(g.size), "n_dropped": int((~keep).sum())}
+    head: dict[str, Any] = {"metric": metric, "maximize": maximize, "n_rows": int(g.size), "n_dropped": int((~keep).sum())}
     g, b, s, v, se = g[keep], b[keep], s[keep], v[keep], se[keep]
     dropped = f" ({head['n_dropped']} rows with a non-finite {metric} dropped)" if head["n_dropped"] else ""
     if g.size == 0:
@@ -419,8 +428,10 @@ def fit_law(
         weak = [f"B={f.samples_per_step}: R2={f.r2:.2f}" for f in usable if f.r2 is not None and f.r2 < WEAK_R2]
         out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "") + dropped
         if weak:
-            out.message += (f"; weak evidence: the law explains little of the variation ({', '.join(weak)}), "
-                            "so add seeds or steps before relying on G*")  # fmt: skip
+            out.message += (
+                f"; weak evidence: the law explains little of the variation ({', '.join(weak)}), "
+                "so add seeds or steps before relying on G*"
+            )
         return _finite(out)
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
         return LawFit(status="fit_failed", message=f"{type(e).__name__}: {e}" + dropped, **head)
@@ -437,10 +448,11 @@ def _grid_edge(g_star: float, lo: int, hi: int) -> tuple[str, int] | None:
 
 def _edge_advice(side: str, edge: int) -> str:
     if side == "below" and edge <= 2:
-        return ("G* is at or below 2, the smallest group size: use G = 2 (the fit finds no interior optimum, "
-                "so smaller groups and more prompts win throughout the grid)")  # fmt: skip
-    return (f"G* is at or {side} the edge of the grid ({edge}); extend group_sizes {side} {edge} "
-            "before trusting a recommendation")  # fmt: skip
+        return (
+            "G* is at or below 2, the smallest group size: use G = 2 (the fit finds no interior optimum, "
+            "so smaller groups and more prompts win throughout the grid)"
+        )
+    return f"G* is at or {side} the edge of the grid ({edge}); extend group_sizes {side} {edge} before trusting a recommendation"
 
 
 def _finite(fit: LawFit) -> LawFit:
@@ -448,6 +460,7 @@ def _finite(fit: LawFit) -> LawFit:
     dump = fit.model_dump()
     if finite_or_none(dump) != dump:  # NaN never equals itself, and inf becomes None
         msg = "the fit overflowed: rescale the metric (values are too large)"
-        return LawFit(status="fit_failed", metric=fit.metric, maximize=fit.maximize, n_rows=fit.n_rows,
-                      n_dropped=fit.n_dropped, message=msg)  # fmt: skip
+        return LawFit(
+            status="fit_failed", metric=fit.metric, maximize=fit.maximize, n_rows=fit.n_rows, n_dropped=fit.n_dropped, message=msg
+        )
     return fit

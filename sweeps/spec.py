@@ -9,7 +9,7 @@ allowed (DESIGN.md, "Requirements that hold everywhere").
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -67,8 +67,12 @@ class RewardSpec(_Strict):
     """One term of a dataset task's reward: a user function (``function: FILE.py:NAME``, TRL's
     signature) or a built-in (``name`` with the ``answer_column`` it compares against), times ``weight``."""
 
-    function: str | None = Field(None, max_length=4096, pattern=FUNCTION_PATTERN,
-                                 description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT")  # fmt: skip
+    function: str | None = Field(
+        None,
+        max_length=4096,
+        pattern=FUNCTION_PATTERN,
+        description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT",
+    )
     name: Literal["exact_match", "numeric_match", "math_verify"] | None = None
     answer_column: str = Field("answer", min_length=1, max_length=256, description="built-ins: the column with the answer")
     weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
@@ -89,15 +93,22 @@ class DatasetTaskSpec(_Strict):
     reward functions with its row (TRL's convention)."""
 
     name: Literal["dataset"]
-    path: str = Field(..., min_length=1, max_length=4096,
-                      description=".jsonl .json .parquet .csv .arrow file, or a save_to_disk folder")  # fmt: skip
+    path: str = Field(
+        ..., min_length=1, max_length=4096, description=".jsonl .json .parquet .csv .arrow file, or a save_to_disk folder"
+    )
     split: str | None = Field(None, min_length=1, max_length=128, description="split of a save_to_disk DatasetDict folder")
     prompt_column: str = Field("prompt", min_length=1, max_length=256)
     eval_fraction: float | None = Field(None, gt=0, lt=1, description="share of rows held out (seeded); default 0.1")
-    eval_path: str | None = Field(None, min_length=1, max_length=4096,
-                                  description="held-out rows: a second dataset of the same shape")  # fmt: skip
-    label: str | None = Field(None, min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                              description="name recommendations are filed under, with the content digest")  # fmt: skip
+    eval_path: str | None = Field(
+        None, min_length=1, max_length=4096, description="held-out rows: a second dataset of the same shape"
+    )
+    label: str | None = Field(
+        None,
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="name recommendations are filed under, with the content digest",
+    )
     max_reward: float = Field(1.0, gt=0, le=1e6, description="best reward a completion can get (gap = max_reward - reward)")
     rewards: list[RewardSpec] = Field(..., min_length=1, max_length=16, description="summed, weighted")
 
@@ -156,19 +167,24 @@ class GRPOSpec(_Strict):
     kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
     loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="gradient clipping norm")
-    micro_batch_size: int | None = Field(None, ge=1, le=MAX_SAMPLES_PER_STEP,
-                                         description="completions per forward/backward pass (gradient accumulation; "
-                                                     "the same update as one pass over B); default all of B")  # fmt: skip
-    generation_batch_size: int | None = Field(None, ge=1, le=MAX_SAMPLES_PER_STEP,
-                                              description="completions per generate() call; default all of B")  # fmt: skip
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SAMPLES_PER_STEP,
+        description="completions per forward/backward pass (gradient accumulation; "
+        "the same update as one pass over B); default all of B",
+    )
+    generation_batch_size: int | None = Field(
+        None, ge=1, le=MAX_SAMPLES_PER_STEP, description="completions per generate() call; default all of B"
+    )
     gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
 
 
 class EvalSpec(_Strict):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
-    samples_per_prompt: int = Field(4, ge=1, le=1024,
-                                    description="sampled completions per held-out prompt (tasks without an exact "
-                                                "expected reward)")  # fmt: skip
+    samples_per_prompt: int = Field(
+        4, ge=1, le=1024, description="sampled completions per held-out prompt (tasks without an exact expected reward)"
+    )
     batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
 
 
@@ -191,9 +207,11 @@ class ProbeSpec(_Strict):
     prompts: int = Field(256, ge=2, le=100_000, description="K, prompts")
     completions: int = Field(16, ge=4, le=1024, description="M, completions per prompt (>= 4)")
     projection_dim: int = Field(512, ge=8, le=65_536, description="score vectors are sketched to this size when larger")
-    parameters: str = Field("all", pattern=r"^(all|lm_head|last_layers:[1-9][0-9]{0,3})$",
-                            description="scores over: all, lm_head, or last_layers:K (the last K layers, "
-                                        "the final norm, the LM head)")  # fmt: skip
+    parameters: str = Field(
+        "all",
+        pattern=r"^(all|lm_head|last_layers:[1-9][0-9]{0,3})$",
+        description="scores over: all, lm_head, or last_layers:K (the last K layers, the final norm, the LM head)",
+    )
     seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
@@ -205,8 +223,10 @@ class ResourcesSpec(_Strict):
     @classmethod
     def _one_gpu(cls, v: float) -> float:
         if v > 1:
-            raise ValueError(f"gpus_per_trial={v:g}: a trial runs on one GPU (it would reserve {v:g} and use 1); "
-                             "allowed: 0 to 1 (a fraction shares a GPU between trials)")  # fmt: skip
+            raise ValueError(
+                f"gpus_per_trial={v:g}: a trial runs on one GPU (it would reserve {v:g} and use 1); "
+                "allowed: 0 to 1 (a fraction shares a GPU between trials)"
+            )
         return v
 
 
@@ -280,8 +300,10 @@ class SweepSpec(_Strict):
                 )
             )
         if task.name == "dataset" and v.preset == "tiny-llama":
-            raise ValueError("preset tiny-llama is built for a task's character vocabulary; with task dataset use "
-                             "preset chat-tiny or model.path")  # fmt: skip
+            raise ValueError(
+                "preset tiny-llama is built for a task's character vocabulary; with task dataset use "
+                "preset chat-tiny or model.path"
+            )
         return v
 
     @field_validator("measure")
@@ -344,7 +366,7 @@ class SweepSpec(_Strict):
 
         task, model = self.task, self.model
         if isinstance(task, JsonlTaskSpec | DatasetTaskSpec):
-            update = {k: absolute(getattr(task, k, None)) for k in ("path", "eval_path")}
+            update: dict[str, Any] = {k: absolute(getattr(task, k, None)) for k in ("path", "eval_path")}
             if isinstance(task, DatasetTaskSpec):
                 rewards = []
                 for r in task.rewards:
@@ -395,7 +417,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         ValueError: not YAML, a duplicate key, or not a mapping.
         pydantic.ValidationError: the mapping is not a valid spec.
     """
-    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     if not isinstance(data, dict):
         raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
     return SweepSpec.model_validate(data).with_paths_from(Path(path).resolve().parent)

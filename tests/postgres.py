@@ -122,11 +122,24 @@ class PostgresServer:
         last = None
         for _ in range(3):  # the free port may be taken between free_port() and the bind
             self.port = self.port or free_port()
-            opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} "
-                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
-                    "-c timezone=UTC")  # fmt: skip
-            last = self._run("pg_ctl", "start", "-D", str(self.data_dir), "-l", str(self.log_path), "-w",
-                             "-t", str(int(self.start_timeout_s)), "-o", opts)  # fmt: skip
+            opts = (
+                f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} "
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
+                "-c timezone=UTC"
+            )
+            last = self._run(
+                "pg_ctl",
+                "start",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                str(int(self.start_timeout_s)),
+                "-o",
+                opts,
+            )
             if last.returncode == 0 and self._wait_ready():
                 return
             self._run("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate")

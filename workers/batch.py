@@ -49,8 +49,9 @@ class Batch:
     reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
 
 
-def score_completions(task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator,
-                      step: int = 0, max_steps: int = 0) -> RewardBatch:  # fmt: skip
+def score_completions(
+    task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator, step: int = 0, max_steps: int = 0
+) -> RewardBatch:
     """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
     the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
     if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
@@ -72,11 +73,18 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     expanded = [p for p in problems for _ in range(g)]
     t0 = time.perf_counter()
     chunk = max(g, (cfg.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
-    ro = Rollout.concat([
-        policy.sample([p.prompt for p in expanded[i : i + chunk]], max_new_tokens=cfg.max_new_tokens,
-                      temperature=cfg.temperature, group_size=g)
-        for i in range(0, len(expanded), chunk)
-    ], group_size=g)  # fmt: skip
+    ro = Rollout.concat(
+        [
+            policy.sample(
+                [p.prompt for p in expanded[i : i + chunk]],
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                group_size=g,
+            )
+            for i in range(0, len(expanded), chunk)
+        ],
+        group_size=g,
+    )
     t1 = time.perf_counter()
     scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
     rewards = torch.as_tensor(scored.rewards).view(n, g)
@@ -88,5 +96,6 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
-    return Batch(problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1,
-                 reward_metrics=extra)  # fmt: skip
+    return Batch(
+        problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
+    )

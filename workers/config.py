@@ -64,25 +64,49 @@ class TrialConfig:
             raise ValueError(f"group_size (G) {self.group_size} does not divide samples_per_step (B) {self.samples_per_step}")
 
     @classmethod
-    def from_spec(cls, spec: SweepSpec, plan: TrialPlan, cache_dir: str | Path, checkpoint_dir: str | Path | None = None,
-                  lr: float | None = None) -> TrialConfig:  # fmt: skip
+    def from_spec(
+        cls,
+        spec: SweepSpec,
+        plan: TrialPlan,
+        cache_dir: str | Path,
+        checkpoint_dir: str | Path | None = None,
+        lr: float | None = None,
+    ) -> TrialConfig:
         """The trial at ``plan`` of ``spec``; ``lr`` (a tuned learning rate) replaces the spec's when given."""
         g = spec.grpo
         return cls(
-            task=spec.task.model_dump(), model=spec.model.model_dump(exclude_none=True),
-            group_size=plan.group_size, samples_per_step=plan.samples_per_step, seed=plan.seed, steps=spec.steps,
-            advantage=g.advantage, optimizer=g.optimizer, lr=g.lr if lr is None else lr, temperature=g.temperature,
-            max_new_tokens=g.max_new_tokens, clip_eps=g.clip_eps, clip_eps_high=g.clip_eps_high,
-            reward_scale=g.reward_scale, inner_steps=g.inner_steps, kl_beta=g.kl_beta,
-            loss_aggregation=g.loss_aggregation, max_grad_norm=g.max_grad_norm, eval_prompts=spec.eval.prompts,
-            eval_samples_per_prompt=spec.eval.samples_per_prompt, eval_batch_size=spec.eval.batch_size,
-            micro_batch_size=g.micro_batch_size, generation_batch_size=g.generation_batch_size,
+            task=spec.task.model_dump(),
+            model=spec.model.model_dump(exclude_none=True),
+            group_size=plan.group_size,
+            samples_per_step=plan.samples_per_step,
+            seed=plan.seed,
+            steps=spec.steps,
+            advantage=g.advantage,
+            optimizer=g.optimizer,
+            lr=g.lr if lr is None else lr,
+            temperature=g.temperature,
+            max_new_tokens=g.max_new_tokens,
+            clip_eps=g.clip_eps,
+            clip_eps_high=g.clip_eps_high,
+            reward_scale=g.reward_scale,
+            inner_steps=g.inner_steps,
+            kl_beta=g.kl_beta,
+            loss_aggregation=g.loss_aggregation,
+            max_grad_norm=g.max_grad_norm,
+            eval_prompts=spec.eval.prompts,
+            eval_samples_per_prompt=spec.eval.samples_per_prompt,
+            eval_batch_size=spec.eval.batch_size,
+            micro_batch_size=g.micro_batch_size,
+            generation_batch_size=g.generation_batch_size,
             gradient_checkpointing=g.gradient_checkpointing,
-            measure=spec.measure.kind, mse_repeats=spec.measure.repeats,
-            cache_dir=str(cache_dir), checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-            checkpoint_every=spec.checkpoint_every, device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
+            measure=spec.measure.kind,
+            mse_repeats=spec.measure.repeats,
+            cache_dir=str(cache_dir),
+            checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+            checkpoint_every=spec.checkpoint_every,
+            device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
             num_threads=max(1, int(spec.resources.cpus_per_trial)),
-        )  # fmt: skip
+        )
 
 
 @dataclass

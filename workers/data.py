@@ -82,9 +82,12 @@ def check_rows(rows: list[dict[str, Any]], prompt_column: str, columns: Iterable
         if isinstance(prompt, str):
             continue
         if not isinstance(prompt, list) or not prompt or not all(_is_message(m) for m in prompt):
-            raise DatasetError("prompt_column", f"row {i}: column {prompt_column!r} must hold a string or a non-empty "
-                                                "list of {role, content} messages (TRL's conversational format), "
-                                                f"found {type(prompt).__name__}")  # fmt: skip
+            raise DatasetError(
+                "prompt_column",
+                f"row {i}: column {prompt_column!r} must hold a string or a non-empty "
+                "list of {role, content} messages (TRL's conversational format), "
+                f"found {type(prompt).__name__}",
+            )
 
 
 def _is_message(m: Any) -> bool:

@@ -28,12 +28,19 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
     """Run the variance-component probe (workers.probe) for a spec's task and model."""
     from workers.probe import run_probe
 
-    return run_probe(TrialConfig(**config), probe["prompts"], probe["completions"], probe["projection_dim"], probe["seed"],
-                     parameters=probe.get("parameters", "all"))  # fmt: skip
+    return run_probe(
+        TrialConfig(**config),
+        probe["prompts"],
+        probe["completions"],
+        probe["projection_dim"],
+        probe["seed"],
+        parameters=probe.get("parameters", "all"),
+    )
 
 
-def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None,
-              worker_starts: int = 1) -> dict[str, Any]:  # fmt: skip
+def run_trial(
+    config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, worker_starts: int = 1
+) -> dict[str, Any]:
     """Run one trial (its measure) and return ``{status, metrics, reason, steps_done, seconds}``.
 
     Args:
@@ -63,8 +70,13 @@ def run_trial(config: dict[str, Any], tracking_uri: str | None = None, run_id: s
     return {**asdict(result), "seconds": time.perf_counter() - start}
 
 
-def run_tune_lr(config: dict[str, Any], tune: dict[str, Any], tracking_uri: str | None = None,
-                experiment_id: str | None = None, parent_run_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+def run_tune_lr(
+    config: dict[str, Any],
+    tune: dict[str, Any],
+    tracking_uri: str | None = None,
+    experiment_id: str | None = None,
+    parent_run_id: str | None = None,
+) -> dict[str, Any]:
     """The learning-rate tuning phase at one (G, B): workers.tune_lr.tune_learning_rate, each lr trial an MLflow run.
 
     Args:
@@ -84,16 +96,29 @@ def run_tune_lr(config: dict[str, Any], tune: dict[str, Any], tracking_uri: str 
     if tracking_uri and experiment_id and parent_run_id:
         from workers.tracking import TuneRuns
 
-        params = {"task": cfg.task.get("name"), "model": cfg.model.get("preset") or cfg.model.get("path"), "seed": cfg.seed,
-                  "optimizer": cfg.optimizer, "tune_lr.low": tune["low"], "tune_lr.high": tune["high"],
-                  "tune_lr.trials": tune["trials"]}  # fmt: skip
+        params = {
+            "task": cfg.task.get("name"),
+            "model": cfg.model.get("preset") or cfg.model.get("path"),
+            "seed": cfg.seed,
+            "optimizer": cfg.optimizer,
+            "tune_lr.low": tune["low"],
+            "tune_lr.high": tune["high"],
+            "tune_lr.trials": tune["trials"],
+        }
         runs = TuneRuns(tracking_uri, experiment_id, parent_run_id, cfg.group_size, cfg.samples_per_step, params)
     try:
         result = tune_learning_rate(
-            cfg, float(tune["low"]), float(tune["high"]), int(tune["trials"]), int(tune.get("steps") or max(1, cfg.steps // 4)),
-            seed=int(tune.get("seed", 0)), make_report=runs.start if runs else None, metric=tune.get("metric"),
-            report_every=tune.get("report_every"), on_trial_end=runs.end if runs else None,
-        )  # fmt: skip
+            cfg,
+            float(tune["low"]),
+            float(tune["high"]),
+            int(tune["trials"]),
+            int(tune.get("steps") or max(1, cfg.steps // 4)),
+            seed=int(tune.get("seed", 0)),
+            make_report=runs.start if runs else None,
+            metric=tune.get("metric"),
+            report_every=tune.get("report_every"),
+            on_trial_end=runs.end if runs else None,
+        )
     except Exception:
         if runs is not None:
             runs.abort("FAILED")

@@ -30,8 +30,9 @@ LOGIT_CHUNK_ELEMENTS = 1 << 24  # logits that exist at once (positions x vocabul
 Stats = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def reference_stats(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
-                    stop_ids: torch.Tensor | None) -> Stats:  # fmt: skip
+def reference_stats(
+    head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, stop_ids: torch.Tensor | None
+) -> Stats:
     """The plain computation for K positions, differentiated by autograd: log-prob of the target, entropy
     and log P(any stop id) under softmax(head(h) / T).
 
@@ -60,7 +61,7 @@ class _HeadStats(torch.autograd.Function):
     """reference_stats for a linear head, saving (K, H) instead of (K, V) tensors (module docstring)."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, temperature, stop_ids):  # noqa: ANN001, ANN205
+    def forward(ctx, hidden, weight, bias, targets, temperature, stop_ids):
         logp = _logits(hidden, weight, bias, temperature)
         logz = torch.logsumexp(logp, dim=-1)
         lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
@@ -72,7 +73,7 @@ class _HeadStats(torch.autograd.Function):
         return lp, entropy, stop
 
     @staticmethod
-    def backward(ctx, g_lp, g_h, g_st):  # noqa: ANN001, ANN205
+    def backward(ctx, g_lp, g_h, g_st):
         hidden, weight, bias, targets, stop_ids, logz, entropy, stop = ctx.saved_tensors
         if stop_ids is None:
             g_st = torch.zeros_like(g_lp)
@@ -85,12 +86,24 @@ class _HeadStats(torch.autograd.Function):
         del p
         grad = grad.div_(ctx.temperature).to(hidden.dtype)
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        return (grad @ weight if need_h else None, grad.T @ hidden if need_w else None,
-                grad.sum(dim=0) if need_b and bias is not None else None, None, None, None)  # fmt: skip
+        return (
+            grad @ weight if need_h else None,
+            grad.T @ hidden if need_w else None,
+            grad.sum(dim=0) if need_b and bias is not None else None,
+            None,
+            None,
+            None,
+        )
 
 
-def head_stats(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
-               stop_ids: torch.Tensor | None = None, chunk_elements: int = LOGIT_CHUNK_ELEMENTS) -> Stats:  # fmt: skip
+def head_stats(
+    head: torch.nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    stop_ids: torch.Tensor | None = None,
+    chunk_elements: int = LOGIT_CHUNK_ELEMENTS,
+) -> Stats:
     """reference_stats over (S, L) positions, about ``chunk_elements`` logits at a time; no (S, L, V) tensor
     exists, forward or backward. Values equal reference_stats' within float32 rounding, and so do the
     gradients with respect to ``hidden`` and the head's parameters.

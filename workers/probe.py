@@ -114,9 +114,15 @@ class CountSketch:
         return out.index_add_(1, self.bucket[offset : offset + k], block.double().mul_(self.sign[offset : offset + k]))
 
 
-def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSketch | None,  # noqa: ANN001
-                  params: list[torch.nn.Parameter] | None = None, batched: bool = True,
-                  chunk: int = 64) -> np.ndarray:  # fmt: skip
+def score_vectors(
+    policy: Policy,
+    rollout,
+    temperature: float,
+    sketch: CountSketch | None,
+    params: list[torch.nn.Parameter] | None = None,
+    batched: bool = True,
+    chunk: int = 64,
+) -> np.ndarray:
     """(S, D) per-completion scores grad log pi(y_i | x_i) over ``params`` (default: all trainable), sketched.
 
     Batched (workers.scores: ``chunk`` completions per backward pass, exact) for language models; one
@@ -141,7 +147,12 @@ def score_vectors(policy: Policy, rollout, temperature: float, sketch: CountSket
 
 
 def run_probe(
-    cfg: TrialConfig, prompts: int, completions: int, projection_dim: int = 512, seed: int = 0, n_boot: int = 200,
+    cfg: TrialConfig,
+    prompts: int,
+    completions: int,
+    projection_dim: int = 512,
+    seed: int = 0,
+    n_boot: int = 200,
     parameters: str = "all",
 ) -> dict:
     """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` starts from.
@@ -181,16 +192,24 @@ def run_probe(
     lo, hi = (lo if lo < big / 2 else math.inf), (hi if hi < big / 2 else math.inf)
     g_star = est.g_star
     out = {
-        **asdict(est), "g_star": g_star if math.isfinite(g_star) else None,
+        **asdict(est),
+        "g_star": g_star if math.isfinite(g_star) else None,
         "g_star_ci95": [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None],
-        "prompts": prompts, "completions": completions, "samples": prompts * completions,
-        "projection_dim": sketch.dim if sketch else n_params, "parameters": parameters, "n_parameters": n_params,
+        "prompts": prompts,
+        "completions": completions,
+        "samples": prompts * completions,
+        "projection_dim": sketch.dim if sketch else n_params,
+        "parameters": parameters,
+        "n_parameters": n_params,
         "reward_mean": float(rewards.mean()),
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
         "seconds": time.perf_counter() - start,
-        "message": (f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2)" if math.isfinite(g_star) else
-                    "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"),
-    }  # fmt: skip
+        "message": (
+            f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2)"
+            if math.isfinite(g_star)
+            else "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"
+        ),
+    }
     if hasattr(task, "exact_components"):
         exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}

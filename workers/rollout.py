@@ -72,8 +72,15 @@ class Rollout:
         """Completions sl.start .. sl.stop - 1 (a micro-batch), keeping groups shared where sl holds whole groups."""
         start, stop = sl.start or 0, min(sl.stop, self.input_ids.shape[0])
         g = self.group_size if start % self.group_size == 0 and (stop - start) % self.group_size == 0 else 1
-        return Rollout(self.input_ids[start:stop], self.attention_mask[start:stop], self.completion_mask[start:stop],
-                       self.prompt_len, self.texts[start:stop], self.truncated[start:stop], g)  # fmt: skip
+        return Rollout(
+            self.input_ids[start:stop],
+            self.attention_mask[start:stop],
+            self.completion_mask[start:stop],
+            self.prompt_len,
+            self.texts[start:stop],
+            self.truncated[start:stop],
+            g,
+        )
 
 
 def completion_mask_from_stops(completion_ids: torch.Tensor, stop_ids: int | Sequence[int]) -> torch.Tensor:
@@ -123,8 +130,15 @@ class _FiniteLogits(LogitsProcessor):
 @lru_cache(maxsize=64)
 def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
     """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free)."""
-    return GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                            pad_token_id=pad_token_id, eos_token_id=list(stop_ids))  # fmt: skip
+    return GenerationConfig(
+        do_sample=True,
+        temperature=temperature,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=pad_token_id,
+        eos_token_id=list(stop_ids),
+    )
 
 
 @torch.no_grad()
@@ -156,8 +170,9 @@ def generate(
     device = next(model.parameters()).device
     ids, att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
     config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tuple(stop_ids))
-    out = model.generate(input_ids=ids, attention_mask=att, generation_config=config,
-                         logits_processor=LogitsProcessorList([_FiniteLogits()]))  # fmt: skip
+    out = model.generate(
+        input_ids=ids, attention_mask=att, generation_config=config, logits_processor=LogitsProcessorList([_FiniteLogits()])
+    )
     prompt_len = ids.shape[1]
     completion = out[:, prompt_len:]
     cmask = completion_mask_from_stops(completion, stop_ids)
@@ -188,8 +203,9 @@ def _completion_hidden(model: PreTrainedModel, rollout: Rollout) -> torch.Tensor
     return out.last_hidden_state[:, p - 1 : -1]
 
 
-def _shared_prefix_hidden(body: torch.nn.Module, model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, p: int,
-                          g: int) -> torch.Tensor:  # fmt: skip
+def _shared_prefix_hidden(
+    body: torch.nn.Module, model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, p: int, g: int
+) -> torch.Tensor:
     """Hidden states at the completion positions, running each group's prompt once instead of G times.
 
     The G completions of a prompt share its P prompt tokens: their keys and values are computed
@@ -199,21 +215,31 @@ def _shared_prefix_hidden(body: torch.nn.Module, model: PreTrainedModel, ids: to
     Returns (S, L, H).
     """
     prompt_ids, prompt_att = ids[::g, :p], att[::g, :p]
-    first = body(inputs_embeds=_embeddings(model, prompt_ids, prompt_att), attention_mask=prompt_att,
-                 position_ids=position_ids_from_mask(prompt_att), use_cache=True)  # fmt: skip
+    first = body(
+        inputs_embeds=_embeddings(model, prompt_ids, prompt_att),
+        attention_mask=prompt_att,
+        position_ids=position_ids_from_mask(prompt_att),
+        use_cache=True,
+    )
     hidden = [first.last_hidden_state[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
     if ids.shape[1] - p > 1:
         cache = getattr(first, "cache", None) or first.past_key_values
         cache.batch_repeat_interleave(g)
         positions = position_ids_from_mask(att)[:, p:-1]
-        rest = body(inputs_embeds=_embeddings(model, ids[:, p:-1], att[:, p:-1]), attention_mask=att[:, :-1],
-                    position_ids=positions, use_cache=False, **{_cache_kwarg(body): cache})  # fmt: skip
+        rest = body(
+            inputs_embeds=_embeddings(model, ids[:, p:-1], att[:, p:-1]),
+            attention_mask=att[:, :-1],
+            position_ids=positions,
+            use_cache=False,
+            **{_cache_kwarg(body): cache},
+        )
         hidden.append(rest.last_hidden_state)
     return torch.cat(hidden, dim=1)
 
 
-def _score(model: PreTrainedModel, rollout: Rollout, temperature: float, stop_ids: Sequence[int] | None = None
-           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+def _score(
+    model: PreTrainedModel, rollout: Rollout, temperature: float, stop_ids: Sequence[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(S, L) log-probs of the completion tokens, entropies and log P(stop) at every completion position."""
     hidden = _completion_hidden(model, rollout)
     stops = None if stop_ids is None else torch.as_tensor(list(stop_ids), device=hidden.device)
@@ -285,8 +311,14 @@ def sequence_logprob(
         tmask[i, : len(r)] = 1.0
         if ends[i]:
             last[i, len(r) - 1] = 1.0
-    rollout = Rollout(torch.cat([enc_ids, target], 1), torch.cat([enc_att, tmask.long()], 1), tmask, enc_ids.shape[1],
-                      list(targets), torch.zeros(len(rows), dtype=torch.bool))  # fmt: skip
+    rollout = Rollout(
+        torch.cat([enc_ids, target], 1),
+        torch.cat([enc_att, tmask.long()], 1),
+        tmask,
+        enc_ids.shape[1],
+        list(targets),
+        torch.zeros(len(rows), dtype=torch.bool),
+    )
     token, _, any_stop = _score(model, rollout, temperature, stops)  # any_stop: log P(some stop id) at each position
     logp = (torch.where(last.bool(), any_stop, token) * tmask).sum(dim=1)
     fit = torch.tensor(fits, device=device)

@@ -62,7 +62,7 @@ def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Param
 
 
 @contextmanager
-def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torch.Tensor]):  # noqa: ANN202
+def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torch.Tensor]):
     """Hooks that add each row's gradient of every wanted parameter into out[id(param)] (rows, *shape)."""
     handles = []
 
@@ -96,8 +96,15 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torc
         own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
         if not own:
             continue
-        kind = (linear if isinstance(module, torch.nn.Linear) else embedding if isinstance(module, torch.nn.Embedding)
-                else rms_norm if _is_rms_norm(module) else None)  # fmt: skip
+        kind = (
+            linear
+            if isinstance(module, torch.nn.Linear)
+            else embedding
+            if isinstance(module, torch.nn.Embedding)
+            else rms_norm
+            if _is_rms_norm(module)
+            else None
+        )
         if kind is None:
             raise UnsupportedModule(f"per-row gradients of {type(module).__name__} are not implemented")
 
@@ -114,8 +121,14 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torc
             h.remove()
 
 
-def batched_scores(model: torch.nn.Module, rollout: Rollout, temperature: float, params: list[torch.nn.Parameter],
-                   project: Callable[[torch.Tensor], torch.Tensor] | None, chunk: int = 64) -> torch.Tensor:  # fmt: skip
+def batched_scores(
+    model: torch.nn.Module,
+    rollout: Rollout,
+    temperature: float,
+    params: list[torch.nn.Parameter],
+    project: Callable[[torch.Tensor], torch.Tensor] | None,
+    chunk: int = 64,
+) -> torch.Tensor:
     """(S, D) float64 per-completion score vectors over ``params`` (flattened in their order; accumulated in
     float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given (a
     CountSketch block by block).
@@ -128,8 +141,9 @@ def batched_scores(model: torch.nn.Module, rollout: Rollout, temperature: float,
     rows = []
     for start in range(0, rollout.input_ids.shape[0], chunk):
         part = rollout.rows(slice(start, start + chunk))
-        part = Rollout(part.input_ids, part.attention_mask, part.completion_mask, part.prompt_len, part.texts,
-                       part.truncated, 1)  # no shared prompt cache: each row's own forward  # fmt: skip
+        part = Rollout(
+            part.input_ids, part.attention_mask, part.completion_mask, part.prompt_len, part.texts, part.truncated, 1
+        )  # no shared prompt cache: each row's own forward
         grads: dict[int, torch.Tensor] = {}
         with _per_row_hooks(model, wanted, grads):
             hidden = _completion_hidden(model, part)

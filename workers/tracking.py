@@ -44,7 +44,7 @@ def mlflow_client(tracking_uri: str) -> MlflowClient:
     return MlflowClient(tracking_uri)
 
 
-def mlflow_call(fn: Callable[..., T], *args, retry_s: float | None = None, **kwargs) -> T:  # noqa: ANN002, ANN003
+def mlflow_call(fn: Callable[..., T], *args, retry_s: float | None = None, **kwargs) -> T:
     """Call ``fn(*args, **kwargs)``, retrying transient failures with exponential backoff
     (0.5 s doubling to 15 s, with jitter) for at most ``retry_s`` seconds (default MLFLOW_RETRY_S).
 
@@ -68,7 +68,7 @@ class RetryingClient:
         self._client = mlflow_client(tracking_uri)
         self._retry_s = retry_s
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         attr = getattr(self._client, name)
         return functools.partial(mlflow_call, attr, retry_s=self._retry_s) if callable(attr) else attr
 
@@ -97,8 +97,11 @@ class RunLogger:
 
     def __call__(self, metrics: dict[str, float], step: int) -> None:
         now = int(time.time() * 1000)
-        self._buffer += [Metric(k, float(v), now, step) for k, v in metrics.items()
-                         if math.isfinite(float(v)) and step > self._logged.get(k, -1)]  # fmt: skip
+        self._buffer += [
+            Metric(k, float(v), now, step)
+            for k, v in metrics.items()
+            if math.isfinite(float(v)) and step > self._logged.get(k, -1)
+        ]
         if len(self._buffer) >= self.flush_every:
             self.flush()
 
@@ -134,8 +137,15 @@ class TuneRuns:
     ``abort`` ends every run still open, so that none is left RUNNING when the tuning itself stops.
     """
 
-    def __init__(self, tracking_uri: str, experiment_id: str, parent_run_id: str, group_size: int,
-                 samples_per_step: int, params: dict | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment_id: str,
+        parent_run_id: str,
+        group_size: int,
+        samples_per_step: int,
+        params: dict | None = None,
+    ) -> None:
         self.uri, self.experiment_id, self.parent_run_id = tracking_uri, experiment_id, parent_run_id
         self.group_size, self.samples_per_step = group_size, samples_per_step
         self.params = params or {}
@@ -147,13 +157,23 @@ class TuneRuns:
         """Create trial ``number``'s child run (tags, params) and return the report that logs into it."""
         g, b = self.group_size, self.samples_per_step
         tags = {
-            "mlflow.parentRunId": self.parent_run_id, "groupscale.phase": "tune_lr", "groupscale.kind": "tune_lr",
-            "groupscale.group_size": str(g), "groupscale.samples_per_step": str(b), "groupscale.optuna_trial": str(number),
-        }  # fmt: skip
+            "mlflow.parentRunId": self.parent_run_id,
+            "groupscale.phase": "tune_lr",
+            "groupscale.kind": "tune_lr",
+            "groupscale.group_size": str(g),
+            "groupscale.samples_per_step": str(b),
+            "groupscale.optuna_trial": str(number),
+        }
         run = self.client.create_run(self.experiment_id, run_name=f"tune_lr G={g} B={b} #{number} lr={lr:.3g}", tags=tags)
         run_id = run.info.run_id
-        params = {**self.params, "lr": lr, "group_size": g, "samples_per_step": b, "prompts_per_step": b // g,
-                  "optuna_trial": number}  # fmt: skip
+        params = {
+            **self.params,
+            "lr": lr,
+            "group_size": g,
+            "samples_per_step": b,
+            "prompts_per_step": b // g,
+            "optuna_trial": number,
+        }
         self.client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         self.run_ids[number] = run_id
         self.loggers[number] = logger = RunLogger(self.uri, run_id)

@@ -32,7 +32,7 @@ EVAL_SEED = 20260101  # common random numbers: every trial samples its eval with
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
-def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # noqa: ANN001
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     """OPTIMIZERS[name](params, lr). Raises ValueError for an unknown name (lists the valid ones)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
@@ -85,8 +85,10 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
         metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
     module.train(was_training)
     render = getattr(getattr(policy, "encoder", None), "render", str)
-    samples = [{"step": step, "prompt": render(problems[i // k].prompt), "completion": texts[i], "reward": float(r.flat[i])}
-               for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)]  # fmt: skip
+    samples = [
+        {"step": step, "prompt": render(problems[i // k].prompt), "completion": texts[i], "reward": float(r.flat[i])}
+        for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)
+    ]
     return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
 
 
@@ -98,11 +100,13 @@ def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialCon
 
 def _oom_reason(cfg: TrialConfig, step: int, where: str = "training") -> str:
     """The failure of a trial that ran out of GPU memory, with its shape and what to change (not retried)."""
-    return (f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
-            f"micro_batch_size={cfg.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
-            f"{cfg.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
-            "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
-            "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16")  # fmt: skip
+    return (
+        f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
+        f"micro_batch_size={cfg.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
+        f"{cfg.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
+        "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
+        "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16"
+    )
 
 
 def _cuda_memory(cfg: TrialConfig) -> dict[str, float]:
@@ -194,9 +198,12 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
     n = max(n_tokens, 1.0)
     return UpdateStats(
-        **values, entropy=ent_sum / n, clip_frac_low=low / n, clip_frac_high=high / n,
+        **values,
+        entropy=ent_sum / n,
+        clip_frac_low=low / n,
+        clip_frac_high=high / n,
         momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
-    )  # fmt: skip
+    )
 
 
 def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
@@ -257,28 +264,47 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         counters["silent_steps"] += int(zero_var == 1.0)
         counters["reward_sum"] += reward_mean
         counters["trunc_sum"] += truncation
-        report({
-            "reward_mean": reward_mean, "zero_variance_group_frac": zero_var,
-            "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var), **asdict(upd),
-            "completion_tokens_mean": tokens / mask.shape[0], "truncation_rate": truncation,
-            "tokens_per_s": tokens / max(t2 - t0, 1e-9), "time_generate_s": batch.seconds_generate,
-            "time_score_s": batch.seconds_score, "time_update_s": t2 - t1, **batch.reward_metrics, **_cuda_memory(cfg),
-        }, step)  # fmt: skip
+        report(
+            {
+                "reward_mean": reward_mean,
+                "zero_variance_group_frac": zero_var,
+                "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
+                **asdict(upd),
+                "completion_tokens_mean": tokens / mask.shape[0],
+                "truncation_rate": truncation,
+                "tokens_per_s": tokens / max(t2 - t0, 1e-9),
+                "time_generate_s": batch.seconds_generate,
+                "time_score_s": batch.seconds_score,
+                "time_update_s": t2 - t1,
+                **batch.reward_metrics,
+                **_cuda_memory(cfg),
+            },
+            step,
+        )
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
             # checkpoint and logs some steps twice, but never skips one (the other order could lose
             # every point since the last flush).
             if hasattr(report, "flush"):
                 report.flush()
-            save_checkpoint(cfg.checkpoint_dir, {
-                "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
-                "counters": counters, "initial": initial, "samples": samples,
-            })  # fmt: skip
+            save_checkpoint(
+                cfg.checkpoint_dir,
+                {
+                    "step": step,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "torch_rng": torch.get_rng_state(),
+                    "numpy_rng": rng.bit_generator.state,
+                    "counters": counters,
+                    "initial": initial,
+                    "samples": samples,
+                },
+            )
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
         reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
-        return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}",
-                           steps_done=cfg.steps)  # fmt: skip
+        return TrialResult(
+            "no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps
+        )
     try:
         final, last = evaluate(policy, task, cfg, cfg.steps)
     except (RewardError, FloatingPointError) as e:

@@ -115,9 +115,10 @@ def tune_learning_rate(
     study = optuna.create_study(
         direction=direction,
         sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=steps // 4, interval_steps=1,
-                                           n_min_trials=startup),
-    )  # fmt: skip
+        pruner=optuna.pruners.MedianPruner(
+            n_startup_trials=startup, n_warmup_steps=steps // 4, interval_steps=1, n_min_trials=startup
+        ),
+    )
 
     def objective(trial: optuna.Trial) -> float:
         lr = trial.suggest_float("lr", low, high, log=True)
@@ -157,25 +158,38 @@ def tune_learning_rate(
     callbacks = [] if on_trial_end is None else [lambda _study, frozen: on_trial_end(_plain(frozen))]
     study.optimize(objective, n_trials=trials, catch=(_TuningTrialFailed,), callbacks=callbacks)
     done = [_plain(t) for t in study.trials]
-    best = min((t for t in done if t["state"] == "COMPLETE"), default=None,
-               key=lambda t: t["value"] if direction == "minimize" else -t["value"])  # fmt: skip
+    best = min(
+        (t for t in done if t["state"] == "COMPLETE"),
+        default=None,
+        key=lambda t: t["value"] if direction == "minimize" else -t["value"],
+    )
     return {
-        "metric": metric, "direction": direction, "low": low, "high": high, "group_size": cfg.group_size,
-        "samples_per_step": cfg.samples_per_step, "seed": seed,
-        "best_lr": None if best is None else best["lr"], "best_value": None if best is None else best["value"],
-        "best_trial": None if best is None else best["number"], "trials": done,
-    }  # fmt: skip
+        "metric": metric,
+        "direction": direction,
+        "low": low,
+        "high": high,
+        "group_size": cfg.group_size,
+        "samples_per_step": cfg.samples_per_step,
+        "seed": seed,
+        "best_lr": None if best is None else best["lr"],
+        "best_value": None if best is None else best["value"],
+        "best_trial": None if best is None else best["number"],
+        "trials": done,
+    }
 
 
 def _plain(t: FrozenTrial) -> dict[str, Any]:
     """One FrozenTrial as plain data (int steps, floats, strings)."""
     return {
-        "number": t.number, "lr": float(t.params["lr"]),
-        "value": float(t.value) if t.state == TrialState.COMPLETE else None, "state": t.state.name,
+        "number": t.number,
+        "lr": float(t.params["lr"]),
+        "value": float(t.value) if t.state == TrialState.COMPLETE else None,
+        "state": t.state.name,
         "intermediate": {int(s): float(v) for s, v in sorted(t.intermediate_values.items())},
-        "steps_done": int(t.user_attrs.get("steps_done", 0)), "reason": t.user_attrs.get("reason"),
+        "steps_done": int(t.user_attrs.get("steps_done", 0)),
+        "reason": t.user_attrs.get("reason"),
         "seconds": float(t.user_attrs.get("seconds", 0.0)),
-    }  # fmt: skip
+    }
 
 
 def frozen_trials(result: dict[str, Any]) -> list[FrozenTrial]:
@@ -188,9 +202,14 @@ def frozen_trials(result: dict[str, Any]) -> list[FrozenTrial]:
     out = []
     for t in result["trials"]:
         state = TrialState[t["state"]]
-        out.append(optuna.trial.create_trial(
-            state=state, value=t["value"] if state == TrialState.COMPLETE else None, params={"lr": t["lr"]},
-            distributions=dist, intermediate_values={int(s): float(v) for s, v in t["intermediate"].items()},
-            user_attrs={k: t[k] for k in ("number", "steps_done", "reason", "seconds") if t.get(k) is not None},
-        ))  # fmt: skip
+        out.append(
+            optuna.trial.create_trial(
+                state=state,
+                value=t["value"] if state == TrialState.COMPLETE else None,
+                params={"lr": t["lr"]},
+                distributions=dist,
+                intermediate_values={int(s): float(v) for s, v in t["intermediate"].items()},
+                user_attrs={k: t[k] for k in ("number", "steps_done", "reason", "seconds") if t.get(k) is not None},
+            )
+        )
     return out

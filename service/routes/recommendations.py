@@ -45,18 +45,28 @@ def recommend(
         finished = finished.order_by(Sweep.created_at.desc())
         exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
         # A label (my-math) or a model folder's path names every version of it: answer only when that is one.
-        sweeps = exact or list(s.scalars(finished.where(
-            or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
-            or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
-        )))  # fmt: skip
+        sweeps = exact or list(
+            s.scalars(
+                finished.where(
+                    or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
+                    or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
+                )
+            )
+        )
     if not sweeps:
-        raise HTTPException(404, f"no finished sweep for task={task!r}, model={model!r}; submit one first "
-                                 "(task and model are a sweep's task_key and model_key, or a dataset's label "
-                                 "and a model's path)")  # fmt: skip
+        raise HTTPException(
+            404,
+            f"no finished sweep for task={task!r}, model={model!r}; submit one first "
+            "(task and model are a sweep's task_key and model_key, or a dataset's label "
+            "and a model's path)",
+        )
     keys = sorted({(w.task_name, w.model_name) for w in sweeps})
     if len(keys) > 1:
-        raise HTTPException(409, f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "
-                                 f"(other data or another model config): {keys[:10]}; ask for one of them")  # fmt: skip
+        raise HTTPException(
+            409,
+            f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "
+            f"(other data or another model config): {keys[:10]}; ask for one of them",
+        )
     best = min(sweeps, key=_evidence)
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message

@@ -27,7 +27,7 @@ def _public(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic
     return sweep_public(sweep, store.spec(sweep), uri, url)
 
 
-def _get(store: StoreDep, s, sweep_id: str) -> Sweep:  # noqa: ANN001
+def _get(store: StoreDep, s, sweep_id: str) -> Sweep:
     sweep = store.get_sweep(s, sweep_id)
     if sweep is None:
         raise HTTPException(404, f"no sweep with id {sweep_id!r}")
@@ -52,8 +52,14 @@ def create_sweep(
     preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files for a while
     try:
         with store.session() as s:
-            sweep = Sweep(name=spec.name, spec=spec.model_dump(mode="json"), task_name=task_key(spec),
-                          model_name=model_key(spec), idempotency_key=idempotency_key, status=SweepStatus.QUEUED)  # fmt: skip
+            sweep = Sweep(
+                name=spec.name,
+                spec=spec.model_dump(mode="json"),
+                task_name=task_key(spec),
+                model_name=model_key(spec),
+                idempotency_key=idempotency_key,
+                status=SweepStatus.QUEUED,
+            )
             s.add(sweep)
             s.flush()
             return _public(sweep, store, tracking)
@@ -64,8 +70,9 @@ def create_sweep(
             return _replay(s, spec, idempotency_key, response, store, tracking)
 
 
-def _replay(s, spec: SweepSpec, key: str | None, response: Response, store: StoreDep,  # noqa: ANN001
-            tracking: TrackingDep) -> SweepPublic | None:  # fmt: skip
+def _replay(
+    s, spec: SweepSpec, key: str | None, response: Response, store: StoreDep, tracking: TrackingDep
+) -> SweepPublic | None:
     """The sweep stored under Idempotency-Key ``key`` (status 200), None if there is none.
 
     Raises:

@@ -51,8 +51,10 @@ class AdaptiveDriver:
                 spec = store.spec(sweep)
                 if spec.mode == "adaptive" and tuned_lrs(sweep) is not None:
                     metric = spec.measure.metric
-                    rows = {t.position: (t.status, t.metrics.get(metric) if t.status == TrialStatus.SUCCEEDED else None)
-                            for t in sweep.trials}  # fmt: skip
+                    rows = {
+                        t.position: (t.status, t.metrics.get(metric) if t.status == TrialStatus.SUCCEEDED else None)
+                        for t in sweep.trials
+                    }
                     todo.append((sweep.id, spec, rows, sweep.mlflow_parent_run_id))
         for sweep_id, spec, rows, parent in todo:
             study = self.study(sweep_id, spec)
@@ -73,14 +75,29 @@ class AdaptiveDriver:
                 st = adaptive.state(study, spec)
             with store.session() as s:
                 sweep = s.get(Sweep, sweep_id)
-                s.add_all(Trial(sweep_id=sweep_id, position=p.number, group_size=p.group_size,
-                                samples_per_step=p.samples_per_step, seed=p.seed) for p in new)  # fmt: skip
+                s.add_all(
+                    Trial(
+                        sweep_id=sweep_id,
+                        position=p.number,
+                        group_size=p.group_size,
+                        samples_per_step=p.samples_per_step,
+                        seed=p.seed,
+                    )
+                    for p in new
+                )
                 if st.fit is not None:
                     sweep.fit = st.fit.model_dump(mode="json")
             for point, before in decisions:
                 if tracking and parent:
-                    self.ctx.safe(tracking.log_decision, parent, point.number, point.group_size, point.samples_per_step,
-                                  before.fit, before.reason)  # fmt: skip
+                    self.ctx.safe(
+                        tracking.log_decision,
+                        parent,
+                        point.number,
+                        point.group_size,
+                        point.samples_per_step,
+                        before.fit,
+                        before.reason,
+                    )
 
     def done(self, sweep: Sweep) -> bool:
         """An adaptive sweep ends once its study says stop and every trial it asked for was told (a grid

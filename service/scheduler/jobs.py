@@ -116,9 +116,11 @@ class TrialJob:
     def ready(self, ctx: Context, s: Session) -> Iterator[tuple[Trial, SweepSpec, float | None]]:
         """Pending trials of running sweeps whose lr tuning has ended, in sweep then plan order, with the tuned lr."""
         rows = s.execute(
-            select(Trial, Sweep).join(Sweep).where(Sweep.status == SweepStatus.RUNNING, Trial.status == TrialStatus.PENDING)
+            select(Trial, Sweep)
+            .join(Sweep)
+            .where(Sweep.status == SweepStatus.RUNNING, Trial.status == TrialStatus.PENDING)
             .order_by(Sweep.created_at, Trial.position)
-        ).all()  # fmt: skip
+        ).all()
         tuned: dict[str, dict[tuple[int, int], float] | None] = {}
         for trial, sweep in rows:
             if sweep.id not in tuned:
@@ -130,15 +132,22 @@ class TrialJob:
     def launch(self, ctx: Context, s: Session, trial: Trial, spec: SweepSpec, lr: float | None) -> Any | None:
         """Start the trial; None (nothing started) when its MLflow run cannot be created yet."""
         ckpt = ctx.checkpoint_dir(trial.id)  # a rerun resumes from it
-        config = TrialConfig.from_spec(spec, TrialPlan(trial.group_size, trial.samples_per_step, trial.seed),
-                                       ctx.settings.model_cache_dir, ckpt, lr=lr)  # fmt: skip
+        config = TrialConfig.from_spec(
+            spec, TrialPlan(trial.group_size, trial.samples_per_step, trial.seed), ctx.settings.model_cache_dir, ckpt, lr=lr
+        )
         sweep = trial.sweep
         if ctx.tracking and sweep.mlflow_parent_run_id and not trial.mlflow_run_id:  # a resume keeps its run
             try:
                 trial.mlflow_run_id = ctx.tracking.start_trial(
-                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id, spec, trial.id,
-                    trial.group_size, trial.samples_per_step, trial.seed, config.lr,
-                )  # fmt: skip
+                    sweep.mlflow_experiment_id,
+                    sweep.mlflow_parent_run_id,
+                    spec,
+                    trial.id,
+                    trial.group_size,
+                    trial.samples_per_step,
+                    trial.seed,
+                    config.lr,
+                )
             except Exception:  # noqa: BLE001 - this trial waits for the next tick
                 log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
                 return None
@@ -159,8 +168,14 @@ class TrialJob:
         with ctx.store.session() as s:
             trial = s.get(Trial, work.id)
             stored = trial.status == TrialStatus.RUNNING and transition(  # not when a cancel got there first
-                s, trial, TrialStatus(result["status"]), reason=reason, seconds=result.get("seconds"),
-                metrics=finite_or_none(result.get("metrics") or {}), attempts=trial.attempts + restarts)  # fmt: skip
+                s,
+                trial,
+                TrialStatus(result["status"]),
+                reason=reason,
+                seconds=result.get("seconds"),
+                metrics=finite_or_none(result.get("metrics") or {}),
+                attempts=trial.attempts + restarts,
+            )
             status = trial.status if stored else TrialStatus.CANCELLED  # lost the race to a cancel
             run_id = trial.mlflow_run_id
         if run_id and ctx.tracking:
@@ -188,8 +203,9 @@ class ProbeJob:
         if not transition(s, probe, ProbeStatus.RUNNING):
             return None
         res = spec.resources
-        return ctx.backend.start_task(run_probe_task, (config, spec.probe.model_dump()), res.cpus_per_trial,
-                                      res.gpus_per_trial, 0)  # fmt: skip
+        return ctx.backend.start_task(
+            run_probe_task, (config, spec.probe.model_dump()), res.cpus_per_trial, res.gpus_per_trial, 0
+        )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         with ctx.store.session() as s:
@@ -239,8 +255,11 @@ class TuningJob:
         with ctx.store.session() as s:
             tuning = s.get(LrTuning, work.id)
             to = TuningStatus.SUCCEEDED if outcome.error is None else TuningStatus.FAILED
-            values = {"error": outcome.error, "best_lr": result.get("best_lr") if result else None,
-                      "result": finite_or_none(result) if result is not None else None}  # fmt: skip
+            values = {
+                "error": outcome.error,
+                "best_lr": result.get("best_lr") if result else None,
+                "result": finite_or_none(result) if result is not None else None,
+            }
             stored = tuning.status == TuningStatus.RUNNING and transition(s, tuning, to, **values)  # not after a cancel
             sweep_id, g, b, best = tuning.sweep_id, tuning.group_size, tuning.samples_per_step, tuning.best_lr
             parent = tuning.sweep.mlflow_parent_run_id

@@ -150,8 +150,9 @@ class Scheduler:
             for tuning in s.scalars(select(LrTuning).where(LrTuning.status == TuningStatus.RUNNING)):
                 transition(s, tuning, TuningStatus.PENDING)  # a tuning task is short and not detached: it runs again
                 if tracking and tuning.sweep.mlflow_parent_run_id:
-                    self.ctx.safe(tracking.kill_tuning_runs, tuning.sweep.mlflow_parent_run_id, tuning.group_size,
-                                  tuning.samples_per_step)  # fmt: skip
+                    self.ctx.safe(
+                        tracking.kill_tuning_runs, tuning.sweep.mlflow_parent_run_id, tuning.group_size, tuning.samples_per_step
+                    )
 
     def admit(self) -> None:
         """Queued sweeps start: their MLflow parent run, their lr tunings and (grid) trials are created."""
@@ -165,8 +166,16 @@ class Scheduler:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
                 if spec.mode == "grid" and not sweep.trials:  # adaptive sweeps get theirs from the study
-                    s.add_all(Trial(sweep_id=sweep.id, position=i, group_size=p.group_size, samples_per_step=p.samples_per_step,
-                                    seed=p.seed) for i, p in enumerate(plan_trials(spec)))  # fmt: skip
+                    s.add_all(
+                        Trial(
+                            sweep_id=sweep.id,
+                            position=i,
+                            group_size=p.group_size,
+                            samples_per_step=p.samples_per_step,
+                            seed=p.seed,
+                        )
+                        for i, p in enumerate(plan_trials(spec))
+                    )
                 transition(s, sweep, SweepStatus.RUNNING)
 
     # -- launching -------------------------------------------------------------------------------
@@ -222,8 +231,9 @@ class Scheduler:
             trials = {w.id for _, w in candidates if w.kind == "trial"}
             tunings = {w.id for _, w in candidates if w.kind == "tune"}
             cancelled = set(s.scalars(select(Trial.id).where(Trial.id.in_(trials), Trial.status == TrialStatus.CANCELLED)))
-            cancelled |= set(s.scalars(select(LrTuning.id).where(LrTuning.id.in_(tunings),
-                                                                 LrTuning.status == TuningStatus.CANCELLED)))  # fmt: skip
+            cancelled |= set(
+                s.scalars(select(LrTuning.id).where(LrTuning.id.in_(tunings), LrTuning.status == TuningStatus.CANCELLED))
+            )
         for handle, work in candidates:
             if work.id in cancelled:
                 self._stopping.add(handle)
@@ -272,4 +282,3 @@ class Scheduler:
             if tracking and parent:
                 self.ctx.safe(tracking.end_sweep, parent, fit, f"{sweep.name}: {fit.status}")
             sweep.mlflow_closed = True
-

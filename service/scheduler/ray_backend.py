@@ -33,8 +33,14 @@ def connect_ray(settings: Settings) -> bool:
         ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False)
         return False
     # address="local": always a new head, never a cluster that `ray start` left on this machine.
-    ray.init(address="local", num_cpus=settings.ray_num_cpus, namespace=NAMESPACE, include_dashboard=False,
-             log_to_driver=False, _node_ip_address="127.0.0.1")  # fmt: skip
+    ray.init(
+        address="local",
+        num_cpus=settings.ray_num_cpus,
+        namespace=NAMESPACE,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
     return True
 
 
@@ -81,9 +87,15 @@ class RayBackend:
         from workers.entry import TrialRunner
 
         runner = ray.remote(TrialRunner).options(
-            name=name, lifetime="detached", get_if_exists=True, num_cpus=cpus, num_gpus=gpus,
-            max_restarts=self.settings.trial_retries, max_task_retries=-1, max_concurrency=4,
-        )  # fmt: skip
+            name=name,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_restarts=self.settings.trial_retries,
+            max_task_retries=-1,
+            max_concurrency=4,
+        )
         return runner.remote(*args).wait.remote()
 
     def attach_trial(self, name: str) -> Any | None:

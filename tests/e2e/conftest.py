@@ -32,11 +32,22 @@ class RayHead:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log = log_dir / "ray-head.log"
-        cmd = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port", str(self.port),
-               "--num-cpus", str(num_cpus), "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+        cmd = [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            "--port",
+            str(self.port),
+            "--num-cpus",
+            str(num_cpus),
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **RAY_LOOPBACK_ENV},
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **RAY_LOOPBACK_ENV}, start_new_session=True
+            )
         deadline = time.monotonic() + 120
         while "Ray runtime started" not in self.log.read_text():
             assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()[-3000:]
@@ -101,7 +112,7 @@ class Stack:
         raise AssertionError(f"sweep {sweep_id} still {sweep['status']} after {timeout_s} s")
 
 
-def postgres_env(server) -> dict[str, str]:  # noqa: ANN001 - tests.postgres.PostgresServer
+def postgres_env(server) -> dict[str, str]:  # tests.postgres.PostgresServer
     """A controller store and an MLflow backend, each a new database on the PostgreSQL server."""
     return {"GROUPSCALE_DATABASE_URL": server.create_database(), "GROUPSCALE_MLFLOW_BACKEND_URI": server.create_database()}
 

@@ -16,12 +16,12 @@ from workers.models.presets import preset_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two minutes: `make test-slow` (CI runs it)
 BYO = Path(__file__).resolve().parents[2] / "sweeps" / "examples" / "byo"
-RAISES_AT_B32 = '''
+RAISES_AT_B32 = """
 def picky(completions, solution, **kwargs):
     if len(completions) == 32:
         raise ValueError("cannot grade 32 at once")
     return [float(c[0]["content"].strip().endswith("#### " + s)) for c, s in zip(completions, solution)]
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +34,22 @@ def byo(tmp_path_factory, model_cache):
     shutil.copy(BYO / "train.parquet", data / "train.parquet")
     shutil.copy(BYO / "rewards.py", rewards / "rewards.py")
     (rewards / "picky.py").write_text(RAISES_AT_B32)
-    subprocess.run([sys.executable, str(BYO / "make_dataset.py"), "300", "11", str(data / "other.parquet")], check=True,
-                   env={**os.environ, "PYTHONPATH": str(BYO.parents[2])}, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, str(BYO / "make_dataset.py"), "300", "11", str(data / "other.parquet")],
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(BYO.parents[2])},
+        capture_output=True,
+    )
     preset_path("chat-tiny", None, model_cache)  # built once per test session; `models export` copies it
     state = root / "cli"
     state.mkdir()
     (state / "models").symlink_to(model_cache)
-    out = subprocess.run([sys.executable, "-m", "service", "models", "export", "chat-tiny", str(models / "chat-tiny")],
-                         env={**os.environ, "GROUPSCALE_DATA_DIR": str(state)}, capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "models", "export", "chat-tiny", str(models / "chat-tiny")],
+        env={**os.environ, "GROUPSCALE_DATA_DIR": str(state)},
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     env = {"GROUPSCALE_REWARD_ROOT": str(rewards), "GROUPSCALE_DATA_ROOT": str(data), "GROUPSCALE_MODEL_ROOT": str(models)}
     stack = Stack(root / "stack", env)
@@ -53,12 +61,22 @@ def byo(tmp_path_factory, model_cache):
 
 def _spec(data, rewards, model, **over):
     spec = {
-        "name": "byo", "model": {"path": str(model)}, "group_sizes": [2, 4, 8], "samples_per_step": [32], "seeds": [0],
-        "steps": 60, "grpo": {"lr": 3e-4, "max_new_tokens": 48}, "eval": {"prompts": 60, "samples_per_prompt": 4},
-        "task": {"name": "dataset", "path": str(data / "train.parquet"), "label": "word-problems",
-                 "rewards": [{"function": f"{rewards / 'rewards.py'}:accuracy"}]},
+        "name": "byo",
+        "model": {"path": str(model)},
+        "group_sizes": [2, 4, 8],
+        "samples_per_step": [32],
+        "seeds": [0],
+        "steps": 60,
+        "grpo": {"lr": 3e-4, "max_new_tokens": 48},
+        "eval": {"prompts": 60, "samples_per_prompt": 4},
+        "task": {
+            "name": "dataset",
+            "path": str(data / "train.parquet"),
+            "label": "word-problems",
+            "rewards": [{"function": f"{rewards / 'rewards.py'}:accuracy"}],
+        },
         "checkpoint_every": 0,
-    }  # fmt: skip
+    }
     return {**spec, **over}
 
 

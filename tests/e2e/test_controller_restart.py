@@ -19,10 +19,16 @@ from tests.e2e.conftest import ON_POSTGRES, RAY_LOOPBACK_ENV, RayHead, Stack, po
 pytestmark = pytest.mark.e2e
 STEPS = 120
 SPEC = {
-    "name": "e2e-restart", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4, 8], "samples_per_step": [16], "seeds": [0], "steps": STEPS, "checkpoint_every": 20,
+    "name": "e2e-restart",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4, 8],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": STEPS,
+    "checkpoint_every": 20,
     "eval": {"prompts": 64},
-}  # fmt: skip
+}
 
 
 def _free_port() -> int:
@@ -32,7 +38,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def external_stack(tmp_path, env: dict[str, str]):  # noqa: ANN001
+def external_stack(tmp_path, env: dict[str, str]):
     """A controller on a Ray head and an MLflow server of its own (as in docker/), so that killing
     the controller leaves both running. Yields (stack, mlflow_uri)."""
     env = dict(env)
@@ -41,8 +47,9 @@ def external_stack(tmp_path, env: dict[str, str]):  # noqa: ANN001
     mlflow_proc = start_mlflow(tmp_path / "mlflow", "127.0.0.1", mlflow_port, backend_store_uri=backend)
     head = RayHead(tmp_path)
     mlflow_uri = f"http://127.0.0.1:{mlflow_port}"
-    stack = Stack(tmp_path / "controller", env={"RAY_ADDRESS": head.address, "MLFLOW_TRACKING_URI": mlflow_uri,
-                                                **RAY_LOOPBACK_ENV, **env})  # fmt: skip
+    stack = Stack(
+        tmp_path / "controller", env={"RAY_ADDRESS": head.address, "MLFLOW_TRACKING_URI": mlflow_uri, **RAY_LOOPBACK_ENV, **env}
+    )
     stack.data_dir.mkdir()
     try:
         stack.start()
@@ -103,11 +110,17 @@ def test_a_sigkilled_controller_restarts_and_each_trial_runs_once(tmp_path, requ
 
 
 ADAPTIVE = {
-    "name": "e2e-adaptive-restart", "task": {"name": "bandit"}, "model": {"preset": "tabular"},
-    "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24], "samples_per_step": [48], "seeds": [0], "steps": 1,
-    "measure": {"kind": "gradient_mse", "repeats": 200}, "mode": "adaptive",
+    "name": "e2e-adaptive-restart",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24],
+    "samples_per_step": [48],
+    "seeds": [0],
+    "steps": 1,
+    "measure": {"kind": "gradient_mse", "repeats": 200},
+    "mode": "adaptive",
     "adaptive": {"max_trials": 16, "tolerance": 0.01, "parallel": 2},  # a tolerance it cannot meet: all 16 run
-}  # fmt: skip
+}
 
 
 def test_a_restarted_controller_continues_the_adaptive_study(tmp_path):
@@ -147,8 +160,17 @@ def stack_trials(stack: Stack, sweep_id: str) -> list[dict]:
     from sqlalchemy import create_engine, text
 
     with create_engine(stack.database_url).connect() as conn:
-        rows = conn.execute(text("select id, position, group_size, samples_per_step, seed, status, metrics, attempts "
-                                 "from sweep_trials where sweep_id = :s"), {"s": sweep_id}).mappings().all()  # fmt: skip
+        rows = (
+            conn.execute(
+                text(
+                    "select id, position, group_size, samples_per_step, seed, status, metrics, attempts "
+                    "from sweep_trials where sweep_id = :s"
+                ),
+                {"s": sweep_id},
+            )
+            .mappings()
+            .all()
+        )
     return [{**r, "metrics": r["metrics"] if isinstance(r["metrics"], dict) else json.loads(r["metrics"])} for r in rows]
 
 

@@ -53,7 +53,7 @@ BASE: dict = {
         "max_grad_norm": 1.0,
         "loss_aggregation": "seq_mean_token_mean",
         "optimizer": "adamw",
-    },  # fmt: skip
+    },
     "eval": {"prompts": 16},
     "resources": {"gpus_per_trial": 0, "cpus_per_trial": 1},
     "measure": {"kind": "outcome", "repeats": 256},
@@ -61,50 +61,120 @@ BASE: dict = {
 }
 
 INT_FIELDS = [
-    ("steps",), ("checkpoint_every",), ("task", "max_operand"), ("grpo", "max_new_tokens"), ("grpo", "inner_steps"),
-    ("eval", "prompts"), ("measure", "repeats"), ("probe", "prompts"), ("probe", "completions"),
-    ("probe", "projection_dim"), ("probe", "seed"),
-]  # fmt: skip
+    ("steps",),
+    ("checkpoint_every",),
+    ("task", "max_operand"),
+    ("grpo", "max_new_tokens"),
+    ("grpo", "inner_steps"),
+    ("eval", "prompts"),
+    ("measure", "repeats"),
+    ("probe", "prompts"),
+    ("probe", "completions"),
+    ("probe", "projection_dim"),
+    ("probe", "seed"),
+]
 FLOAT_FIELDS = [
-    ("grpo", "lr"), ("grpo", "temperature"), ("grpo", "clip_eps"), ("grpo", "reward_scale"), ("grpo", "kl_beta"),
-    ("grpo", "max_grad_norm"), ("resources", "gpus_per_trial"), ("resources", "cpus_per_trial"),
-]  # fmt: skip
+    ("grpo", "lr"),
+    ("grpo", "temperature"),
+    ("grpo", "clip_eps"),
+    ("grpo", "reward_scale"),
+    ("grpo", "kl_beta"),
+    ("grpo", "max_grad_norm"),
+    ("resources", "gpus_per_trial"),
+    ("resources", "cpus_per_trial"),
+]
 ENUM_FIELDS = [
-    ("task", "name"), ("model", "preset"), ("grpo", "advantage"), ("grpo", "optimizer"),
-    ("grpo", "loss_aggregation"), ("measure", "kind"),
-]  # fmt: skip
+    ("task", "name"),
+    ("model", "preset"),
+    ("grpo", "advantage"),
+    ("grpo", "optimizer"),
+    ("grpo", "loss_aggregation"),
+    ("measure", "kind"),
+]
 LIST_FIELDS = [("group_sizes",), ("samples_per_step",), ("seeds",)]
 
 # Values no int field accepts (strict: no "20" -> 20, no 20.0 -> 20, no true -> 1; bounds on every field).
 BAD_INTS = {
-    "str": "20", "float": 2.5, "whole_float": 20.0, "bool": True, "null": None, "list": [20],
-    "object": {"$gt": 1}, "1e308": 1e308, "10e30": 10**30, "neg_10e30": -(10**30), "neg": -1,
-}  # fmt: skip
+    "str": "20",
+    "float": 2.5,
+    "whole_float": 20.0,
+    "bool": True,
+    "null": None,
+    "list": [20],
+    "object": {"$gt": 1},
+    "1e308": 1e308,
+    "10e30": 10**30,
+    "neg_10e30": -(10**30),
+    "neg": -1,
+}
 BAD_FLOATS = {
-    "str": "0.1", "bool": True, "null": None, "list": [0.1], "object": {}, "1e308": 1e308, "10e30": 10**30,
+    "str": "0.1",
+    "bool": True,
+    "null": None,
+    "list": [0.1],
+    "object": {},
+    "1e308": 1e308,
+    "10e30": 10**30,
     "neg": -1.0,
-}  # fmt: skip
+}
 BAD_NAMES = {
-    "unknown": "nope", "upper": "LOO", "empty": "", "padded": " loo ", "int": 1, "null": None, "list": ["loo"],
-    "nul": "loo\x00", "traversal": "../../etc/passwd", "yaml_tag": "!!python/object/apply:os.system ['id']",
-}  # fmt: skip
+    "unknown": "nope",
+    "upper": "LOO",
+    "empty": "",
+    "padded": " loo ",
+    "int": 1,
+    "null": None,
+    "list": ["loo"],
+    "nul": "loo\x00",
+    "traversal": "../../etc/passwd",
+    "yaml_tag": "!!python/object/apply:os.system ['id']",
+}
 BAD_LISTS = {
-    "scalar": 4, "str": "2,4", "null": None, "empty": [], "nested": [[2]], "str_items": ["2"], "float_items": [2.5],
-    "bool_items": [True], "neg": [-2], "zero": [0], "huge": [10**30], "dup": [2, 2], "object": {"0": 2},
+    "scalar": 4,
+    "str": "2,4",
+    "null": None,
+    "empty": [],
+    "nested": [[2]],
+    "str_items": ["2"],
+    "float_items": [2.5],
+    "bool_items": [True],
+    "neg": [-2],
+    "zero": [0],
+    "huge": [10**30],
+    "dup": [2, 2],
+    "object": {"0": 2},
     "too_long": list(range(2, 2 + 65)),
-}  # fmt: skip
+}
 HOSTILE_PATHS = {
-    "traversal": "../../etc/passwd", "passwd": "/etc/passwd", "etc": "/etc", "root": "/", "home": "~root",
-    "empty": "", "dotdot": "..", "proc_environ": "/proc/self/environ", "dev_zero": "/dev/zero",
-    "long_4097": "a" * 4097, "long_segments": "x/" * 2000, "long_name": "/tmp/" + "a" * 300,
-    "nul": "/tmp/\x00evil", "file_url": "file:///etc/passwd", "unc": "\\\\server\\share\\x",
-    "env_var": "${HOME}/.ssh/id_rsa", "percent": "%2e%2e%2fetc%2fpasswd", "newline": "/tmp/x\n/etc/passwd",
-    "yaml_tag": "!!python/object/apply:os.system ['id']", "surrogate": "\ud800",
-}  # fmt: skip
+    "traversal": "../../etc/passwd",
+    "passwd": "/etc/passwd",
+    "etc": "/etc",
+    "root": "/",
+    "home": "~root",
+    "empty": "",
+    "dotdot": "..",
+    "proc_environ": "/proc/self/environ",
+    "dev_zero": "/dev/zero",
+    "long_4097": "a" * 4097,
+    "long_segments": "x/" * 2000,
+    "long_name": "/tmp/" + "a" * 300,
+    "nul": "/tmp/\x00evil",
+    "file_url": "file:///etc/passwd",
+    "unc": "\\\\server\\share\\x",
+    "env_var": "${HOME}/.ssh/id_rsa",
+    "percent": "%2e%2e%2fetc%2fpasswd",
+    "newline": "/tmp/x\n/etc/passwd",
+    "yaml_tag": "!!python/object/apply:os.system ['id']",
+    "surrogate": "\ud800",
+}
 YAML_TAGS = [
-    "!!python/object/apply:subprocess.check_output [['id']]", "!!python/name:os.system", "!<tag:yaml.org,2002:str> arithmetic",
-    "!!binary aGVsbG8=", "&a [*a]", "!!str tiny-llama",
-]  # fmt: skip
+    "!!python/object/apply:subprocess.check_output [['id']]",
+    "!!python/name:os.system",
+    "!<tag:yaml.org,2002:str> arithmetic",
+    "!!binary aGVsbG8=",
+    "&a [*a]",
+    "!!str tiny-llama",
+]
 
 
 @dataclass(frozen=True)
@@ -162,9 +232,14 @@ def _gen() -> Iterator[Case]:
     for path in [*FLOAT_FIELDS, ("steps",), ("task", "max_operand")]:
         for literal in ("NaN", "Infinity", "-Infinity"):
             yield Case(f"raw:{dotted(path)}={literal}", _raw(path, literal), field=path)
-    for path, literal in [(("grpo", "lr"), "1e999"), (("steps",), "1e999"), (("grpo", "temperature"), "-1e999"),
-                          (("group_sizes",), "[2, NaN]"), (("samples_per_step",), "[Infinity]"),
-                          (("seeds",), "[-Infinity]")]:  # fmt: skip
+    for path, literal in [
+        (("grpo", "lr"), "1e999"),
+        (("steps",), "1e999"),
+        (("grpo", "temperature"), "-1e999"),
+        (("group_sizes",), "[2, NaN]"),
+        (("samples_per_step",), "[Infinity]"),
+        (("seeds",), "[-Infinity]"),
+    ]:
         yield Case(f"raw:{dotted(path)}={literal}", _raw(path, literal), field=path)
     # 3. Unknown names and wrong types where the spec takes a name from a fixed list.
     for path in ENUM_FIELDS:
@@ -176,51 +251,100 @@ def _gen() -> Iterator[Case]:
             if not (path == ("seeds",) and tag == "zero"):  # seed 0 is fine
                 yield _spec(f"list:{dotted(path)}={tag}", _set(BASE, path, value), path)
     # 5. G: not dividing B (the message lists the valid G), G < 2, G > the largest allowed.
-    for groups, budgets in [([3], [64]), ([2, 5, 7], [64]), ([4, 6], [48, 64]), ([2, 4, 8, 16, 32], [48]),
-                            ([9], [10]), ([64], [32])]:  # fmt: skip
+    for groups, budgets in [
+        ([3], [64]),
+        ([2, 5, 7], [64]),
+        ([4, 6], [48, 64]),
+        ([2, 4, 8, 16, 32], [48]),
+        ([9], [10]),
+        ([64], [32]),
+    ]:
         bad_b = next(b for b in sorted(budgets) if any(b % g for g in groups))
         valid = ", ".join(map(str, valid_group_sizes(bad_b)))
-        yield _spec(f"G:{groups}-not-dividing-B:{budgets}", {**BASE, "group_sizes": groups, "samples_per_step": budgets},
-                    ("group_sizes",), msg_has=("do not divide", f"valid group sizes for B={bad_b}: {valid}"))  # fmt: skip
+        yield _spec(
+            f"G:{groups}-not-dividing-B:{budgets}",
+            {**BASE, "group_sizes": groups, "samples_per_step": budgets},
+            ("group_sizes",),
+            msg_has=("do not divide", f"valid group sizes for B={bad_b}: {valid}"),
+        )
     for groups in ([1], [0], [1, 2], [-4], [8192]):
         yield _spec(f"G:{groups}", {**BASE, "group_sizes": groups, "samples_per_step": [8192]}, ("group_sizes",))
     # 6. Whole sections of the wrong type, nested junk, wrong combinations.
     for section in ("task", "model", "grpo", "eval", "resources", "measure", "probe"):
         for tag, value in {"str": "x", "list": [], "int": 1}.items():
             yield _spec(f"section:{section}={tag}", _set(BASE, (section,), value), (section,))
-    for tag, value in {"null": None, "nested": {"name": {"name": "arithmetic"}}, "missing_name": {"max_operand": 49},
-                       "bandit_with_llm": {"name": "bandit"}, "bandit_one_arm": {"name": "bandit", "arms": 1},
-                       "arithmetic_small": {"name": "arithmetic", "max_operand": 8},
-                       "jsonl_no_path": {"name": "jsonl"}, "jsonl_bad_reward": {"name": "jsonl", "path": "x", "reward": "fuzzy"},
-                       "jsonl_eval_1": {"name": "jsonl", "path": "x", "eval_fraction": 1.0},
-                       "surrogate_tag": {"name": "\ud800"}}.items():  # fmt: skip
+    for tag, value in {
+        "null": None,
+        "nested": {"name": {"name": "arithmetic"}},
+        "missing_name": {"max_operand": 49},
+        "bandit_with_llm": {"name": "bandit"},
+        "bandit_one_arm": {"name": "bandit", "arms": 1},
+        "arithmetic_small": {"name": "arithmetic", "max_operand": 8},
+        "jsonl_no_path": {"name": "jsonl"},
+        "jsonl_bad_reward": {"name": "jsonl", "path": "x", "reward": "fuzzy"},
+        "jsonl_eval_1": {"name": "jsonl", "path": "x", "eval_fraction": 1.0},
+        "surrogate_tag": {"name": "\ud800"},
+    }.items():
         # a bandit task is refused at model: it needs the tabular preset
         yield _spec(f"task:{tag}", _set(BASE, ("task",), value), ("model",) if tag == "bandit_with_llm" else ("task",))
-    for tag, value in {"null": None, "neither": {}, "both": {"preset": "tiny-llama", "path": "/models/m"},
-                       "preset_false": {"preset": False}, "tabular_for_arithmetic": {"preset": "tabular"},
-                       "trust_remote_code": {"preset": "tiny-llama", "trust_remote_code": True}}.items():  # fmt: skip
+    for tag, value in {
+        "null": None,
+        "neither": {},
+        "both": {"preset": "tiny-llama", "path": "/models/m"},
+        "preset_false": {"preset": False},
+        "tabular_for_arithmetic": {"preset": "tabular"},
+        "trust_remote_code": {"preset": "tiny-llama", "trust_remote_code": True},
+    }.items():
         yield _spec(f"model:{tag}", _set(BASE, ("model",), value), ("model",))
     yield _spec("grpo:lr-object-injection", _set(BASE, ("grpo", "lr"), {"$ne": None}), ("grpo", "lr"))
     yield _spec("grpo:clip_eps=1", _set(BASE, ("grpo", "clip_eps"), 1.0), ("grpo", "clip_eps"))
     yield _spec("grpo:temperature=0", _set(BASE, ("grpo", "temperature"), 0), ("grpo", "temperature"))
     yield _spec("resources:cpus=200", _set(BASE, ("resources", "cpus_per_trial"), 200), ("resources", "cpus_per_trial"))
     yield _spec("resources:gpus=64", _set(BASE, ("resources", "gpus_per_trial"), 64), ("resources", "gpus_per_trial"))
-    yield _spec("trials:over-limit", {**BASE, "seeds": list(range(64)), "group_sizes": [2, 4, 8, 16, 32, 64],
-                                       "samples_per_step": [64, 128, 192]}, ("seeds",))  # fmt: skip
+    yield _spec(
+        "trials:over-limit",
+        {**BASE, "seeds": list(range(64)), "group_sizes": [2, 4, 8, 16, 32, 64], "samples_per_step": [64, 128, 192]},
+        ("seeds",),
+    )
     # 7. Unknown extra fields, at the top and inside every section.
-    for path in [("extra",), ("__proto__",), ("constructor",), ("Name",), ("group_size",), ("task", "extra"),
-                 ("grpo", "beta"), ("eval", "extra"), ("resources", "memory"), ("probe", "x"), ("measure", "y"),
-                 ("\ud800",)]:  # fmt: skip
+    for path in [
+        ("extra",),
+        ("__proto__",),
+        ("constructor",),
+        ("Name",),
+        ("group_size",),
+        ("task", "extra"),
+        ("grpo", "beta"),
+        ("eval", "extra"),
+        ("resources", "memory"),
+        ("probe", "x"),
+        ("measure", "y"),
+        ("\ud800",),
+    ]:
         # a key that is not valid unicode fails the body as a whole, before any field
         yield _spec(f"extra:{dotted(path)!a}", _set(BASE, path, 1), () if path == ("\ud800",) else path)
     # 8. Required fields missing.
     for path in [("name",), ("task",), ("model",), ("group_sizes",), ("samples_per_step",)]:
         yield _spec(f"missing:{dotted(path)}", _drop(BASE, path), path)
     # 9. The sweep name: empty, too long, not a plain name.
-    for tag, value in {"empty": "", "long": "a" * 129, "huge": "a" * 500_000, "traversal": "../x", "space": "a b",
-                       "leading_dash": "-a", "newline_end": "abc\n", "nul": "a\x00", "rtl": "a\u202eb", "emoji": "a🙂",
-                       "fullwidth": "ａｂｃ", "yaml_tag": "!!python/object/apply:os.system ['id']", "null": None,
-                       "int": 5, "list": ["a"], "surrogate": "\ud800"}.items():  # fmt: skip
+    for tag, value in {
+        "empty": "",
+        "long": "a" * 129,
+        "huge": "a" * 500_000,
+        "traversal": "../x",
+        "space": "a b",
+        "leading_dash": "-a",
+        "newline_end": "abc\n",
+        "nul": "a\x00",
+        "rtl": "a\u202eb",
+        "emoji": "a🙂",
+        "fullwidth": "ａｂｃ",
+        "yaml_tag": "!!python/object/apply:os.system ['id']",
+        "null": None,
+        "int": 5,
+        "list": ["a"],
+        "surrogate": "\ud800",
+    }.items():
         yield _spec(f"name:{tag}", _set(BASE, ("name",), value), ("name",))
     # 10. Path traversal and paths the OS refuses, in model.path and in task.path (jsonl).
     for tag, value in HOSTILE_PATHS.items():
@@ -235,24 +359,49 @@ def _gen() -> Iterator[Case]:
         body = json.dumps(_drop(BASE, (key,)))[:-1] + f', "{key}": {first}, "{key}": {last}}}'
         yield Case(f"dup-key:{key}", body.encode(), field=(key,))
     # 13. Bodies that are not an object.
-    for tag, body in {"list": "[]", "list_of_spec": json.dumps([BASE]), "string": '"spec"', "number": "42",
-                      "float": "3.14", "true": "true", "null": "null", "empty": "", "whitespace": "   \n"}.items():  # fmt: skip
+    for tag, body in {
+        "list": "[]",
+        "list_of_spec": json.dumps([BASE]),
+        "string": '"spec"',
+        "number": "42",
+        "float": "3.14",
+        "true": "true",
+        "null": "null",
+        "empty": "",
+        "whitespace": "   \n",
+    }.items():
         yield Case(f"non-object:{tag}", body.encode())
     # 14. Not JSON at all.
     good = json.dumps(BASE)
-    for tag, body in {"open_brace": b"{", "single_quotes": good.replace('"', "'").encode(),
-                      "trailing_comma": good[:-1].encode() + b",}", "missing_value": b'{"name": }',
-                      "two_objects": good.encode() * 2, "comment": b"// spec\n" + good.encode(),
-                      "yaml": b"name: x\ntask: {name: arithmetic}\n", "latin1": b'{"name": "\xe9"}',
-                      "bad_utf8": b"\xff\xfe\xfd", "nul_bytes": b"\x00" * 16,
-                      "unterminated_string": b'{"name": "abc', "bare_word": b"spec",
-                      "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
-                      "deep_nesting_in_field": b'{"name": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-                      "huge_int_literal": b'{"steps": ' + b"9" * 5000 + b"}"}.items():  # fmt: skip
+    for tag, body in {
+        "open_brace": b"{",
+        "single_quotes": good.replace('"', "'").encode(),
+        "trailing_comma": good[:-1].encode() + b",}",
+        "missing_value": b'{"name": }',
+        "two_objects": good.encode() * 2,
+        "comment": b"// spec\n" + good.encode(),
+        "yaml": b"name: x\ntask: {name: arithmetic}\n",
+        "latin1": b'{"name": "\xe9"}',
+        "bad_utf8": b"\xff\xfe\xfd",
+        "nul_bytes": b"\x00" * 16,
+        "unterminated_string": b'{"name": "abc',
+        "bare_word": b"spec",
+        "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
+        "deep_nesting_in_field": b'{"name": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "huge_int_literal": b'{"steps": ' + b"9" * 5000 + b"}",
+    }.items():
         yield Case(f"invalid-json:{tag}", body, status=400 if tag.startswith(("deep", "huge", "bad_utf8", "latin1")) else 422)
     # 15. A valid spec under the wrong content type (or none): never read as JSON.
-    for ct in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-               "application/xml", "application/yaml", "text/json", "application/octet-stream"):  # fmt: skip
+    for ct in (
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/yaml",
+        "text/json",
+        "application/octet-stream",
+    ):
         yield Case(f"content-type:{ct}", good.encode(), content_type=ct)
     # 16. Oversized bodies: 413 with a reason, declared or streamed.
     yield Case("oversized:name", _json({**BASE, "name": "a" * (BODY_LIMIT + 1)}), status=413)
@@ -286,8 +435,13 @@ def _problem(case: Case, status: int, text: str) -> str | None:
     if not isinstance(detail, list) or not detail:
         return f"422 detail is not a non-empty list: {text[:300]}"
     for e in detail:
-        if not (isinstance(e, dict) and isinstance(e.get("loc"), list) and e["loc"]
-                and isinstance(e.get("msg"), str) and e["msg"].strip()):  # fmt: skip
+        if not (
+            isinstance(e, dict)
+            and isinstance(e.get("loc"), list)
+            and e["loc"]
+            and isinstance(e.get("msg"), str)
+            and e["msg"].strip()
+        ):
             return f"an error without loc and msg: {e!r}"
     if case.headers:
         return None if any(e["loc"][0] == "header" for e in detail) else f"no header named in {detail!r}"
@@ -301,7 +455,7 @@ def _problem(case: Case, status: int, text: str) -> str | None:
     return None
 
 
-def _post(stack, endpoint: str, case: Case):  # noqa: ANN001, ANN202
+def _post(stack, endpoint: str, case: Case):
     headers = dict(case.headers)
     if case.content_type is not None:
         headers["content-type"] = case.content_type

@@ -13,9 +13,15 @@ from service.stack import start_mlflow, stop_process_group
 pytestmark = pytest.mark.e2e
 STEPS = 300
 SPEC = {
-    "name": "e2e-outage", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4], "samples_per_step": [16], "seeds": [0], "steps": STEPS, "eval": {"prompts": 64},
-}  # fmt: skip
+    "name": "e2e-outage",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": STEPS,
+    "eval": {"prompts": 64},
+}
 
 
 def test_tracking_server_outage_loses_no_metric_point(stack):
@@ -27,8 +33,9 @@ def test_tracking_server_outage_loses_no_metric_point(stack):
     time.sleep(2)
     # Stop the stack's MLflow server (its own process group), keep it down for 20 s, start a new one
     # on the same port and data.
-    pids = subprocess.run(["pgrep", "-f", f"mlflow server .*--port {stack.mlflow_port}"], capture_output=True,
-                          text=True).stdout.split()  # fmt: skip
+    pids = subprocess.run(
+        ["pgrep", "-f", f"mlflow server .*--port {stack.mlflow_port}"], capture_output=True, text=True
+    ).stdout.split()
     assert pids, "the stack's MLflow server was not found"
     os.killpg(os.getpgid(int(pids[0])), signal.SIGTERM)
     time.sleep(20)

@@ -56,24 +56,33 @@ class Canceller(threading.Thread):
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # the HTTP layer is what is fuzzed: one backend
 def test_no_generated_request_is_a_server_error(stack, tmp_path):
     cmd = [
-        str(SCHEMATHESIS), "run", f"{stack.url}/openapi.json",
-        "--checks", "not_a_server_error",
-        "--exclude-operation-id", "create_probe_v1_probes_post",
-        "--phases", "examples,coverage,fuzzing",
-        "--max-examples", str(MAX_EXAMPLES),
-        "--seed", "20261130",
-        "--workers", "1",
-        "--generation-database", "none",
-        "--request-timeout", "30",
+        str(SCHEMATHESIS),
+        "run",
+        f"{stack.url}/openapi.json",
+        "--checks",
+        "not_a_server_error",
+        "--exclude-operation-id",
+        "create_probe_v1_probes_post",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        "20261130",
+        "--workers",
+        "1",
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "30",
         "--no-shrink",
         "--no-color",
-    ]  # fmt: skip
+    ]
     canceller = Canceller(stack.url)
     canceller.start()
     started = time.monotonic()
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                             env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
     finally:
         canceller.done.set()
         canceller.join(timeout=60)

@@ -44,8 +44,16 @@ def test_sweep_end_to_end(stack):
     assert r.status_code == 201, r.text
     sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"})
     assert sweep["status"] == "succeeded", sweep
-    assert sweep["progress"] == {"done": 4, "running": 0, "failed": 0, "cancelled": 0, "total": 4,
-                                 "g_star_ci95": None, "tuning_done": 0, "tuning_total": 0}  # fmt: skip
+    assert sweep["progress"] == {
+        "done": 4,
+        "running": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "total": 4,
+        "g_star_ci95": None,
+        "tuning_done": 0,
+        "tuning_total": 0,
+    }
 
     trials = stack.http.get(f"/v1/sweeps/{sweep['id']}/trials").json()
     assert sorted(t["group_size"] for t in trials) == [2, 4, 8, 16]
@@ -136,8 +144,11 @@ def test_probe_over_http_and_cli(stack):
     spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
     out = subprocess.run(
         [sys.executable, "-m", "service", "probe", str(EXAMPLES / "bandit-law.yaml"), "--json"],
-        env={**os.environ, "GROUPSCALE_URL": stack.url}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env={**os.environ, "GROUPSCALE_URL": stack.url},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert {"tau2", "sigma2", "kappa", "g_star", "g_star_ci95"} <= set(result)

@@ -29,10 +29,19 @@ def _client(tmp_path, **settings):
 
 def _spec(data: Path, rewards: Path, **task):
     return {
-        "name": "byo", "model": {"preset": "chat-tiny"}, "group_sizes": [2, 4], "samples_per_step": [8], "steps": 2,
-        "task": {"name": "dataset", "path": str(data / "train.parquet"), "label": "word-problems",
-                 "rewards": [{"function": f"{rewards / 'rewards.py'}:accuracy"}], **task},
-    }  # fmt: skip
+        "name": "byo",
+        "model": {"preset": "chat-tiny"},
+        "group_sizes": [2, 4],
+        "samples_per_step": [8],
+        "steps": 2,
+        "task": {
+            "name": "dataset",
+            "path": str(data / "train.parquet"),
+            "label": "word-problems",
+            "rewards": [{"function": f"{rewards / 'rewards.py'}:accuracy"}],
+            **task,
+        },
+    }
 
 
 def _error(r):

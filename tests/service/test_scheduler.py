@@ -15,8 +15,15 @@ from service.scheduler.jobs import trial_actor_name
 from service.settings import Settings
 from service.store import LrTuning, Probe, Store, Sweep, Trial
 
-SPEC = {"name": "unit", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4, 8],
-        "samples_per_step": [16], "seeds": [0, 1], "steps": 5}  # fmt: skip
+SPEC = {
+    "name": "unit",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4, 8],
+    "samples_per_step": [16],
+    "seeds": [0, 1],
+    "steps": 5,
+}
 RESULT = {"status": "succeeded", "metrics": {"gap": 0.1}, "reason": None, "steps_done": 5, "seconds": 1.0}
 
 

@@ -17,11 +17,20 @@ REL_NOISE = 0.06
 
 def make_spec(groups=GROUPS, budgets=(48,), **adaptive_over):
     over = {"max_trials": 120, "initial_points": 4, "tolerance": 0.15, "seed": 0, **adaptive_over}
-    return SweepSpec.model_validate({
-        "name": "t", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": list(groups),
-        "samples_per_step": list(budgets), "seeds": [0], "steps": 1, "measure": {"kind": "gradient_mse"},
-        "mode": "adaptive", "adaptive": over,
-    })  # fmt: skip
+    return SweepSpec.model_validate(
+        {
+            "name": "t",
+            "task": {"name": "bandit"},
+            "model": {"preset": "tabular"},
+            "group_sizes": list(groups),
+            "samples_per_step": list(budgets),
+            "seeds": [0],
+            "steps": 1,
+            "measure": {"kind": "gradient_mse"},
+            "mode": "adaptive",
+            "adaptive": over,
+        }
+    )
 
 
 def metric(g, b, seed):

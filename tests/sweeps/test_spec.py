@@ -84,12 +84,18 @@ def test_planner_one_trial_per_point_with_whole_prompts():
     [
         ({"mode": "adaptive"}, ("mode",), "at least 3 group_sizes"),
         ({"mode": "bayes"}, ("mode",), "'grid' or 'adaptive'"),
-        ({"mode": "adaptive", "group_sizes": [2, 4, 8], "adaptive": {"max_trials": 2}}, ("adaptive", "max_trials"),
-         "greater than or equal to 3"),
+        (
+            {"mode": "adaptive", "group_sizes": [2, 4, 8], "adaptive": {"max_trials": 2}},
+            ("adaptive", "max_trials"),
+            "greater than or equal to 3",
+        ),
         ({"tune_lr": {"low": 1e-2, "high": 1e-3}}, ("tune_lr",), "must be greater than tune_lr.low"),
         ({"tune_lr": {"low": 1e-3}}, ("tune_lr", "high"), "Field required"),
-        ({"tune_lr": {"low": 1e-4, "high": 1e-3}, "measure": {"kind": "gradient_mse"}}, ("tune_lr",),
-         "needs measure.kind outcome"),
+        (
+            {"tune_lr": {"low": 1e-4, "high": 1e-3}, "measure": {"kind": "gradient_mse"}},
+            ("tune_lr",),
+            "needs measure.kind outcome",
+        ),
     ],
 )
 def test_adaptive_and_tune_lr_errors_name_the_field(over, loc, words):
@@ -98,6 +104,13 @@ def test_adaptive_and_tune_lr_errors_name_the_field(over, loc, words):
 
 
 def test_adaptive_budget_is_the_progress_total_and_tuning_counts_every_g_and_b():
-    s = SweepSpec.model_validate(spec(mode="adaptive", group_sizes=[2, 4, 8], samples_per_step=[16, 32],
-                                      adaptive={"max_trials": 7}, tune_lr={"low": 1e-4, "high": 1e-3, "trials": 5}))  # fmt: skip
+    s = SweepSpec.model_validate(
+        spec(
+            mode="adaptive",
+            group_sizes=[2, 4, 8],
+            samples_per_step=[16, 32],
+            adaptive={"max_trials": 7},
+            tune_lr={"low": 1e-4, "high": 1e-3, "trials": 5},
+        )
+    )
     assert s.n_trials == 7 and s.n_tuning_trials == 5 * 3 * 2

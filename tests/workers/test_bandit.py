@@ -98,8 +98,15 @@ def test_gradient_mse_sweep_interval_contains_the_exact_g_star():
 
 
 def test_probe_runs_on_a_language_model(model_cache):
-    cfg = TrialConfig(task={"name": "arithmetic"}, model={"preset": "tiny-llama"}, group_size=2, samples_per_step=2,
-                      seed=0, steps=1, cache_dir=str(model_cache))  # fmt: skip
+    cfg = TrialConfig(
+        task={"name": "arithmetic"},
+        model={"preset": "tiny-llama"},
+        group_size=2,
+        samples_per_step=2,
+        seed=0,
+        steps=1,
+        cache_dir=str(model_cache),
+    )
     out = run_probe(cfg, prompts=24, completions=6, projection_dim=256, n_boot=50)
     assert out["samples"] == 144 and out["projection_dim"] == 256  # ~100k parameters sketched to 256
     assert out["sigma2"] > 0 and out["kappa"] > 0

@@ -81,9 +81,15 @@ def test_generation_stops_at_an_end_of_turn_that_is_not_the_eos(bos_tokenizer):
     """A model whose every next token is <|im_end|>: with it in generation_config.eos_token_id the completion is
     one token long; the tokenizer's EOS alone would let it run to max_new_tokens."""
     im_end = bos_tokenizer.convert_tokens_to_ids(IM_END)
-    config = LlamaConfig(vocab_size=len(bos_tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, pad_token_id=bos_tokenizer.pad_token_id,
-                         eos_token_id=bos_tokenizer.eos_token_id)  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=len(bos_tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        pad_token_id=bos_tokenizer.pad_token_id,
+        eos_token_id=bos_tokenizer.eos_token_id,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     always = torch.full((len(bos_tokenizer),), -1e4)

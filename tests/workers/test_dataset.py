@@ -111,7 +111,12 @@ def format_reward_func(completions, **kwargs):
 
 
 # The reward file the workers import: TRL's two functions above, as they are, and a few that misbehave.
-TRL_DOCS = "import math\nimport re\n\n\n" + inspect.getsource(reward_func) + "\n\n" + inspect.getsource(format_reward_func) + '''
+TRL_DOCS = (
+    "import math\nimport re\n\n\n"
+    + inspect.getsource(reward_func)
+    + "\n\n"
+    + inspect.getsource(format_reward_func)
+    + """
 
 def abstain_on_odd(completions, level, **kwargs):
     return [None if lv % 2 else 1.0 for lv in level]
@@ -124,7 +129,8 @@ def too_few(completions, **kwargs):
 
 def not_finite(completions, **kwargs):
     return [math.inf] * len(completions)
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -147,8 +153,11 @@ def test_trl_reward_functions_from_its_docs_run_unchanged(tmp_path, reward_file)
     assert got.rewards.tolist() == [1.0, 0.0, 0.0] and got.abstained == 0
     assert reward_func([r"so \boxed{4}", r"\boxed{5}", "4"], ["4"] * 3) == got.rewards.tolist()  # as TRL would compute
     # TRL's conversational format: completions are [{"role": "assistant", "content": ...}]
-    chat = _task(tmp_path, [{"prompt": [{"role": "user", "content": "q"}]}] * 10,
-                 [{"function": f"{reward_file}:format_reward_func", "weight": 0.5}])  # fmt: skip
+    chat = _task(
+        tmp_path,
+        [{"prompt": [{"role": "user", "content": "q"}]}] * 10,
+        [{"function": f"{reward_file}:format_reward_func", "weight": 0.5}],
+    )
     texts = ["<think>a</think><answer>4</answer>", "4"]
     got = chat.score(chat.eval_problems(1) * 2, texts)
     assert got.rewards.tolist() == [0.5, 0.0]

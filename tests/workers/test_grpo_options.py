@@ -19,8 +19,16 @@ TASK = {"name": "arithmetic", "max_operand": 49}
 
 
 def cfg(cache, **over):
-    base = dict(task=TASK, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=32, seed=0, steps=20,
-                eval_prompts=128, cache_dir=str(cache))  # fmt: skip
+    base = dict(
+        task=TASK,
+        model={"preset": "tiny-llama"},
+        group_size=4,
+        samples_per_step=32,
+        seed=0,
+        steps=20,
+        eval_prompts=128,
+        cache_dir=str(cache),
+    )
     return TrialConfig(**{**base, **over})
 
 
@@ -46,8 +54,7 @@ def test_one_inner_step_never_clips(model_cache):
 
 def trajectory(cache, optimizer, lr, scale, steps=20):
     """Parameter vectors after each of the first `steps` updates (loo advantage, no gradient clipping)."""
-    config = cfg(cache, optimizer=optimizer, lr=lr, reward_scale=scale, steps=steps, max_grad_norm=1e9,
-                 checkpoint_every=1)  # fmt: skip
+    config = cfg(cache, optimizer=optimizer, lr=lr, reward_scale=scale, steps=steps, max_grad_norm=1e9, checkpoint_every=1)
     module = load_policy(config.model, make_task(TASK), Path(cache)).module
     names = [n for n, _ in module.named_parameters()]  # the state dict also holds tied copies and buffers
     theta0 = torch.cat([p.detach().reshape(-1) for p in module.parameters()])
@@ -148,11 +155,17 @@ def test_jsonl_task_and_local_model_folder_train_through_the_spec(model_cache, t
     preset.module.save_pretrained(folder)
     preset.tokenizer.save_pretrained(folder)
     data = write_jsonl(tmp_path / "sums.jsonl")
-    spec = SweepSpec.model_validate({
-        "name": "mine", "task": {"name": "jsonl", "path": str(data), "reward": "numeric_match"},
-        "model": {"path": str(folder)}, "group_sizes": [4], "samples_per_step": [32], "steps": 15,
-        "eval": {"prompts": 64},
-    })  # fmt: skip
+    spec = SweepSpec.model_validate(
+        {
+            "name": "mine",
+            "task": {"name": "jsonl", "path": str(data), "reward": "numeric_match"},
+            "model": {"path": str(folder)},
+            "group_sizes": [4],
+            "samples_per_step": [32],
+            "steps": 15,
+            "eval": {"prompts": 64},
+        }
+    )
     result = train_trial(TrialConfig.from_spec(spec, plan_trials(spec)[0], model_cache))
     assert result.status == "succeeded", result.reason
     assert 0.0 < result.metrics["eval_accuracy_initial"] < 1.0

@@ -35,8 +35,18 @@ def _batch(policy, g=4, n=4, seed=0):
 
 
 def _cfg(**over):
-    base = {"task": {}, "model": {}, "group_size": 4, "samples_per_step": 16, "seed": 0, "steps": 1, "optimizer": "sgd",
-            "lr": 1.0, "max_new_tokens": 5, "max_grad_norm": 1e9}  # fmt: skip
+    base = {
+        "task": {},
+        "model": {},
+        "group_size": 4,
+        "samples_per_step": 16,
+        "seed": 0,
+        "steps": 1,
+        "optimizer": "sgd",
+        "lr": 1.0,
+        "max_new_tokens": 5,
+        "max_grad_norm": 1e9,
+    }
     return TrialConfig(**{**base, **over})
 
 
@@ -148,8 +158,16 @@ def test_a_nan_weight_after_step_3_fails_the_trial_naming_non_finite_logits_and_
         return out
 
     monkeypatch.setattr(trainer, "grpo_update", poison_after_three)
-    cfg = TrialConfig(task={"name": "arithmetic"}, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=16,
-                      seed=0, steps=10, eval_prompts=32, cache_dir=str(model_cache))  # fmt: skip
+    cfg = TrialConfig(
+        task={"name": "arithmetic"},
+        model={"preset": "tiny-llama"},
+        group_size=4,
+        samples_per_step=16,
+        seed=0,
+        steps=10,
+        eval_prompts=32,
+        cache_dir=str(model_cache),
+    )
     result = trainer.train_trial(cfg)
     assert result.status == "failed" and result.reason == "non-finite logits in generation at step 4", result.reason
     assert result.steps_done == 3
@@ -212,8 +230,17 @@ def test_cuda_out_of_memory_fails_the_trial_with_its_shape_and_advice(model_cach
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(trainer, "grpo_update", no_memory)
-    cfg = TrialConfig(task={"name": "arithmetic"}, model={"preset": "tiny-llama"}, group_size=4, samples_per_step=16,
-                      seed=0, steps=3, eval_prompts=16, micro_batch_size=8, cache_dir=str(model_cache))  # fmt: skip
+    cfg = TrialConfig(
+        task={"name": "arithmetic"},
+        model={"preset": "tiny-llama"},
+        group_size=4,
+        samples_per_step=16,
+        seed=0,
+        steps=3,
+        eval_prompts=16,
+        micro_batch_size=8,
+        cache_dir=str(model_cache),
+    )
     result = trainer.train_trial(cfg)
     assert result.status == "failed"
     assert result.reason.startswith("CUDA out of memory in training at step 1 (G=4, B=16, micro_batch_size=8")

@@ -12,9 +12,17 @@ from workers.scores import select_parameters
 
 
 def _qwen2_with_biases(tok):
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, tie_word_embeddings=False, pad_token_id=tok.pad_token_id,
-                         eos_token_id=tok.eos_token_id)  # fmt: skip
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(1)
     return Qwen2ForCausalLM(config)
 

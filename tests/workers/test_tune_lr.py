@@ -19,8 +19,17 @@ LOW, HIGH, TRIALS, STEPS = 1e-3, 1e2, 8, 40
 
 
 def bandit_cfg(**over):
-    base = dict(task=TASK, model={"preset": "tabular"}, group_size=4, samples_per_step=48, seed=0, steps=160,
-                optimizer="sgd", lr=0.5, eval_prompts=512)  # fmt: skip
+    base = dict(
+        task=TASK,
+        model={"preset": "tabular"},
+        group_size=4,
+        samples_per_step=48,
+        seed=0,
+        steps=160,
+        optimizer="sgd",
+        lr=0.5,
+        eval_prompts=512,
+    )
     return TrialConfig(**{**base, **over})
 
 

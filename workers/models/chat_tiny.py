@@ -68,15 +68,24 @@ def build_chat_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokeniz
 def chat_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
     """About 0.4M parameters: Qwen2, 2 layers, width 128, 4 heads (2 KV heads), tied embeddings."""
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=352,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                               eos_token_id=[im_end, tokenizer.eos_token_id])  # fmt: skip
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id, eos_token_id=[im_end, tokenizer.eos_token_id]
+    )
     return model
 
 
@@ -94,8 +103,10 @@ def build_chat_tiny(recipe: ChatWarmStart = ChatWarmStart()) -> tuple[Qwen2ForCa
     held_out = word_problems(recipe.check_prompts, recipe.seed + 1)
     probe_tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
     probe_tok.chat_template = CHAT_TEMPLATE
-    corpus = [probe_tok.apply_chat_template(p["prompt"], tokenize=False, add_generation_prompt=True) + p["completion"] + IM_END
-              for p in train]  # fmt: skip
+    corpus = [
+        probe_tok.apply_chat_template(p["prompt"], tokenize=False, add_generation_prompt=True) + p["completion"] + IM_END
+        for p in train
+    ]
     tokenizer = build_chat_tokenizer(corpus, recipe.vocab_size)
     model = chat_tiny_model(tokenizer, recipe.seed)
     policy = LMPolicy(model, tokenizer)
@@ -133,6 +144,10 @@ def build_chat_tiny(recipe: ChatWarmStart = ChatWarmStart()) -> tuple[Qwen2ForCa
             if rate >= recipe.target_pass_rate:
                 break
     model.eval()
-    meta = {"warm_start_pass_rate": rate, "warm_start_truncation_rate": truncation, "warm_start_steps": step,
-            "max_new_tokens": MAX_NEW_TOKENS}  # fmt: skip
+    meta = {
+        "warm_start_pass_rate": rate,
+        "warm_start_truncation_rate": truncation,
+        "warm_start_steps": step,
+        "max_new_tokens": MAX_NEW_TOKENS,
+    }
     return model, tokenizer, meta

@@ -46,8 +46,15 @@ class LMPolicy:
         self.module.eval()
         try:
             with self._autocast():
-                return generate(self.module, self.tokenizer, self.encoder.encode(prompts), stop_ids=self.stop_ids,
-                                max_new_tokens=max_new_tokens, temperature=temperature, group_size=group_size)  # fmt: skip
+                return generate(
+                    self.module,
+                    self.tokenizer,
+                    self.encoder.encode(prompts),
+                    stop_ids=self.stop_ids,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    group_size=group_size,
+                )
         finally:
             self.module.train(was_training)
 
@@ -63,6 +70,13 @@ class LMPolicy:
         self, prompts: Sequence[Prompt], answers: list[str], *, max_new_tokens: int, temperature: float
     ) -> torch.Tensor:
         with self._autocast():
-            logp = sequence_logprob(self.module, self.tokenizer, self.encoder.encode(prompts), answers,
-                                    stop_ids=self.stop_ids, max_new_tokens=max_new_tokens, temperature=temperature)  # fmt: skip
+            logp = sequence_logprob(
+                self.module,
+                self.tokenizer,
+                self.encoder.encode(prompts),
+                answers,
+                stop_ids=self.stop_ids,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+            )
         return torch.exp(logp)

@@ -31,8 +31,9 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def load_lm(folder: Path, dtype: torch.dtype = torch.float32, chat_template: bool = True,
-            attn_implementation: str | None = None) -> LMPolicy:  # fmt: skip
+def load_lm(
+    folder: Path, dtype: torch.dtype = torch.float32, chat_template: bool = True, attn_implementation: str | None = None
+) -> LMPolicy:
     """A causal LM folder, always local_files_only=True and trust_remote_code=False.
 
     A tokenizer without a pad token pads with EOS; padding is on the left so completions start
@@ -62,5 +63,9 @@ def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str 
     if preset is not None and preset not in LM_PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join([*LM_PRESETS, 'tabular'])}")
     folder = preset_path(preset, task, cache_dir) if preset else Path(model["path"])
-    return load_lm(folder, resolve_dtype(model.get("dtype", "auto"), device), model.get("chat_template", True),
-                   model.get("attn_implementation"))  # fmt: skip
+    return load_lm(
+        folder,
+        resolve_dtype(model.get("dtype", "auto"), device),
+        model.get("chat_template", True),
+        model.get("attn_implementation"),
+    )

@@ -133,8 +133,12 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
         from workers.models.chat_tiny import ChatWarmStart, build_chat_tiny
 
         chat = ChatWarmStart()
-        return _cached(Path(cache_dir), preset, {"preset": preset, "recipe": asdict(chat), "v": CHAT_RECIPE_VERSION},
-                       lambda: build_chat_tiny(chat))  # fmt: skip
+        return _cached(
+            Path(cache_dir),
+            preset,
+            {"preset": preset, "recipe": asdict(chat), "v": CHAT_RECIPE_VERSION},
+            lambda: build_chat_tiny(chat),
+        )
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join(LM_PRESETS)}")
 

@@ -47,12 +47,17 @@ class ArithmeticTask:
         train = self._split[0]
         return [self._problem(i) for i in train], np.full(train.size, 1.0 / train.size)
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
-                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
+    def rewards(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
+    ) -> np.ndarray:
         """1 for the exact sum (surrounding whitespace ignored), else 0."""
         return np.array([c.strip() == q.answer for q, c in zip(problems, completions)], dtype=np.float32)
 
-    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """V(x) = P(the completion is exactly the answer), by teacher forcing (exact, differentiable)."""
         return policy.answer_probability(
             [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=max_new_tokens, temperature=temperature

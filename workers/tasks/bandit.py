@@ -88,12 +88,17 @@ class BanditTask:
     def train_support(self) -> tuple[list[Problem], np.ndarray]:
         return self.eval_problems(0), np.full(self.contexts, 1.0 / self.contexts)
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
-                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
+    def rewards(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
+    ) -> np.ndarray:
         p = self._tables[1][[int(q.prompt) for q in problems], [int(c) for c in completions]]
         return (rng.random(len(problems)) < p).astype(np.float32)
 
-    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """V(x) = sum_a pi(a|x) p[x, a], exact and differentiable. Needs the tabular policy."""
         if not hasattr(policy, "probs"):
             raise ValueError("the bandit task needs model: {preset: tabular}")

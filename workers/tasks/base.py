@@ -50,7 +50,7 @@ class Task(Protocol):
         """(S,) float32 rewards of decoded completions (text before the first stop id)."""
         ...
 
-    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """(S,) V(x) = E[r | x] under the policy's own sampling, exact and differentiable."""
         ...
 
@@ -65,7 +65,7 @@ class Task(Protocol):
 
 def monte_carlo_value(
     task: Task, policy, problems: list[Problem], samples: int, max_new_tokens: int, temperature: float
-) -> torch.Tensor:  # noqa: ANN001
+) -> torch.Tensor:
     """(S,) V(x) estimated by the mean reward of ``samples`` completions per prompt (no gradient;
     these samples are not counted in the budget B)."""
     expanded = [q for q in problems for _ in range(samples)]
@@ -74,7 +74,7 @@ def monte_carlo_value(
     return torch.as_tensor(r.reshape(len(problems), samples).mean(axis=1))
 
 
-def completion_ids_of(rollout) -> list[list[int]]:  # noqa: ANN001 - workers.rollout.Rollout
+def completion_ids_of(rollout) -> list[list[int]]:  # workers.rollout.Rollout
     """Each completion's token ids through its first stop id (TRL's ``completion_ids``)."""
     ids, mask = rollout.completion_ids, rollout.completion_mask.bool()
     return [row[m].tolist() for row, m in zip(ids, mask)]

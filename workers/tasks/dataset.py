@@ -22,8 +22,11 @@ from workers.tasks.base import Problem, monte_carlo_value, split_rows
 
 def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str | None) -> list[Problem]:
     return [
-        Problem(row[prompt_column], "" if answer_column is None else str(row.get(answer_column, "")),
-                {k: v for k, v in row.items() if k != prompt_column})  # fmt: skip
+        Problem(
+            row[prompt_column],
+            "" if answer_column is None else str(row.get(answer_column, "")),
+            {k: v for k, v in row.items() if k != prompt_column},
+        )
         for row in rows
     ]
 
@@ -89,8 +92,14 @@ class DatasetTask:
         train = self._split[0]
         return list(train), np.full(len(train), 1.0 / len(train))
 
-    def score(self, problems: list[Problem], completions: list[str], completion_ids: list[list[int]] | None = None,
-              step: int = 0, max_steps: int = 0) -> RewardBatch:  # fmt: skip
+    def score(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        completion_ids: list[list[int]] | None = None,
+        step: int = 0,
+        max_steps: int = 0,
+    ) -> RewardBatch:
         """Call the reward terms the way TRL does: prompts, completions (as messages for conversational
         prompts), completion_ids, trainer_state and every other column, one entry per completion.
 
@@ -99,25 +108,32 @@ class DatasetTask:
         """
         wrapped = [[{"role": "assistant", "content": c}] for c in completions] if self.conversational else list(completions)
         kwargs: dict[str, Any] = {
-            "prompts": [q.prompt for q in problems], "completions": wrapped,
+            "prompts": [q.prompt for q in problems],
+            "completions": wrapped,
             "completion_ids": completion_ids if completion_ids is not None else [[] for _ in completions],
             "trainer_state": TrainerState(step, max_steps),
-        }  # fmt: skip
+        }
         for key in problems[0].columns if problems else ():
             kwargs.setdefault(key, [q.columns.get(key) for q in problems])
         return compute_rewards(self._terms, kwargs, len(completions))
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
-                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
+    def rewards(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
+    ) -> np.ndarray:
         return self.score(problems, completions, completion_ids).rewards
 
-    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """Exact (teacher forcing) for one exact_match term; otherwise a Monte Carlo mean over
         oracle_samples completions per prompt."""
         if self.exact_expected_reward:
             weight = float(self.reward_specs[0].get("weight", 1.0))
-            p = policy.answer_probability([q.prompt for q in problems], [q.answer for q in problems],
-                                          max_new_tokens=max_new_tokens, temperature=temperature)  # fmt: skip
+            p = policy.answer_probability(
+                [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=max_new_tokens, temperature=temperature
+            )
             return weight * p
         return monte_carlo_value(self, policy, problems, self.oracle_samples, max_new_tokens, temperature)
 

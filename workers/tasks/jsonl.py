@@ -62,17 +62,23 @@ class JsonlTask:
         train = self._split[0]
         return list(train), np.full(len(train), 1.0 / len(train))
 
-    def rewards(self, problems: list[Problem], completions: list[str], rng: np.random.Generator,
-                completion_ids: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
+    def rewards(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
+    ) -> np.ndarray:
         fn = REWARDS[self.reward]
         return np.array([fn(c, q.answer) for q, c in zip(problems, completions)], dtype=np.float32)
 
-    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:  # noqa: ANN001
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """Exact (teacher forcing) for exact_match; otherwise a Monte Carlo mean over oracle_samples
         completions per prompt, without gradient (these samples are not counted in the budget B)."""
         if self.exact_expected_reward:
-            return policy.answer_probability([q.prompt for q in problems], [q.answer for q in problems],
-                                             max_new_tokens=max_new_tokens, temperature=temperature)  # fmt: skip
+            return policy.answer_probability(
+                [q.prompt for q in problems], [q.answer for q in problems], max_new_tokens=max_new_tokens, temperature=temperature
+            )
         return monte_carlo_value(self, policy, problems, self.oracle_samples, max_new_tokens, temperature)
 
     def max_reward(self, problems: list[Problem]) -> np.ndarray:

@@ -28,26 +28,32 @@ def word_problem(rng: np.random.Generator) -> dict[str, Any]:
     if kind == 0:
         a, b = (int(v) for v in rng.integers(1, 13, size=2))
         c, op = a + b, "+"
-        question = rng.choice([
-            f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?",
-            f"{name} had {a} {item}. A friend gave {name} {b} more {item}. How many {item} does {name} have?",
-            f"There are {a} {item} in a box and {b} {item} on the table. How many {item} are there in all?",
-        ])  # fmt: skip
+        question = rng.choice(
+            [
+                f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?",
+                f"{name} had {a} {item}. A friend gave {name} {b} more {item}. How many {item} does {name} have?",
+                f"There are {a} {item} in a box and {b} {item} on the table. How many {item} are there in all?",
+            ]
+        )
     elif kind == 1:
         a = int(rng.integers(3, 16))
         b = int(rng.integers(1, a))
         c, op = a - b, "-"
-        question = rng.choice([
-            f"{name} has {a} {item} and gives away {b}. How many {item} are left?",
-            f"{name} bought {a} {item} and lost {b} of them on the way home. How many {item} does {name} still have?",
-        ])  # fmt: skip
+        question = rng.choice(
+            [
+                f"{name} has {a} {item} and gives away {b}. How many {item} are left?",
+                f"{name} bought {a} {item} and lost {b} of them on the way home. How many {item} does {name} still have?",
+            ]
+        )
     else:
         a, b = (int(v) for v in rng.integers(2, 7, size=2))
         c, op = a * b, "*"
-        question = rng.choice([
-            f"{name} buys {a} bags with {b} {item} in each bag. How many {item} does {name} buy?",
-            f"There are {a} rows of {item} with {b} {item} in every row. How many {item} are there?",
-        ])  # fmt: skip
+        question = rng.choice(
+            [
+                f"{name} buys {a} bags with {b} {item} in each bag. How many {item} does {name} buy?",
+                f"There are {a} rows of {item} with {b} {item} in every row. How many {item} are there?",
+            ]
+        )
     messages = []
     if rng.random() < 0.5:
         messages.append({"role": "system", "content": str(SYSTEM[rng.integers(len(SYSTEM))])})
