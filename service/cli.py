@@ -119,12 +119,12 @@ def up(
     data_dir: Annotated[Path, typer.Option(help="SQLite store, MLflow data, model cache")] = Path(".groupscale"),
 ) -> None:
     """Run MLflow, a local Ray head and the controller in the foreground (Ctrl-C stops all)."""
-    from service.stack import StackError, run_stack
+    from service.stack import StackConfigError, StackError, run_stack
 
     try:
         run_stack(host, port, mlflow_port, data_dir)
     except StackError as e:
-        _fail(str(e))
+        _fail(str(e), 2 if isinstance(e, StackConfigError) else 1)
 
 
 def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:

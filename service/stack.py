@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from service.main import create_app
 from service.scheduler.ray_backend import connect_ray, disconnect_ray
@@ -24,6 +25,51 @@ from service.tracking import redact
 
 class StackError(RuntimeError):
     """A component could not be started (the message says which and where its log is)."""
+
+
+class StackConfigError(StackError):
+    """The configuration cannot work (CLI exit 2): the message names the setting and what to change."""
+
+
+def same_database(a: str, b: str) -> bool:
+    """Whether two SQLAlchemy URLs name one database (SQLite: one file, after resolving links and ``..``)."""
+    ua, ub = make_url(a), make_url(b)
+    if ua.get_backend_name() != ub.get_backend_name():
+        return False
+    if ua.get_backend_name() == "sqlite":
+        return bool(ua.database and ub.database) and Path(ua.database).resolve() == Path(ub.database).resolve()
+    default_port = {"postgresql": 5432, "mysql": 3306}.get(ua.get_backend_name())
+    return (ua.host or "localhost", ua.port or default_port, ua.database) == (
+        ub.host or "localhost",
+        ub.port or default_port,
+        ub.database,
+    )
+
+
+def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
+    """Refuse a stack whose databases cannot work together, before anything starts.
+
+    Raises:
+        StackConfigError: the controller store and MLflow's backend store are one database (both run
+            Alembic migrations with the same ``alembic_version`` table name conflict and MLflow's own
+            tables would mix with the store's); or Optuna's tables in the store have a schema this
+            Optuna cannot use (adaptive sweeps and tune_lr would fail at their first study).
+    """
+    store = settings.resolved_database_url
+    if mlflow_backend and same_database(store, mlflow_backend):
+        raise StackConfigError(
+            f"the controller store and MLflow's backend store are the same database ({redact(store)}): "
+            "give MLflow one of its own with GROUPSCALE_MLFLOW_BACKEND_URI, or the store with GROUPSCALE_DATABASE_URL"
+        )
+    import optuna
+
+    try:
+        optuna.storages.RDBStorage(store)  # creates Optuna's tables when missing; checks their schema version
+    except RuntimeError as e:
+        raise StackConfigError(
+            f"Optuna's tables in {redact(store)} do not fit this Optuna {optuna.__version__}: {str(e).splitlines()[0]} "
+            f"(upgrade them with `optuna storage upgrade --storage URL`)"
+        ) from None
 
 
 def start_mlflow(
@@ -117,7 +163,9 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
     backend = Settings().mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
-    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=backend)
+    mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
+    check_databases(Settings(data_dir=data_dir.resolve()), None if env_uri else mlflow_backend)  # before anything starts
+    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
     tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)

@@ -10,7 +10,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
+from alembic import command
+from alembic.config import Config
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -24,13 +27,17 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    inspect,
     select,
     text,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus
 from sweeps.spec import SweepSpec
+
+VERSION_TABLE = "groupscale_alembic_version"  # not alembic_version: Optuna's schema version lives there
 
 
 def utcnow() -> datetime:
@@ -146,6 +153,23 @@ class Probe(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+BASELINE = "0001"  # the schema that create_all made before migrations existed
+
+
+def migrate(conn: Connection) -> None:
+    """Bring the store's tables to the latest revision (service/migrations, Alembic, version table
+    VERSION_TABLE). A database from before migrations (its tables, no version table) is stamped at
+    BASELINE first, so nothing is created twice."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = conn
+    tables = inspect(conn)
+    if tables.has_table("sweeps") and not tables.has_table(VERSION_TABLE):
+        command.stamp(config, BASELINE)
+    command.upgrade(config, "head")
+
+
 class Store:
     """Engine + session factory. SQLite gets WAL and a busy timeout so readers never block writers; a server
     database (PostgreSQL: postgresql+psycopg://...) gets pings that replace connections a restart has cut."""
@@ -172,9 +196,9 @@ class Store:
                 conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
 
         with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":  # controllers starting together must not race on CREATE TABLE
+            if conn.dialect.name == "postgresql":  # controllers starting together must not race on the migration
                 conn.execute(text("SELECT pg_advisory_xact_lock(7162840213)"))
-            Base.metadata.create_all(conn)
+            migrate(conn)
         self._specs: dict[tuple[str, str], SweepSpec] = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._reads = sessionmaker(self.engine.execution_options(read_only=True), expire_on_commit=False)

@@ -78,3 +78,21 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     p.write_text("name: a\nname: b\n")
     r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
     assert r.exit_code == 2 and "duplicate key 'name'" in r.output
+
+
+def test_up_refuses_one_database_for_the_store_and_mlflow_before_starting_anything(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    monkeypatch.setenv("GROUPSCALE_DATABASE_URL", url)
+    monkeypatch.setenv("GROUPSCALE_MLFLOW_BACKEND_URI", f"sqlite:///{tmp_path / 'x' / '..' / 'shared.db'}")  # the same file
+    result = runner.invoke(app, ["up", "--data-dir", str(tmp_path / "data"), "--port", "1", "--mlflow-port", "1"])
+    assert result.exit_code == 2, result.output
+    assert "the same database" in result.output and "GROUPSCALE_MLFLOW_BACKEND_URI" in result.output
+    assert not (tmp_path / "shared.db").exists()  # refused before anything (MLflow, Optuna, the store) wrote it
+
+
+def test_same_database_compares_what_the_urls_name():
+    from service.stack import same_database
+
+    assert same_database("postgresql+psycopg://u@db/gs", "postgresql://v:pw@db:5432/gs")
+    assert not same_database("postgresql://db/gs", "postgresql://db/mlflow")
+    assert not same_database("postgresql://db/gs", "sqlite:///gs")

@@ -1,0 +1,61 @@
+"""The store's schema comes from Alembic migrations (service/migrations) with a version table of its own:
+they build exactly the models' tables, adopt a database made before migrations, and leave Optuna's alone."""
+
+import optuna
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+
+from service.store import VERSION_TABLE, Base, Store, Sweep
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres").create_database()
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def test_migrations_build_exactly_the_models_schema(url):
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata) == []
+        (head,) = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars()
+    assert head == "0001"
+    store.engine.dispose()
+
+
+def test_a_database_from_before_migrations_is_adopted_with_its_rows(url):
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)  # what the store did before it had migrations
+    with engine.begin() as conn:
+        conn.execute(Sweep.__table__.insert().values(id="old", name="kept", spec={}, task_name="t", model_name="m",
+                                                     status="succeeded", mlflow_closed=True, created_at=_now(),
+                                                     updated_at=_now()))  # fmt: skip
+    engine.dispose()
+    store = Store(url)
+    with store.read() as s:
+        assert s.get(Sweep, "old").name == "kept"
+    assert VERSION_TABLE in inspect(store.engine).get_table_names()
+    store.engine.dispose()
+
+
+def test_optunas_own_version_table_is_left_alone(url):
+    optuna.storages.RDBStorage(url)  # Optuna's tables and its alembic_version first, as after an adaptive sweep
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        optuna_version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+    engine.dispose()
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == optuna_version
+        assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one() == "0001"
+    optuna.storages.RDBStorage(url)  # and Optuna still opens its storage
+    store.engine.dispose()
+
+
+def _now():
+    from service.store import utcnow
+
+    return utcnow()
