@@ -1,7 +1,8 @@
-"""What Ray workers run: a trial (by its measure, from MEASURES), a probe, an lr tuning; plain data in and out."""
+"""What Ray workers run: trials (by their measure, from MEASURES) on warm TrialWorker actors, probes, lr tunings."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -147,50 +148,90 @@ def count_start(checkpoint_dir: str | None) -> int:
     return starts
 
 
-class TrialRunner:
-    """One trial in a background thread of its own process, to be wrapped as a detached Ray actor.
+class TrialWorker:
+    """A warm worker process that runs trials one after another, to be wrapped as a detached Ray actor.
 
-    The trial starts when the object is built, so Ray's actor restart (after the worker process
-    died) resumes it from its last checkpoint. ``wait`` may be called by several callers (a
-    restarted controller re-attaches by calling it again), so the actor needs max_concurrency > 1.
+    torch, transformers and the trainer stay imported between trials, so a sweep's trials after the
+    first start in milliseconds instead of seconds (a new process, its imports and Ray's actor start).
+    The trial being run is written to ``<state_dir>/<name>.json`` when it starts and marked done when
+    it ends, so Ray's restart of the actor (after its process died) resumes that trial from its last
+    checkpoint, and the controller's pending ``run`` call, retried on the restarted actor, waits for it.
+    Calls run in threads (max_concurrency > 1): ``current`` answers while a trial runs.
     """
 
-    def __init__(
-        self, config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, name: str = "trial"
-    ) -> None:
+    def __init__(self, state_dir: str, name: str) -> None:
         self.name = name
-        self._set_title()
+        self._state = Path(state_dir) / f"{name}.json"
+        self._lock = threading.Condition()
+        self._trial: str | None = None
         self._done = threading.Event()
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
-        starts = count_start(config.get("checkpoint_dir"))
-        threading.Thread(target=self._run, args=(config, tracking_uri, run_id, starts), name="trial", daemon=True).start()
+        self._set_title()
+        saved = json.loads(self._state.read_text()) if self._state.is_file() else None
+        if saved and not saved.get("done"):  # restarted by Ray mid-trial: resume it from its checkpoint
+            self._start(saved["trial"], saved["args"])
 
-    def _run(self, config: dict[str, Any], tracking_uri: str | None, run_id: str | None, starts: int) -> None:
+    def _start(self, trial: str, args: list) -> None:
+        self._trial, self._result, self._error = trial, None, None
+        self._done.clear()
+        self._save(trial, args, done=False)
+        self._set_title()
+        config, uri, run_id = args
+        starts = count_start(config.get("checkpoint_dir"))
+        threading.Thread(target=self._run, args=(trial, args, starts), name="trial", daemon=True).start()
+
+    def _run(self, trial: str, args: list, starts: int) -> None:
+        config, uri, run_id = args
         try:
-            self._result = run_trial(config, tracking_uri, run_id, starts)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller of wait()
+            self._result = run_trial(config, uri, run_id, starts)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
             self._error = e
         finally:
+            self._save(trial, args, done=True)
             self._done.set()
 
-    def wait(self, timeout_s: float | None = None) -> dict[str, Any] | None:
-        """The trial's result (run_trial's dict), or None if it is still running after timeout_s.
+    def run(
+        self, trial: str, config: dict[str, Any] | None = None, tracking_uri: str | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """Run ``trial`` (unless it is the one already running here) and return its result (run_trial's
+        dict). Without ``config``: attach to the trial this worker runs (a restarted controller).
 
         Raises:
             Exception: the trial's own exception.
+            LookupError: attach to a trial this worker does not run; or a start while another trial runs.
         """
+        with self._lock:
+            if self._trial != trial:
+                if config is None:
+                    raise LookupError(f"worker {self.name} runs {self._trial}, not {trial}")
+                if self._trial is not None and not self._done.is_set():
+                    raise LookupError(f"worker {self.name} is busy with {self._trial}")
+                self._start(trial, [config, tracking_uri, run_id])
         self._set_title()
-        if not self._done.wait(timeout_s):
-            return None
+        self._done.wait()
         if self._error is not None:
             raise self._error
+        assert self._result is not None
         return self._result
 
+    def current(self) -> tuple[str | None, bool]:
+        """(the trial this worker runs or last ran, whether it has ended)."""
+        self._set_title()
+        return self._trial, self._done.is_set()
+
+    def _save(self, trial: str, args: list, done: bool) -> None:
+        self._state.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._state.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"trial": trial, "args": args, "done": done}))
+        tmp.replace(self._state)
+
     def _set_title(self) -> None:
-        """``ps`` shows ``ray::<name>`` (Ray titles the process after the method it last started)."""
+        """``ps`` shows ``ray::trial-<id>`` while a trial runs here (Ray titles the process after the method
+        it last started, so every method sets it again)."""
         try:
             from ray._raylet import setproctitle  # what Ray itself titles its workers with
         except ImportError:  # not under Ray: nothing to title
             return
-        setproctitle(f"ray::{self.name}")
+        busy = self._trial is not None and not self._done.is_set()
+        setproctitle(f"ray::{self._trial}" if busy else f"ray::{self.name}")

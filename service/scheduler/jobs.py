@@ -40,6 +40,9 @@ class Backend(Protocol):
     def available_resources(self) -> dict[str, float]: ...
     def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any: ...
     def attach_trial(self, name: str) -> Any | None: ...
+    def release_trial(self, name: str) -> None: ...
+    def reap_idle(self) -> None: ...
+    def idle_resources(self) -> dict[str, float]: ...
     def trial_names(self) -> set[str]: ...
     def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any: ...
     def wait(self, handles: list[Any], timeout_s: float) -> list[Any]: ...
@@ -109,7 +112,8 @@ def worker_starts(checkpoint_dir: Path) -> int:
 
 
 class TrialJob:
-    """A trial: a detached, named actor (workers.entry.TrialRunner) logging into its own MLflow child run."""
+    """A trial: run on a warm worker (workers.entry.TrialWorker, a detached named actor), logging into its
+    own MLflow child run."""
 
     kind = "trial"
 
@@ -153,20 +157,29 @@ class TrialJob:
                 return None
         if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
             return None  # cancelled meanwhile
-        name = trial_actor_name(trial.id)
-        args = (asdict(config), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id, name)
-        return ctx.backend.start_trial(name, args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial)
+        args = (asdict(config), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id)
+        return ctx.backend.start_trial(
+            trial_actor_name(trial.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+        )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
-        ctx.backend.kill_trial(trial_actor_name(work.id))  # detached: it would hold its CPUs/GPUs until killed
+        """Store the trial's result and end its run. A worker that died more often than Ray restarts it
+        (its restarts count over every trial it ran) sends the trial back to pending, to resume from its
+        checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
+        ctx.backend.release_trial(trial_actor_name(work.id))  # its worker stays warm for the next trial
         ckpt = ctx.checkpoint_dir(work.id)
-        restarts = max(worker_starts(ckpt) - 1, 0)  # Ray restarted its worker this many times
+        starts = worker_starts(ckpt)  # every start of a worker process on this trial, restarts included
+        retries = ctx.settings.trial_retries
         result: dict[str, Any] = outcome.value if outcome.error is None else {"status": "failed", "metrics": {}}
         reason = result.get("reason") if outcome.error is None else outcome.error
-        if outcome.died:
-            reason = f"the worker died {restarts + 1} times (GROUPSCALE_TRIAL_RETRIES={ctx.settings.trial_retries}): {reason}"
         with ctx.store.session() as s:
             trial = s.get(Trial, work.id)
+            attempts = max(trial.attempts, starts)
+            if outcome.died and starts <= retries and trial.status == TrialStatus.RUNNING:
+                transition(s, trial, TrialStatus.PENDING, attempts=attempts)  # resumes from its checkpoint
+                return
+            if outcome.died:
+                reason = f"the worker died {starts} times (GROUPSCALE_TRIAL_RETRIES={retries}): {reason}"
             stored = trial.status == TrialStatus.RUNNING and transition(  # not when a cancel got there first
                 s,
                 trial,
@@ -174,7 +187,7 @@ class TrialJob:
                 reason=reason,
                 seconds=result.get("seconds"),
                 metrics=finite_or_none(result.get("metrics") or {}),
-                attempts=trial.attempts + restarts,
+                attempts=attempts,
             )
             status = trial.status if stored else TrialStatus.CANCELLED  # lost the race to a cancel
             run_id = trial.mlflow_run_id

@@ -2,15 +2,16 @@
 
 Execution shape (README "How a sweep runs"): a thread of the controller ticks every
 ``poll_interval_s``. A tick admits queued sweeps (their MLflow parent run, their lr tunings and
-grid trials), stops the work of cancelled sweeps, launches ready work of each kind
+grid trials), stops the work of cancelled sweeps, collects the work that ended (first, so that a
+freed warm worker takes the next trial of its shape), launches ready work of each kind
 (service.scheduler.jobs: probes, lr tunings, trials; adaptive sweeps get their trials from
-service.scheduler.adaptive first) while the cluster has the resources free, waits for any work
-to end and collects it, closes the MLflow parent run of a cancelled sweep once none of its work is
+service.scheduler.adaptive first) while the cluster has the resources free, lets go of the warm
+workers nothing reused, closes the MLflow parent run of a cancelled sweep once none of its work is
 in flight, and fits the law when a sweep's trials have all ended. The cluster is a Backend
 (service.scheduler.ray_backend on Ray; a fake in the unit tests).
 
 Trials outlive the controller process: on a cluster of its own (RAY_ADDRESS) a restarted controller
-re-attaches to the trial actors still alive (by name) and collects what they finished meanwhile;
+re-attaches to the trials its workers still run (named actors) and collects what they finished meanwhile;
 a trial whose actor is gone or dead goes back to pending and resumes from its checkpoint, logging
 into the same MLflow run, so each trial has exactly one run.
 """
@@ -113,17 +114,18 @@ class Scheduler:
         wait_s = self.ctx.settings.poll_interval_s if wait_s is None else wait_s
         self.admit()
         self.stop_cancelled()
+        if self.inflight:  # collect first: a trial's worker, freed, takes the next trial of its shape at once
+            for handle in self.ctx.backend.wait(list(self.inflight), wait_s):
+                self.collect(handle)
         self.launch(self.jobs["probe"])
         self.launch(self.jobs["tune"])
         self.adaptive.advance()
         self.launch(self.jobs["trial"])
-        if self.inflight:
-            for handle in self.ctx.backend.wait(list(self.inflight), wait_s):
-                self.collect(handle)
-        elif wait_s:
-            time.sleep(wait_s)
+        self.ctx.backend.reap_idle()  # warm workers that nothing reused would hold their resources
         self.close_cancelled()
         self.finish()
+        if not self.inflight and wait_s:
+            time.sleep(wait_s)
 
     def reconcile(self) -> None:
         """After a restart: re-attach to the trials still alive on the cluster; the others (their actor is
@@ -184,6 +186,8 @@ class Scheduler:
         shows there), but never more than its total less what this controller has in flight (the
         cluster's figure lags a launch by a moment)."""
         total, avail = self.cluster_resources(), self.ctx.backend.available_resources()
+        idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or reaped
+        avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
         ours = [sum(w.cpus for w in self.inflight.values()), sum(w.gpus for w in self.inflight.values())]
         return tuple(min(total.get(k, 0.0) - used, avail.get(k, 0.0)) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
 

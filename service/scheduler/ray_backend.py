@@ -1,13 +1,17 @@
 """The controller's Ray backend: the only module of the controller that imports ray.
 
-The scheduler's loop talks to a ``Backend`` (service.scheduler.jobs): start a trial as a detached,
-named actor or a probe / lr tuning as a task, wait for any of them, read a result, stop one, say
+The scheduler's loop talks to a ``Backend`` (service.scheduler.jobs): run a trial on a warm worker
+(a detached, named TrialWorker actor reused by the trials of its shape, so torch and the trainer are
+imported once) or a probe / lr tuning as a task, wait for any of them, read a result, stop one, say
 what is free. This module is that interface on a real Ray cluster; the loop's unit tests use a fake.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -15,11 +19,8 @@ import ray
 from service.settings import Settings
 
 NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
+WORKER_PREFIX = "worker-"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def trial_actor_name(trial_id: str) -> str:
-    return f"trial-{trial_id}"
 
 
 def connect_ray(settings: Settings) -> bool:
@@ -49,11 +50,21 @@ def disconnect_ray() -> None:
         ray.shutdown()
 
 
+@dataclass
+class _Worker:
+    handle: Any
+    cpus: float
+    gpus: float
+    trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
+
+
 class RayBackend:
-    """Backend on Ray. Handles are Ray ObjectRefs of a trial actor's ``wait`` or of a task's result."""
+    """Backend on Ray. Handles are Ray ObjectRefs of a trial's ``TrialWorker.run`` or of a task's result."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.state_dir = settings.data_dir.resolve() / "workers"  # what each worker runs (workers.entry.TrialWorker)
+        self._workers: dict[str, _Worker] = {}
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
 
     # -- the connection ----------------------------------------------------------------------
@@ -61,6 +72,8 @@ class RayBackend:
         if not ray.is_initialized():  # `groupscale up` connects before the web server starts
             connect_ray(self.settings)
             self._connected = True
+        if not self.settings.ray_address:  # a fresh local head: no worker of an earlier run can be alive
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def disconnect(self) -> None:
         if self._connected:
@@ -76,48 +89,95 @@ class RayBackend:
         """What the cluster has free now, other users' work on a shared cluster included."""
         return dict(ray.available_resources()) if ray.is_initialized() else {}
 
-    # -- work ------------------------------------------------------------------------------------
+    # -- trials, on a pool of warm workers ------------------------------------------------------
     def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any:
-        """A detached, named TrialRunner actor (it outlives the controller) and its ``wait`` ref.
+        """Run trial ``name`` on a warm worker of the same shape (an idle one, else a new one) and return
+        the ref of its result. A worker already running ``name`` (launched just before a controller
+        crash) is attached to instead of starting it twice."""
+        worker = next((w for w in self._workers.values() if w.trial == name), None)
+        if worker is None:
+            worker = next((w for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus)), None)
+        if worker is None:
+            worker = self._new_worker(cpus, gpus)
+        worker.trial = name
+        return worker.handle.run.remote(name, *args)
 
-        A dead worker (not an exception in the trial) is restarted by Ray at most trial_retries times,
-        resuming from the trial's last checkpoint; the pending wait() is retried on the restarted actor
-        (max_task_retries=-1, bounded by the restarts).
-        """
-        from workers.entry import TrialRunner
+    def _new_worker(self, cpus: float, gpus: float) -> _Worker:
+        """A detached, named TrialWorker actor (it outlives the controller). A dead worker process is
+        restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
+        the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts)."""
+        from workers.entry import TrialWorker
 
-        runner = ray.remote(TrialRunner).options(
-            name=name,
-            lifetime="detached",
-            get_if_exists=True,
-            num_cpus=cpus,
-            num_gpus=gpus,
-            max_restarts=self.settings.trial_retries,
-            max_task_retries=-1,
-            max_concurrency=4,
+        name = f"{WORKER_PREFIX}{uuid.uuid4().hex[:12]}"
+        handle = (
+            ray.remote(TrialWorker)
+            .options(
+                name=name,
+                lifetime="detached",
+                num_cpus=cpus,
+                num_gpus=gpus,
+                max_restarts=self.settings.trial_retries,
+                max_task_retries=-1,
+                max_concurrency=4,
+            )
+            .remote(str(self.state_dir), name)
         )
-        return runner.remote(*args).wait.remote()
+        self._workers[name] = _Worker(handle, cpus, gpus)
+        return self._workers[name]
 
-    def attach_trial(self, name: str) -> Any | None:
-        """The ``wait`` ref of a named trial actor that is alive, or None when it is gone or dead.
+    def release_trial(self, name: str) -> None:
+        """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape."""
+        for w in self._workers.values():
+            if w.trial == name:
+                w.trial = None
 
-        Alive means it answers: a dead actor's handle can still be found by name for a while, and
-        trusting it would turn a lost worker into ``failed: RayActorError`` instead of a resume.
-        """
+    def kill_trial(self, name: str) -> None:
+        """Stop a running trial: its worker process is killed (and not restarted)."""
+        for worker_name, w in list(self._workers.items()):
+            if w.trial == name:
+                self._kill_worker(worker_name)
+
+    def reap_idle(self) -> None:
+        """Kill the idle workers: each tick reuses the ones it can first, the rest would hold resources."""
+        for worker_name, w in list(self._workers.items()):
+            if w.trial is None:
+                self._kill_worker(worker_name)
+
+    def idle_resources(self) -> dict[str, float]:
+        """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are reaped)."""
+        idle = [w for w in self._workers.values() if w.trial is None]
+        return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
+
+    def _kill_worker(self, worker_name: str) -> None:
+        w = self._workers.pop(worker_name)
         try:
-            actor = ray.get_actor(name)
-            ray.get(actor.wait.remote(0.0), timeout=30)  # None while the trial runs; its result once done
-        except ray.exceptions.GetTimeoutError:  # restarting: Ray answers once the restarted actor is up
-            return actor.wait.remote()
-        except (ValueError, ray.exceptions.RayActorError):  # never existed, or dead (restarts used up)
-            return None
-        except Exception:  # noqa: BLE001 - the trial's own error: wait() raises it again for collect
+            ray.kill(w.handle, no_restart=True)
+        except ValueError:  # already gone
             pass
-        return actor.wait.remote()
+        (self.state_dir / f"{worker_name}.json").unlink(missing_ok=True)
 
     def trial_names(self) -> set[str]:
-        """Names of the trial actors alive in this namespace."""
-        return {n for n in ray.util.list_named_actors() if n.startswith("trial-")}
+        """Names of the trials that the workers alive in this namespace run (or ran last), read from them."""
+        self._discover()
+        return {w.trial for w in self._workers.values() if w.trial is not None}
+
+    def _discover(self) -> None:
+        """Find the workers a previous controller started (a cluster of its own keeps them)."""
+        for name in ray.util.list_named_actors():
+            if not name.startswith(WORKER_PREFIX) or name in self._workers:
+                continue
+            try:
+                handle = ray.get_actor(name)
+                trial, _ = ray.get(handle.current.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - dead, restarting or gone: its trial goes back to pending
+                continue
+            self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused, reaped once idle
+
+    def attach_trial(self, name: str) -> Any | None:
+        """The result ref of trial ``name`` on the live worker that runs it, or None when none does."""
+        self._discover()
+        worker = next((w for w in self._workers.values() if w.trial == name), None)
+        return None if worker is None else worker.handle.run.remote(name)
 
     def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any:
         """A Ray task (a probe, an lr tuning): retried ``retries`` times if its worker dies, never on an
@@ -132,12 +192,6 @@ class RayBackend:
     def result(self, handle: Any) -> Any:
         """The work's return value. Raises: the work's own exception, or Ray's when its worker died."""
         return ray.get(handle)
-
-    def kill_trial(self, name: str) -> None:
-        try:
-            ray.kill(ray.get_actor(name), no_restart=True)
-        except ValueError:  # already gone
-            pass
 
     def cancel(self, handle: Any) -> None:
         ray.cancel(handle, force=True)

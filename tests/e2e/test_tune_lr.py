@@ -1,6 +1,8 @@
 """tune_lr over the real stack: a learning-rate search per (G, B) before the sweep proper, whose
 trials then train at the tuned lr; both phases in MLflow, the searches in Optuna studies."""
 
+import time
+
 import optuna
 import pytest
 from mlflow import MlflowClient
@@ -45,3 +47,37 @@ def test_tuned_lr_per_group_size_is_used_by_the_sweep(stack):
         study = optuna.load_study(study_name=f"groupscale-{sid}-tune_lr-G{g}-B24", storage=storage)
         assert len(study.trials) == 5
         assert study.best_params["lr"] == pytest.approx(best[g])
+
+
+def test_a_sweep_cancelled_during_lr_tuning_ends_every_tuning_trial_and_run_within_30_s(stack):
+    spec = {**SPEC, "name": "e2e-tune-lr-cancel", "tune_lr": {"low": 0.001, "high": 100.0, "trials": 40, "steps": 200}}
+    sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+    client = MlflowClient(stack.mlflow_uri)
+    deadline = time.monotonic() + 180
+    while True:  # cancel once a search is logging its lr trials
+        sweep = stack.http.get(f"/v1/sweeps/{sid}").json()
+        parent = sweep["mlflow"]["parent_run_id"]
+        if parent:
+            query = f"tags.mlflow.parentRunId = '{parent}' and tags.`groupscale.phase` = 'tune_lr'"
+            if any(r.info.status == "RUNNING" for r in client.search_runs([sweep["mlflow"]["experiment_id"]], query)):
+                break
+        assert time.monotonic() < deadline, sweep
+        time.sleep(0.5)
+    assert stack.http.delete(f"/v1/sweeps/{sid}").json()["status"] == "cancelled"
+    cancelled_at = time.monotonic()
+    while True:
+        runs = client.search_runs([sweep["mlflow"]["experiment_id"]], f"tags.mlflow.parentRunId = '{parent}'")
+        open_runs = [r.info.run_id for r in runs if r.info.status == "RUNNING"]
+        parent_status = client.get_run(parent).info.status
+        if not open_runs and parent_status != "RUNNING":
+            break
+        assert time.monotonic() - cancelled_at < 30, (open_runs, parent_status)
+        time.sleep(0.5)
+    assert parent_status == "KILLED"
+    sweep = stack.http.get(f"/v1/sweeps/{sid}").json()
+    p = sweep["progress"]
+    assert sweep["status"] == "cancelled" and p["running"] == 0
+    assert p["done"] + p["failed"] + p["cancelled"] == p["total"] == len(GROUPS) * 2  # progress adds up
+    assert p["tuning_done"] == p["tuning_total"] == len(GROUPS)  # every tuning ended (cancelled counts as ended)
+    trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+    assert {t["status"] for t in trials} == {"cancelled"}

@@ -46,6 +46,8 @@ class FakeBackend:
         self.work: dict[str, Work] = {}
         self.alive: dict[str, str] = {}  # trial actor name -> handle
         self.cancelled: list[str] = []
+        self.released: list[str] = []  # trials whose worker was let go to take the next one
+        self.reaps = 0
         self._ids = itertools.count()
 
     def connect(self): ...
@@ -71,6 +73,16 @@ class FakeBackend:
 
     def trial_names(self):
         return set(self.alive)
+
+    def release_trial(self, name):
+        self.alive.pop(name, None)
+        self.released.append(name)
+
+    def reap_idle(self):
+        self.reaps += 1
+
+    def idle_resources(self):
+        return {"CPU": 0.0, "GPU": 0.0}
 
     def start_task(self, fn, args, cpus, gpus, retries):
         handle = f"h{next(self._ids)}"
@@ -314,6 +326,33 @@ def test_a_worker_that_died_after_its_retries_fails_saying_so(env):
         assert trial.status == TrialStatus.FAILED and trial.attempts == 3
         assert trial.reason.startswith("the worker died 3 times (GROUPSCALE_TRIAL_RETRIES=2)")
     assert not ckpt.exists()
+
+
+def test_a_worker_lost_before_the_trials_retries_ran_out_resumes_it_elsewhere(env):
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    (tid,) = _trial_ids(store, sid)
+    ckpt = sched.ctx.checkpoint_dir(tid)
+    ckpt.mkdir(parents=True)
+    (ckpt / "starts").write_text("1")  # the worker had used its restarts on earlier trials
+    backend.die(backend.running()[0])
+    tick(sched)  # collected: back to pending, and launched again on the same tick
+    with store.read() as s:
+        trial = s.get(Trial, tid)
+        assert trial.status == TrialStatus.RUNNING and trial.attempts == 2 and trial.reason is None
+    assert ckpt.exists() and len(backend.running()) == 1  # its checkpoint is kept for the resume
+
+
+def test_a_collected_trial_hands_its_worker_to_the_next_one(env):
+    store, backend, _, sched = env
+    submit(store, group_sizes=[2, 4], seeds=[0, 1])
+    tick(sched)
+    first = backend.running()[0]
+    backend.finish(first)
+    tick(sched)
+    assert backend.released == [backend.work[first].name] and len(backend.running()) == 2  # refilled on the same tick
+    assert backend.reaps == 2  # every tick lets go of the workers nothing reused
 
 
 def test_restart_reattaches_live_trials_and_resumes_the_others(env, tmp_path):
