@@ -186,7 +186,9 @@ class RayBackend:
 
     def wait(self, handles: list[Any], timeout_s: float) -> list[Any]:
         """The handles whose work has ended, after at most timeout_s."""
-        ready, _ = ray.wait(handles, num_returns=len(handles), timeout=timeout_s)
+        ready, _ = ray.wait(handles, num_returns=1, timeout=timeout_s)  # back as soon as one has ended
+        if ready:  # and every other that has ended by now
+            ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)
         return ready
 
     def result(self, handle: Any) -> Any:
