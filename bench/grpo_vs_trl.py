@@ -53,6 +53,7 @@ def groupscale_seconds_per_step(folder: Path, cache: Path, args: argparse.Namesp
 
 
 def trl_seconds_per_step(folder: Path, out: Path, args: argparse.Namespace) -> float:
+    from _trl import MATCHED  # bench/_trl.py: the settings that match groupscale's work
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -88,18 +89,7 @@ def trl_seconds_per_step(folder: Path, out: Path, args: argparse.Namespace) -> f
         num_generations=args.group_size,
         steps_per_generation=1,
         max_completion_length=args.max_new_tokens,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        beta=0.0,
-        num_iterations=1,
-        epsilon=0.2,
-        loss_type="grpo",
-        scale_rewards="none",
-        max_grad_norm=1.0,
-        disable_dropout=True,
-        seed=0,
-        dataloader_num_workers=0,
+        **MATCHED,
     )
     trainer = GRPOTrainer(
         model=policy.module,

@@ -97,6 +97,7 @@ def run_groupscale(folder: Path, steps: int) -> dict:
 
 
 def run_trl(folder: Path, steps: int) -> dict:
+    from _trl import MATCHED  # bench/_trl.py: the settings that match groupscale's work
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -127,18 +128,7 @@ def run_trl(folder: Path, steps: int) -> dict:
         gradient_accumulation_steps=B // MICRO,
         num_generations=G,
         max_completion_length=L,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        beta=0.0,
-        num_iterations=1,
-        epsilon=0.2,
-        loss_type="grpo",
-        scale_rewards="none",
-        max_grad_norm=1.0,
-        disable_dropout=True,
-        seed=0,
-        dataloader_num_workers=0,
+        **MATCHED,
     )
     trainer = GRPOTrainer(
         model=policy.module,
