@@ -53,8 +53,7 @@ def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
 
 def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:
     """(K, V) logits / T, float32 (float64 for a float64 head), in a fresh buffer that the caller may overwrite."""
-    out = F.linear(hidden, weight, bias)
-    return (out.float() if out.dtype != torch.float64 else out).div_(temperature)
+    return _at_least_float32(F.linear(hidden, weight, bias)).div_(temperature)
 
 
 class _HeadStats(torch.autograd.Function):
