@@ -100,11 +100,16 @@ class IllegalTransition(ValueError):
     """A status move that the transition table does not allow."""
 
 
-def _kind_of(row: object) -> type[StrEnum]:
-    from service.store import LrTuning, Probe, Sweep, Trial
+KIND_OF_TABLE: dict[str, type[StrEnum]] = {
+    "sweeps": SweepStatus,
+    "sweep_trials": TrialStatus,
+    "lr_tunings": TuningStatus,
+    "probes": ProbeStatus,
+}  # service.store's table names
 
-    kinds: dict[type, type[StrEnum]] = {Sweep: SweepStatus, Trial: TrialStatus, LrTuning: TuningStatus, Probe: ProbeStatus}
-    return kinds[type(row)]
+
+def _kind_of(row: object) -> type[StrEnum]:
+    return KIND_OF_TABLE[row.__tablename__]  # type: ignore[attr-defined]
 
 
 def check(kind: type[StrEnum], source: str, to: StrEnum) -> None:
