@@ -174,8 +174,8 @@ class RayBackend:
             self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused, reaped once idle
 
     def attach_trial(self, name: str) -> Any | None:
-        """The result ref of trial ``name`` on the live worker that runs it, or None when none does."""
-        self._discover()
+        """The result ref of trial ``name`` on the live worker that runs it, or None when none does
+        (workers are found by trial_names, which reconcile calls first)."""
         worker = next((w for w in self._workers.values() if w.trial == name), None)
         return None if worker is None else worker.handle.run.remote(name)
 
