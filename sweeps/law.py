@@ -242,22 +242,37 @@ def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     return fit
 
 
+def _slope_rss(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted RSS of y = a + s z with s >= 0 and a free, for each row of z at once (closed form).
+
+    z: (m, n) regressors, one row per candidate; y, w: (n,) values and weights. Minimises
+    sum w^2 (y - a - s z)^2: with weighted centred sums Szz, Szy, Syy, s = max(0, Szy / Szz) and
+    RSS = Syy - s Szy (ordinary weighted simple regression, the slope clamped at its bound).
+    Returns (m,) RSS >= 0; the same values as _nnls_free_intercept on [1, z], without its lstsq calls.
+    """
+    ww = w**2
+    yc = y - (ww @ y) / ww.sum()
+    zc = z - ((z @ ww) / ww.sum())[:, None]
+    szz, szy, syy = (zc**2) @ ww, (zc * yc) @ ww, float((yc**2) @ ww)
+    flat = szz <= _TINY * ((z**2) @ ww)  # z constant: no slope
+    slope = np.where(flat, 0.0, np.maximum(szy, 0.0) / np.where(flat, 1.0, szz))
+    return np.maximum(syy - slope * szy, 0.0)
+
+
 def _shared_rho(budgets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], g_max: float) -> tuple[float, float]:
     """Best shared rho for gap_k = a_k + s_k (G + rho/(G-1)), s_k >= 0. Returns (rho, weighted RSS)."""
 
-    def rss(log_rho: float) -> float:
-        rho = math.exp(log_rho)
-        total = 0.0
-        for g, y, w in budgets:
-            x = np.stack([np.ones_like(g), g + rho / (g - 1.0)], axis=1)
-            total += _nnls_free_intercept(x, y, w)[1]
-        return total
+    def rss(log_rho: np.ndarray) -> np.ndarray:
+        rho = np.exp(log_rho)[:, None]
+        return sum((_slope_rss(g + rho / (g - 1.0), y, w) for g, y, w in budgets), np.zeros(log_rho.size))
 
     grid = np.linspace(math.log(1e-6), math.log((10.0 * g_max) ** 2), 121)
-    vals = [rss(v) for v in grid]
+    vals = rss(grid)
     i = int(np.argmin(vals))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    res = optimize.minimize_scalar(rss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    res = optimize.minimize_scalar(
+        lambda v: float(rss(np.array([v]))[0]), bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}
+    )
     best = (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
     if i == len(grid) - 1:  # the optimum lies beyond the search range: no finite rho fits better
         return math.inf, best[1]

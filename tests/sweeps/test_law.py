@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.law import fit_law, g_star_of, recommend_group_size
+from sweeps.law import _nnls_free_intercept, _slope_rss, fit_law, g_star_of, recommend_group_size
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
 
@@ -116,3 +116,17 @@ def test_interval_and_universality_test_are_calibrated_on_simulated_law_data():
     print(f"coverage {covered / reps:.2f} (nominal 0.95), false rejection {rejected / reps:.2f} (nominal 0.05)")
     assert covered / reps >= 0.85
     assert rejected / reps <= 0.12
+
+
+@pytest.mark.parametrize("trend", [1.0, -1.0, 0.0])
+def test_closed_form_slope_fit_matches_the_active_set_solver(trend):
+    """The shared-rho search's vectorised one-slope fit (slope >= 0) equals the exact active-set NNLS,
+    for rising data (slope free), falling data (slope at its bound 0) and a constant regressor."""
+    rng = np.random.default_rng(3)
+    g = np.array([2.0, 3, 4, 6, 8, 12, 16])
+    z = np.stack([g + r / (g - 1) for r in (0.1, 4.0, 30.0)] + [np.full(g.size, 5.0)])
+    y = trend * 0.2 * g + rng.normal(0, 0.3, g.size)
+    w = rng.uniform(0.5, 2.0, g.size)
+    got = _slope_rss(z, y, w)
+    want = [_nnls_free_intercept(np.stack([np.ones_like(row), row], 1), y, w)[1] for row in z]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
