@@ -92,6 +92,9 @@ class Health(BaseModel):
     ray: ComponentHealth
     mlflow: ComponentHealth
     store: ComponentHealth
+    workers: dict[str, int] = Field(
+        default_factory=dict, description="warm trial workers: busy (running a trial), idle, starting (importing)"
+    )
 
 
 class ProbePublic(BaseModel):

@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
     poll_interval_s: float = Field(0.5, gt=0)
     trial_retries: int = Field(2, ge=0, le=10, description="Ray retries of a trial whose worker died")
+    warm_workers: int | None = Field(
+        None,
+        ge=0,
+        description="1-CPU workers started idle with the controller, so the first sweep starts warm "
+        "(default: the local head's CPUs, at most 4; 0 on a cluster at RAY_ADDRESS)",
+    )
+    worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
 
     @property

@@ -170,6 +170,19 @@ class Tracking:
         for run in self.client.search_runs([parent.info.experiment_id], query):
             self.client.set_terminated(run.info.run_id, "KILLED")
 
+    def running_trial_runs(self, experiment_id: str, parent_run_id: str) -> dict[str, str]:
+        """Trial id -> run id of the sweep's trial runs that are RUNNING (tag groupscale.trial_id)."""
+        children = f"tags.mlflow.parentRunId = '{parent_run_id}'"
+        query = f"{children} and tags.`groupscale.kind` = 'trial' and attributes.status = 'RUNNING'"
+        runs: dict[str, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+            runs |= {r.data.tags["groupscale.trial_id"]: r.info.run_id for r in page if "groupscale.trial_id" in r.data.tags}
+            token = page.token
+            if not token:
+                return runs
+
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):
             self.client.set_terminated(run_id, "KILLED")

@@ -199,23 +199,31 @@ def _divisors_in(b: int, lo: float, hi: float) -> list[int]:
     return [g for g in range(max(2, math.ceil(lo)), int(hi) + 1) if b % g == 0]
 
 
+def _unusable(b: int, pts: _Points) -> tuple[str, str] | None:
+    """(status, message) when budget ``b``'s points cannot be fitted: too few distinct G, or no signal."""
+    if pts.g.size < N_PARAMS + 1:
+        return "insufficient_data", f"B={b}: {pts.g.size} distinct G, the law needs at least {N_PARAMS + 1}"
+    if np.ptp(pts.y) <= _TINY * max(1.0, float(np.abs(pts.y).max())):
+        return "no_signal", f"B={b}: the metric is the same at every G"
+    return None
+
+
+def _design(g: np.ndarray) -> np.ndarray:
+    """(n, 3) regressors [1, G, 1/(G-1)] of the law a + b G + c/(G-1)."""
+    return np.stack([np.ones_like(g), g, 1.0 / (g - 1.0)], axis=1)
+
+
 def _fit_budget(b: int, pts: _Points) -> BudgetFit:
     points = [
         {"group_size": int(g), "mean": float(m), "se": None if not np.isfinite(s) else float(s), "n_seeds": int(k)}
         for g, m, s, k in zip(pts.g, pts.y, pts.se, pts.n)
     ]
     base: dict[str, Any] = {"samples_per_step": b, "points": points}
-    if pts.g.size < N_PARAMS + 1:
-        return BudgetFit(
-            **base,
-            status="insufficient_data",
-            message=f"B={b}: {pts.g.size} distinct G, the law needs at least {N_PARAMS + 1}",
-        )
-    if np.ptp(pts.y) <= _TINY * max(1.0, float(np.abs(pts.y).max())):
-        return BudgetFit(**base, status="no_signal", message=f"B={b}: the metric is the same at every G")
-    x = np.stack([np.ones_like(pts.g), pts.g, 1.0 / (pts.g - 1.0)], axis=1)
+    unusable = _unusable(b, pts)
+    if unusable is not None:
+        return BudgetFit(**base, status=unusable[0], message=unusable[1])
     w = pts.w
-    coef, rss = _nnls_free_intercept(x, pts.y, w)
+    coef, rss = _nnls_free_intercept(_design(pts.g), pts.y, w)
     a, bb, c = (float(v) for v in coef)
     ybar = float(np.average(pts.y, weights=w**2))
     tss = float(((pts.y - ybar) ** 2 * w**2).sum())
@@ -286,7 +294,7 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     arrays = [(data[f.samples_per_step].g, data[f.samples_per_step].y, data[f.samples_per_step].w) for f in usable]
     g_max = max(float(g.max()) for g, _, _ in arrays)
     rho, rss_shared = _shared_rho(arrays, g_max)
-    rss_sep = sum(_nnls_free_intercept(np.stack([np.ones_like(g), g, 1 / (g - 1)], 1), y, w)[1] for g, y, w in arrays)
+    rss_sep = sum(_nnls_free_intercept(_design(g), y, w)[1] for g, y, w in arrays)
     n, k = sum(g.size for g, _, _ in arrays), len(arrays)
     df1, df2 = k - 1, n - N_PARAMS * k
     shared = 1.0 + math.sqrt(rho) if math.isfinite(rho) else None
@@ -325,14 +333,18 @@ def _point_estimate(data: dict[int, _Points]) -> tuple[list[BudgetFit], Universa
     return fits, _universality(fits, data)
 
 
-def _g_star_raw(fits: list[BudgetFit], uni: Universality | None) -> float | None:
-    """The continuous G* (inf allowed) behind the overall answer, for the bootstrap."""
-    if uni is not None:
-        return math.inf if uni.shared_g_star is None else uni.shared_g_star
-    usable = [f for f in fits if f.status in ("ok", "boundary")]
-    if len(usable) != 1:
-        return None
-    return g_star_of(usable[0].b or 0.0, usable[0].c or 0.0)
+def _g_star_raw(data: dict[int, _Points]) -> float | None:
+    """The continuous G* (inf allowed) behind the overall answer: the shared one of the usable budgets
+    (_universality's rho) when there are several, the one budget's own fit when there is one, None
+    when none is usable. Computes only that, so the bootstrap does not fit what it does not use."""
+    usable = [p for b, p in data.items() if _unusable(b, p) is None]
+    if len(usable) > 1:
+        rho, _ = _shared_rho([(p.g, p.y, p.w) for p in usable], max(float(p.g.max()) for p in usable))
+        return 1.0 + math.sqrt(rho) if math.isfinite(rho) else math.inf
+    if len(usable) == 1:
+        coef, _ = _nnls_free_intercept(_design(usable[0].g), usable[0].y, usable[0].w)
+        return g_star_of(float(coef[1]), float(coef[2]))
+    return None
 
 
 def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
@@ -363,7 +375,7 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
             b: p.with_values([v.mean() + sd[b][i] * rng.choice(pool, size=v.size) for i, v in enumerate(p.values)])
             for b, p in data.items()
         }
-        v = _g_star_raw(*_point_estimate(boot))
+        v = _g_star_raw(boot)
         if v is not None:
             draws.append(v)
     if len(draws) < n_boot // 2:
@@ -421,7 +433,7 @@ def fit_law(
         if not statuses & {"ok", "boundary"}:
             msgs = "; ".join(f.message for f in fits)
             return LawFit(status="insufficient_data", per_budget=fits, message=msgs + dropped, **head)
-        raw = _g_star_raw(fits, uni)
+        raw = _g_star_raw(data)
         usable = [f for f in fits if f.status in ("ok", "boundary")]
         lo = min(p["group_size"] for f in usable for p in f.points)
         hi = max(p["group_size"] for f in usable for p in f.points)

@@ -1,7 +1,12 @@
-"""What Ray workers run: trials (by their measure, from MEASURES) on warm TrialWorker actors, probes, lr tunings."""
+"""What Ray workers run: trials (by their measure, from MEASURES) on warm TrialWorker actors, probes, lr tunings.
+
+Torch-free at import: the controller imports this module to launch work, and only a worker imports
+the trainer (a TrialWorker when it starts, a task when it runs).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -11,18 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from workers.config import Report, TrialConfig, TrialResult
-from workers.gradient_mse import measure_gradient_mse
-from workers.trainer import train_trial
 
-# spec measure.kind -> what a trial runs: GRPO training then an eval, or the gradient-MSE measurement
-MEASURES: dict[str, Callable[[TrialConfig, Report], TrialResult]] = {"outcome": train_trial, "gradient_mse": measure_gradient_mse}
+# spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
+MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
+
+
+def measure_function(kind: str) -> Callable[[TrialConfig, Report], TrialResult]:
+    """The function MEASURES names for ``kind`` (its module imported). Raises ValueError for an unknown
+    kind (lists the valid ones)."""
+    if kind not in MEASURES:
+        raise ValueError(f"unknown measure {kind!r}; valid: {', '.join(MEASURES)}")
+    module, name = MEASURES[kind].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """MEASURES[cfg.measure](cfg, report). Raises ValueError for an unknown measure (lists the valid ones)."""
-    if cfg.measure not in MEASURES:
-        raise ValueError(f"unknown measure {cfg.measure!r}; valid: {', '.join(MEASURES)}")
-    return MEASURES[cfg.measure](cfg, report)
+    """measure_function(cfg.measure)(cfg, report). Raises ValueError for an unknown measure."""
+    return measure_function(cfg.measure)(cfg, report)
 
 
 def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
@@ -133,17 +143,24 @@ def run_tune_lr(
     return {**result, "seconds": time.perf_counter() - start}
 
 
+def worker_starts(checkpoint_dir: str | Path) -> int:
+    """How many times a worker process started the trial whose checkpoints are in ``checkpoint_dir``
+    (``<checkpoint_dir>/starts``, written by count_start); 0 when none did. The controller reads it to
+    report Ray's restarts."""
+    try:
+        return int((Path(checkpoint_dir) / "starts").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def count_start(checkpoint_dir: str | None) -> int:
-    """Add one to the trial's count of worker starts (``<checkpoint_dir>/starts``, read by the controller
-    to report Ray's restarts) and return it; 1 without a checkpoint folder."""
+    """Add one to the trial's count of worker starts (see worker_starts) and return it; 1 without a
+    checkpoint folder."""
     if not checkpoint_dir:
         return 1
+    starts = worker_starts(checkpoint_dir) + 1
     path = Path(checkpoint_dir) / "starts"
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        starts = int(path.read_text() or 0) + 1
-    except (OSError, ValueError):
-        starts = 1
     path.write_text(str(starts))
     return starts
 
@@ -160,6 +177,9 @@ class TrialWorker:
     """
 
     def __init__(self, state_dir: str, name: str) -> None:
+        for kind in MEASURES:  # imported once, at the worker's start, not inside a trial's timed run
+            measure_function(kind)
+        importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
         self.name = name
         self._state = Path(state_dir) / f"{name}.json"
         self._lock = threading.Condition()

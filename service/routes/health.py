@@ -25,4 +25,7 @@ def health(store: StoreDep, scheduler: SchedulerDep, tracking: TrackingDep, resp
     ml = ComponentHealth(ok=bool(tracking and tracking.healthy()), detail=tracking.public_uri if tracking else "not configured")
     ok = db.ok and ray.ok and ml.ok
     response.status_code = 200 if ok else 503
-    return Health(status="ok" if ok else "degraded", controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db)
+    workers = scheduler.pool() if ray_ok else {}
+    return Health(
+        status="ok" if ok else "degraded", controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db, workers=workers
+    )

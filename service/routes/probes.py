@@ -22,7 +22,10 @@ def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, schedu
         probe = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED)
         s.add(probe)
         s.flush()
-        return probe_public(probe)
+        public = probe_public(probe)
+    if scheduler is not None:
+        scheduler.wake()  # committed: started now rather than after the scheduler's poll sleep
+    return public
 
 
 @router.get("/{probe_id}")

@@ -62,12 +62,15 @@ def create_sweep(
             )
             s.add(sweep)
             s.flush()
-            return _public(sweep, store, tracking)
+            public = _public(sweep, store, tracking)
     except IntegrityError:  # the same new key in two requests at once: the other one stored it first
         if not idempotency_key:
             raise
         with store.read() as s:
             return _replay(s, spec, idempotency_key, response, store, tracking)
+    if scheduler is not None:
+        scheduler.wake()  # committed: admitted now rather than after the scheduler's poll sleep
+    return public
 
 
 def _replay(
@@ -103,13 +106,16 @@ def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPub
 
 
 @router.delete("/{sweep_id}", dependencies=[Authorized])
-def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep, scheduler: SchedulerDep) -> SweepPublic:
     """Cancel: the sweep, its trials and lr tunings are cancelled now (service.lifecycle.cancel_sweep); the
     scheduler stops the running ones' workers within seconds and then ends the MLflow runs."""
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
         lifecycle.cancel_sweep(s, sweep)
-        return _public(sweep, store, tracking)
+        public = _public(sweep, store, tracking)
+    if scheduler is not None:
+        scheduler.wake()
+    return public
 
 
 @router.get("/{sweep_id}/trials")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import optuna
 
 from service.lifecycle import TRIAL_TERMINAL, TrialStatus
-from service.scheduler.jobs import Context, tuned_lrs
+from service.scheduler.context import Context
+from service.scheduler.jobs import tuned_lrs
 from service.store import Sweep, Trial
 from sweeps import adaptive
 from sweeps.spec import SweepSpec

@@ -11,84 +11,22 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import asdict
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, transition
-from service.settings import Settings
-from service.store import LrTuning, Probe, Store, Sweep, Trial
-from service.tracking import Tracking
+from service.scheduler.context import Context, Outcome, Work
+from service.store import LrTuning, Probe, Sweep, Trial
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
+from workers.entry import run_probe_task, run_tune_lr, worker_starts
 
 log = logging.getLogger("groupscale.scheduler")
-
-
-class Backend(Protocol):
-    """What the scheduler needs from a cluster (service.scheduler.ray_backend.RayBackend on Ray)."""
-
-    def connect(self) -> None: ...
-    def disconnect(self) -> None: ...
-    def connected(self) -> bool: ...
-    def total_resources(self) -> dict[str, float]: ...
-    def available_resources(self) -> dict[str, float]: ...
-    def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any: ...
-    def attach_trial(self, name: str) -> Any | None: ...
-    def release_trial(self, name: str) -> None: ...
-    def reap_idle(self) -> None: ...
-    def idle_resources(self) -> dict[str, float]: ...
-    def trial_names(self) -> set[str]: ...
-    def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any: ...
-    def wait(self, handles: list[Any], timeout_s: float) -> list[Any]: ...
-    def result(self, handle: Any) -> Any: ...
-    def kill_trial(self, name: str) -> None: ...
-    def cancel(self, handle: Any) -> None: ...
-    def describe(self, e: BaseException) -> tuple[str, bool]: ...
-
-
-@dataclass(frozen=True)
-class Work:
-    """Work in flight: its kind ("trial", "probe", "tune"), row id, owning sweep and the resources it holds."""
-
-    kind: str
-    id: str
-    sweep_id: str | None
-    cpus: float
-    gpus: float
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How work ended: its return value, or a one-line error (and whether the worker died rather than raised)."""
-
-    value: Any = None
-    error: str | None = None
-    died: bool = False
-
-
-@dataclass
-class Context:
-    store: Store
-    settings: Settings
-    tracking: Tracking | None
-    backend: Backend
-
-    def safe(self, fn: Callable, *args: Any) -> Any:
-        """Call an MLflow method; its failure is logged, never raised (MLflow trouble must not stop scheduling)."""
-        try:
-            return fn(*args)
-        except Exception:  # noqa: BLE001 - logged; the controller's state is in SQL, not MLflow
-            log.exception("MLflow call %s failed", getattr(fn, "__name__", fn))
-            return None
-
-    def checkpoint_dir(self, trial_id: str) -> Path:
-        return self.settings.data_dir.resolve() / "checkpoints" / trial_id
 
 
 def trial_actor_name(trial_id: str) -> str:
@@ -101,14 +39,6 @@ def tuned_lrs(sweep: Sweep) -> dict[tuple[int, int], float] | None:
     if any(t.status in (TuningStatus.PENDING, TuningStatus.RUNNING) for t in sweep.lr_tunings):
         return None
     return {(t.group_size, t.samples_per_step): t.best_lr for t in sweep.lr_tunings if t.best_lr is not None}
-
-
-def worker_starts(checkpoint_dir: Path) -> int:
-    """How many times a trial's worker process started since its launch (workers.entry counts them)."""
-    try:
-        return int((checkpoint_dir / "starts").read_text() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 class TrialJob:
@@ -141,25 +71,52 @@ class TrialJob:
         )
         sweep = trial.sweep
         if ctx.tracking and sweep.mlflow_parent_run_id and not trial.mlflow_run_id:  # a resume keeps its run
-            try:
-                trial.mlflow_run_id = ctx.tracking.start_trial(
-                    sweep.mlflow_experiment_id,
-                    sweep.mlflow_parent_run_id,
-                    spec,
-                    trial.id,
-                    trial.group_size,
-                    trial.samples_per_step,
-                    trial.seed,
-                    config.lr,
-                )
-            except Exception:  # noqa: BLE001 - this trial waits for the next tick
-                log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
-                return None
+            trial.mlflow_run_id = ctx.take_run(trial.id)  # made ahead by prepare, if it was
+            if not trial.mlflow_run_id:
+                try:
+                    trial.mlflow_run_id = ctx.tracking.start_trial(*self._run_args(trial, spec, config.lr))
+                except Exception:  # noqa: BLE001 - this trial waits for the next tick
+                    log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
+                    return None
         if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
             return None  # cancelled meanwhile
         args = (asdict(config), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id)
         return ctx.backend.start_trial(
             trial_actor_name(trial.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+        )
+
+    def prepare(self, ctx: Context, rows: list[tuple[Trial, SweepSpec, float | None]]) -> None:
+        """Create the MLflow runs of the trials to launch next (``rows``, in order) on the MLflow thread,
+        while the running ones train: a freed worker then starts its next trial without waiting for MLflow."""
+        if ctx.tracking is None:
+            return
+        for trial, spec, lr in rows:
+            if trial.sweep.mlflow_parent_run_id and not trial.mlflow_run_id:
+                ctx.prepare_run(trial.id, ctx.tracking.start_trial, *self._run_args(trial, spec, lr))
+
+    def adopt_runs(self, ctx: Context, s: Session, sweep: Sweep) -> None:
+        """After a restart: a pending trial without a run whose run was made (ahead, or just before a crash)
+        but not stored takes that run (RUNNING, tagged with its id), so that each trial keeps one run."""
+        waiting = [t for t in sweep.trials if t.status == TrialStatus.PENDING and not t.mlflow_run_id]
+        if not (waiting and ctx.tracking and sweep.mlflow_parent_run_id and sweep.mlflow_experiment_id):
+            return
+        made = ctx.safe(ctx.tracking.running_trial_runs, sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) or {}
+        for trial in waiting:
+            trial.mlflow_run_id = made.get(trial.id)
+
+    @staticmethod
+    def _run_args(trial: Trial, spec: SweepSpec, lr: float | None) -> tuple:
+        """Tracking.start_trial's arguments for this trial (``lr``: the tuned one, None for the spec's)."""
+        sweep = trial.sweep
+        return (
+            sweep.mlflow_experiment_id,
+            sweep.mlflow_parent_run_id,
+            spec,
+            trial.id,
+            trial.group_size,
+            trial.samples_per_step,
+            trial.seed,
+            spec.grpo.lr if lr is None else lr,
         )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
@@ -191,8 +148,8 @@ class TrialJob:
             )
             status = trial.status if stored else TrialStatus.CANCELLED  # lost the race to a cancel
             run_id = trial.mlflow_run_id
-        if run_id and ctx.tracking:
-            ctx.safe(ctx.tracking.end_trial, run_id, status, reason if stored else "cancelled")
+        if run_id and ctx.tracking:  # once the freed worker runs the next trial: MLflow's latency is not idle time
+            ctx.defer(ctx.tracking.end_trial, run_id, status, reason if stored else "cancelled")
         shutil.rmtree(ckpt, ignore_errors=True)  # ended: nothing left to resume
 
     def stop(self, ctx: Context, work: Work, handle: Any) -> None:
@@ -209,8 +166,6 @@ class ProbeJob:
             yield probe, ctx.store.spec(probe), None
 
     def launch(self, ctx: Context, s: Session, probe: Probe, spec: SweepSpec, _: None) -> Any | None:
-        from workers.entry import run_probe_task
-
         plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
         config = asdict(TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir))
         if not transition(s, probe, ProbeStatus.RUNNING):
@@ -228,6 +183,9 @@ class ProbeJob:
             transition(s, probe, ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED, error=outcome.error, result=result)
             if ctx.tracking and ok:
                 probe.mlflow_run_id = ctx.safe(ctx.tracking.log_probe, probe.id, ctx.store.spec(probe), outcome.value)
+
+    def prepare(self, ctx: Context, rows: list) -> None:
+        """Nothing to make ahead."""
 
     def stop(self, ctx: Context, work: Work, handle: Any) -> None:
         ctx.backend.cancel(handle)
@@ -248,8 +206,6 @@ class TuningJob:
             yield tuning, ctx.store.spec(sweep), None
 
     def launch(self, ctx: Context, s: Session, tuning: LrTuning, spec: SweepSpec, _: None) -> Any | None:
-        from workers.entry import run_tune_lr
-
         plan = TrialPlan(tuning.group_size, tuning.samples_per_step, spec.seeds[0])
         config = asdict(TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir))
         tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
@@ -284,6 +240,9 @@ class TuningJob:
             self.record_study(sweep_id, g, b, result)
         if ctx.tracking and parent and best is not None:
             ctx.safe(ctx.tracking.log_values, parent, {f"tune_lr.best_lr.G{g}.B{b}": best})
+
+    def prepare(self, ctx: Context, rows: list) -> None:
+        """Nothing to make ahead."""
 
     def stop(self, ctx: Context, work: Work, handle: Any) -> None:
         ctx.backend.cancel(handle)

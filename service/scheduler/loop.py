@@ -5,10 +5,11 @@ Execution shape (README "How a sweep runs"): a thread of the controller ticks ev
 grid trials), stops the work of cancelled sweeps, collects the work that ended (first, so that a
 freed warm worker takes the next trial of its shape), launches ready work of each kind
 (service.scheduler.jobs: probes, lr tunings, trials; adaptive sweeps get their trials from
-service.scheduler.adaptive first) while the cluster has the resources free, lets go of the warm
-workers nothing reused, closes the MLflow parent run of a cancelled sweep once none of its work is
-in flight, and fits the law when a sweep's trials have all ended. The cluster is a Backend
-(service.scheduler.ray_backend on Ray; a fake in the unit tests).
+service.scheduler.adaptive first) while the cluster has the resources free, ends the MLflow runs
+of the trials it collected, stops the warm workers idle for longer than GROUPSCALE_WORKER_IDLE_S,
+closes the MLflow parent run of a cancelled sweep once none of its work is in flight, and fits the
+law when a sweep's trials have all ended. The cluster is a Backend (service.scheduler.ray_backend on
+Ray; a fake in the unit tests).
 
 Trials outlive the controller process: on a cluster of its own (RAY_ADDRESS) a restarted controller
 re-attaches to the trials its workers still run (named actors) and collects what they finished meanwhile;
@@ -37,7 +38,8 @@ from service.lifecycle import (
 )
 from service.results import fit_from_trials
 from service.scheduler.adaptive import AdaptiveDriver
-from service.scheduler.jobs import Backend, Context, Outcome, ProbeJob, TrialJob, TuningJob, Work, trial_actor_name
+from service.scheduler.context import Backend, Context, Outcome, Work
+from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
 from service.settings import Settings
 from service.store import LrTuning, Probe, Store, Sweep, Trial
 from service.tracking import Tracking
@@ -45,6 +47,7 @@ from sweeps.planner import plan_trials
 
 log = logging.getLogger("groupscale.scheduler")
 RESOURCES_TTL_S = 5.0  # the cluster's total resources are read again after this long
+LOOKAHEAD = 8  # at most this many waiting trials get their MLflow run made ahead (one per running trial)
 
 
 class Scheduler:
@@ -57,10 +60,12 @@ class Scheduler:
             backend = RayBackend(settings)
         self.ctx = Context(store, settings, tracking, backend)
         self.adaptive = AdaptiveDriver(self.ctx)
-        self.jobs = {"probe": ProbeJob(), "tune": TuningJob(self.adaptive.record_tuning), "trial": TrialJob()}
+        self.trials = TrialJob()
+        self.jobs = {"probe": ProbeJob(), "tune": TuningJob(self.adaptive.record_tuning), "trial": self.trials}
         self.inflight: dict[Any, Work] = {}
         self._stopping: set[Any] = set()  # handles of cancelled work being stopped
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by the API when it stored new work: no poll sleep before it starts
         self._thread: threading.Thread | None = None
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
@@ -69,6 +74,7 @@ class Scheduler:
     def start(self) -> None:
         self.ctx.backend.connect()
         self.reconcile()
+        self.prewarm()
         self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
         self._thread.start()
 
@@ -80,6 +86,12 @@ class Scheduler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if not self.ctx.drain(timeout_s=30):
+            log.warning("MLflow calls still pending at shutdown: some trial runs may stay RUNNING")
+        for trial_id in self.ctx.prepared():  # made ahead for trials that did not start: the next start makes new ones
+            run_id = self.ctx.take_run(trial_id, wait=False)
+            if run_id and self.ctx.tracking:
+                self.ctx.safe(self.ctx.tracking.kill, run_id)
         if not self.ctx.settings.ray_address:
             running = [w.id for w in self.inflight.values() if w.kind == "trial"]
             with self.ctx.store.session() as s:
@@ -97,6 +109,10 @@ class Scheduler:
             self._resources_at = time.monotonic()
         return self._resources
 
+    def pool(self) -> dict[str, int]:
+        """The warm workers: how many run a trial, are idle, or are still starting."""
+        return self.ctx.backend.pool() if self.ctx.backend.connected() else {}
+
     def healthy(self) -> bool:
         return self.ctx.backend.connected() and bool(self.cluster_resources().get("CPU"))
 
@@ -112,6 +128,7 @@ class Scheduler:
     def tick(self, wait_s: float | None = None) -> None:
         """One pass; waits at most ``wait_s`` (default poll_interval_s) for work to end."""
         wait_s = self.ctx.settings.poll_interval_s if wait_s is None else wait_s
+        self._wake.clear()  # a wake from here on ends this tick's sleep
         self.admit()
         self.stop_cancelled()
         if self.inflight:  # collect first: a trial's worker, freed, takes the next trial of its shape at once
@@ -121,11 +138,24 @@ class Scheduler:
         self.launch(self.jobs["tune"])
         self.adaptive.advance()
         self.launch(self.jobs["trial"])
-        self.ctx.backend.reap_idle()  # warm workers that nothing reused would hold their resources
+        self.ctx.run_deferred()  # the collected trials' runs end (MLflow thread) while their workers run the next ones
+        self.ctx.backend.reap_idle(self.ctx.settings.worker_idle_s)
         self.close_cancelled()
         self.finish()
         if not self.inflight and wait_s:
-            time.sleep(wait_s)
+            self._wake.wait(wait_s)
+
+    def wake(self) -> None:
+        """New work was committed (a sweep, a probe, a cancel): the next tick starts now."""
+        self._wake.set()
+
+    def prewarm(self) -> None:
+        """Start the idle warm workers of GROUPSCALE_WARM_WORKERS (default: on a local head, one per CPU, at
+        most 4; none on a cluster at RAY_ADDRESS), of the default shape (1 CPU, no GPU)."""
+        n = self.ctx.settings.warm_workers
+        if n is None:
+            n = 0 if self.ctx.settings.ray_address else min(int(self.cluster_resources().get("CPU", 0)), 4)
+        self.ctx.backend.prewarm(n, 1.0, 0.0)
 
     def reconcile(self) -> None:
         """After a restart: re-attach to the trials still alive on the cluster; the others (their actor is
@@ -147,6 +177,8 @@ class Scheduler:
                 log.info("re-attached to trial %s", trial.id)
             for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
                 transition(s, sweep, SweepStatus.RUNNING)
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.RUNNING):
+                self.trials.adopt_runs(self.ctx, s, sweep)
             for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.RUNNING)):
                 transition(s, probe, ProbeStatus.QUEUED)
             for tuning in s.scalars(select(LrTuning).where(LrTuning.status == TuningStatus.RUNNING)):
@@ -193,24 +225,34 @@ class Scheduler:
 
     def launch(self, job: TrialJob | ProbeJob | TuningJob) -> None:
         """Start the job kind's ready rows in order while resources are free; with nothing in flight one
-        always starts (the cluster queues it). Stops at the first row that does not fit, so order holds."""
+        always starts (the cluster queues it). Stops at the first row that does not fit, so order holds.
+        Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
         started = {w.id for w in self.inflight.values()}
         free: tuple[float, float] | None = None
         with self.ctx.store.session() as s:
-            for row, spec, extra in list(job.ready(self.ctx, s)):
-                if row.id in started:
-                    continue
+            rows = [r for r in job.ready(self.ctx, s) if r[0].id not in started]
+            for i, (row, spec, extra) in enumerate(rows):
                 cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
-                if self.inflight:
-                    free = free or self._free()
-                    if cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9:
-                        return
+                free = free or self._free()
+                if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9):
+                    running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
+                    job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])  # the next to start, made ready
+                    return
+                if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
+                    self._make_room(cpus, gpus, free)
                 handle = job.launch(self.ctx, s, row, spec, extra)
                 if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
                     continue
                 self.inflight[handle] = Work(job.kind, row.id, getattr(row, "sweep_id", None), cpus, gpus)
-                if free is not None:
-                    free = (free[0] - cpus, free[1] - gpus)
+                free = (free[0] - cpus, free[1] - gpus)
+
+    def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
+        """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle
+        workers hold, so without them there is ``free - idle``."""
+        idle = self.ctx.backend.idle_resources()
+        short = (cpus - (free[0] - idle.get("CPU", 0.0)), gpus - (free[1] - idle.get("GPU", 0.0)))
+        if short[0] > 1e-9 or short[1] > 1e-9:
+            self.ctx.backend.evict_idle(max(short[0], 0.0), max(short[1], 0.0))
 
     # -- collecting, cancelling, finishing ----------------------------------------------------
     def collect(self, handle: Any) -> None:
@@ -252,10 +294,12 @@ class Scheduler:
             for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.CANCELLED):
                 if sweep.mlflow_closed or sweep.id in busy:
                     continue
+                self.ctx.drain()  # the child runs' own ends first
                 if tracking and sweep.mlflow_parent_run_id:
                     for trial in sweep.trials:
-                        if trial.mlflow_run_id:
-                            self.ctx.safe(tracking.kill, trial.mlflow_run_id)
+                        for run_id in (trial.mlflow_run_id, self.ctx.take_run(trial.id)):  # a run made ahead, too
+                            if run_id:
+                                self.ctx.safe(tracking.kill, run_id)
                     self.ctx.safe(tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "KILLED")
                 sweep.mlflow_closed = True
 
@@ -274,6 +318,7 @@ class Scheduler:
 
     def _fit_and_close(self, s: Any, sweep: Sweep) -> None:
         tracking, parent = self.ctx.tracking, sweep.mlflow_parent_run_id
+        self.ctx.drain()  # the child runs end before their parent
         if not any(t.status in TRIAL_USABLE for t in sweep.trials):
             reasons = sorted({t.reason or t.status for t in sweep.trials})
             if transition(s, sweep, SweepStatus.FAILED, error="no trial finished: " + "; ".join(reasons)[:2000]):

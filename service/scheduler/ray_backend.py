@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
 from service.settings import Settings
+from workers.entry import TrialWorker
 
 NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
 WORKER_PREFIX = "worker-"
@@ -56,6 +58,8 @@ class _Worker:
     cpus: float
     gpus: float
     trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
+    idle_since: float = field(default_factory=time.monotonic)
+    started: Any = None  # ref of the worker's first answer: ready once its imports are done
 
 
 class RayBackend:
@@ -106,8 +110,6 @@ class RayBackend:
         """A detached, named TrialWorker actor (it outlives the controller). A dead worker process is
         restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
         the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts)."""
-        from workers.entry import TrialWorker
-
         name = f"{WORKER_PREFIX}{uuid.uuid4().hex[:12]}"
         handle = (
             ray.remote(TrialWorker)
@@ -122,14 +124,21 @@ class RayBackend:
             )
             .remote(str(self.state_dir), name)
         )
-        self._workers[name] = _Worker(handle, cpus, gpus)
+        self._workers[name] = _Worker(handle, cpus, gpus, started=handle.current.remote())
         return self._workers[name]
+
+    def prewarm(self, n: int, cpus: float, gpus: float) -> None:
+        """Start idle workers of this shape until ``n`` are warm (torch and the trainer imported before
+        the first trial asks for one)."""
+        warm = sum(1 for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus))
+        for _ in range(n - warm):
+            self._new_worker(cpus, gpus)
 
     def release_trial(self, name: str) -> None:
         """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape."""
         for w in self._workers.values():
             if w.trial == name:
-                w.trial = None
+                w.trial, w.idle_since = None, time.monotonic()
 
     def kill_trial(self, name: str) -> None:
         """Stop a running trial: its worker process is killed (and not restarted)."""
@@ -137,16 +146,42 @@ class RayBackend:
             if w.trial == name:
                 self._kill_worker(worker_name)
 
-    def reap_idle(self) -> None:
-        """Kill the idle workers: each tick reuses the ones it can first, the rest would hold resources."""
-        for worker_name, w in list(self._workers.items()):
+    def has_idle(self, cpus: float, gpus: float) -> bool:
+        """Whether a warm worker of this shape is idle (a trial of the shape starts on it, taking nothing new)."""
+        return any(w.trial is None and (w.cpus, w.gpus) == (cpus, gpus) for w in self._workers.values())
+
+    def evict_idle(self, cpus: float, gpus: float) -> None:
+        """Kill idle workers, longest idle first, until those killed held at least ``cpus`` and ``gpus``
+        (or none is left): room for work that cannot run on them."""
+        freed = [0.0, 0.0]
+        for worker_name, w in sorted(self._workers.items(), key=lambda kv: kv[1].idle_since):
+            if freed[0] >= cpus - 1e-9 and freed[1] >= gpus - 1e-9:
+                return
             if w.trial is None:
+                self._kill_worker(worker_name)
+                freed = [freed[0] + w.cpus, freed[1] + w.gpus]
+
+    def reap_idle(self, max_idle_s: float) -> None:
+        """Kill the workers idle for longer than ``max_idle_s`` (0: every idle one)."""
+        now = time.monotonic()
+        for worker_name, w in list(self._workers.items()):
+            if w.trial is None and now - w.idle_since >= max_idle_s:
                 self._kill_worker(worker_name)
 
     def idle_resources(self) -> dict[str, float]:
-        """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are reaped)."""
+        """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are evicted)."""
         idle = [w for w in self._workers.values() if w.trial is None]
         return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
+
+    def pool(self) -> dict[str, int]:
+        """How many workers run a trial, are idle and warm, or are idle and still starting (importing).
+        Called from the API's threads: it reads a snapshot of the pool."""
+        workers = list(self._workers.values())
+        idle = [w for w in workers if w.trial is None]
+        refs = [w.started for w in idle if w.started is not None]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        starting = len(refs) - len(ready)
+        return {"busy": len(workers) - len(idle), "idle": len(idle) - starting, "starting": starting}
 
     def _kill_worker(self, worker_name: str) -> None:
         w = self._workers.pop(worker_name)

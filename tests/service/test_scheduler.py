@@ -47,7 +47,9 @@ class FakeBackend:
         self.alive: dict[str, str] = {}  # trial actor name -> handle
         self.cancelled: list[str] = []
         self.released: list[str] = []  # trials whose worker was let go to take the next one
-        self.reaps = 0
+        self.idle: list[list[float]] = []  # warm idle workers: [cpus, gpus, idle since]
+        self.new_workers = self.reused = 0
+        self.now = 0.0  # the fake's clock, for idle times
         self._ids = itertools.count()
 
     def connect(self): ...
@@ -59,10 +61,21 @@ class FakeBackend:
         return dict(self.total)
 
     def available_resources(self):
-        used = sum(w.cpus for w in self.work.values() if not w.ended)
-        return {"CPU": self.total["CPU"] - used - self.busy_elsewhere, "GPU": self.total["GPU"]}
+        used = sum(w.cpus for w in self.work.values() if not w.ended and w.kind != "trial")
+        used += sum(w.cpus for h, w in self.work.items() if w.kind == "trial" and self.alive.get(w.name) == h)
+        held = self.idle_resources()
+        return {
+            "CPU": self.total["CPU"] - used - self.busy_elsewhere - held["CPU"],
+            "GPU": self.total["GPU"] - held["GPU"],
+        }
 
     def start_trial(self, name, args, cpus, gpus):
+        same = [w for w in self.idle if w[:2] == [cpus, gpus]]
+        if same:
+            self.idle.remove(same[0])
+            self.reused += 1
+        else:
+            self.new_workers += 1
         handle = f"h{next(self._ids)}"
         self.work[handle] = Work("trial", name, cpus, gpus)
         self.alive[name] = handle
@@ -75,14 +88,33 @@ class FakeBackend:
         return set(self.alive)
 
     def release_trial(self, name):
-        self.alive.pop(name, None)
+        handle = self.alive.pop(name, None)
         self.released.append(name)
+        if handle is not None:
+            self.idle.append([self.work[handle].cpus, self.work[handle].gpus, self.now])
 
-    def reap_idle(self):
-        self.reaps += 1
+    def prewarm(self, n, cpus, gpus):
+        self.idle += [[cpus, gpus, self.now] for _ in range(n - len(self.idle))]
+
+    def has_idle(self, cpus, gpus):
+        return any(w[:2] == [cpus, gpus] for w in self.idle)
+
+    def evict_idle(self, cpus, gpus):
+        freed = [0.0, 0.0]
+        for w in sorted(self.idle, key=lambda w: w[2]):
+            if freed[0] >= cpus and freed[1] >= gpus:
+                return
+            self.idle.remove(w)
+            freed = [freed[0] + w[0], freed[1] + w[1]]
+
+    def reap_idle(self, max_idle_s):
+        self.idle = [w for w in self.idle if self.now - w[2] < max_idle_s]
 
     def idle_resources(self):
-        return {"CPU": 0.0, "GPU": 0.0}
+        return {"CPU": sum(w[0] for w in self.idle), "GPU": sum(w[1] for w in self.idle)}
+
+    def pool(self):
+        return {"busy": len(self.alive), "idle": len(self.idle), "starting": 0}
 
     def start_task(self, fn, args, cpus, gpus, retries):
         handle = f"h{next(self._ids)}"
@@ -137,22 +169,30 @@ class FakeTracking:
 
     def __init__(self):
         self.calls = []
+        self.running = {}  # run id -> (parent run id, trial id)
         self._runs = itertools.count()
 
     def start_sweep(self, sweep_id, spec, key):
         return "exp", f"parent-{sweep_id}"
 
     def start_trial(self, exp, parent, spec, trial_id, g, b, seed, lr):
+        self.calls.append(("start_trial", f"run-{trial_id}"))
+        self.running[f"run-{trial_id}"] = (parent, trial_id)
         return f"run-{trial_id}"
+
+    def running_trial_runs(self, exp, parent):
+        return {t: run for run, (p, t) in self.running.items() if p == parent}
 
     def end_trial(self, run_id, status, reason=None):
         self.calls.append(("end_trial", run_id, status))
+        self.running.pop(run_id, None)
 
     def end_sweep(self, run_id, fit, title, status="FINISHED"):
         self.calls.append(("end_sweep", run_id, status))
 
     def kill(self, run_id):
         self.calls.append(("kill", run_id))
+        self.running.pop(run_id, None)
 
     def kill_tuning_runs(self, parent, g, b):
         self.calls.append(("kill_tuning_runs", parent, g, b))
@@ -352,7 +392,7 @@ def test_a_collected_trial_hands_its_worker_to_the_next_one(env):
     backend.finish(first)
     tick(sched)
     assert backend.released == [backend.work[first].name] and len(backend.running()) == 2  # refilled on the same tick
-    assert backend.reaps == 2  # every tick lets go of the workers nothing reused
+    assert (backend.new_workers, backend.reused, backend.idle) == (2, 1, [])  # on the freed worker, none left idle
 
 
 def test_restart_reattaches_live_trials_and_resumes_the_others(env, tmp_path):
@@ -406,3 +446,116 @@ def test_a_stale_compare_and_set_loses_and_reloads(env):
         assert stale.status == SweepStatus.QUEUED
         assert not lifecycle.transition(s, stale, SweepStatus.RUNNING)
         assert stale.status == SweepStatus.CANCELLED
+
+
+def queue_probe(store, **changes):
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p", **changes})
+        s.add(probe)
+        s.flush()
+        return probe.id
+
+
+def test_prewarmed_workers_take_the_first_trials(env):
+    store, backend, _, sched = env
+    sched.prewarm()  # a local head of 2 CPUs: 2 warm workers of 1 CPU
+    assert len(backend.idle) == 2
+    submit(store)
+    tick(sched)
+    assert len(backend.running()) == 2 and (backend.new_workers, backend.reused, backend.idle) == (0, 2, [])
+
+
+@pytest.mark.parametrize(("ray_address", "warm", "expected"), [(None, None, 2), ("ray://x:1", None, 0), (None, 1, 1)])
+def test_how_many_workers_start_warm(tmp_path, ray_address, warm, expected):
+    settings = Settings(data_dir=tmp_path, ray_address=ray_address, warm_workers=warm)
+    store, backend = Store(settings.resolved_database_url), FakeBackend(cpus=2)
+    Scheduler(store, settings, None, backend).prewarm()
+    assert len(backend.idle) == expected
+    store.engine.dispose()
+
+
+def test_work_that_no_idle_worker_can_take_evicts_only_what_it_needs(env):
+    store, backend, _, sched = env
+    sched.prewarm()
+    probe_id = queue_probe(store)  # a task: it cannot run on a trial worker
+    tick(sched)
+    with store.read() as s:
+        assert s.get(Probe, probe_id).status == "running"
+    assert len(backend.idle) == 1  # one of the two idle workers made room; the other stays warm
+    submit(store, resources={"cpus_per_trial": 1})
+    tick(sched)
+    assert backend.reused == 1 and not backend.idle  # the next trial takes the warm one
+
+
+def test_a_trial_of_another_shape_evicts_the_idle_workers(env):
+    store, backend, _, sched = env
+    sched.prewarm()
+    submit(store, resources={"cpus_per_trial": 2})
+    tick(sched)
+    assert len(backend.running()) == 1 and backend.new_workers == 1 and not backend.idle
+
+
+def test_idle_workers_stop_after_worker_idle_s(env):
+    store, backend, _, sched = env
+    sched.prewarm()
+    backend.now = sched.ctx.settings.worker_idle_s - 1
+    tick(sched)
+    assert len(backend.idle) == 2  # still warm
+    backend.now = sched.ctx.settings.worker_idle_s
+    tick(sched)
+    assert not backend.idle
+
+
+def test_the_next_trials_runs_are_made_ahead_and_a_collected_run_ends_after_the_next_start(env):
+    """MLflow's latency is not spent with a freed worker idle: the runs of the trials that start next are
+    made while the running ones train, and a collected trial's run ends after the next trial started."""
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2, 4, 8], seeds=[0, 1])  # 6 trials, 2 CPUs
+    tick(sched)
+    sched.ctx.drain()
+    made = [c[1] for c in tracking.calls if c[0] == "start_trial"]
+    assert len(made) == 4 and sorted(sched.ctx.prepared()) == sorted(m.removeprefix("run-") for m in made[2:])
+    first = backend.running()[0]
+    backend.finish(first)
+    tracking.calls.clear()
+    tick(sched)
+    sched.ctx.drain()
+    with store.read() as s:
+        third = s.get(Sweep, sid).trials[2]
+        assert third.status == TrialStatus.RUNNING and third.mlflow_run_id == made[2]  # the run made ahead
+    calls = dict((c[0], c[1]) for c in tracking.calls)  # the fifth trial's run made ahead; the first's run ended
+    assert len(tracking.calls) == 2 and calls["end_trial"] == f"run-{backend.work[first].name.removeprefix('trial-')}"
+    assert calls["start_trial"] not in made
+
+
+def test_runs_made_ahead_for_trials_a_cancel_ended_are_killed(env):
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2, 4, 8], seeds=[0, 1])
+    tick(sched)
+    sched.ctx.drain()
+    ahead = [f"run-{t}" for t in sched.ctx.prepared()]
+    with store.session() as s:
+        lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    tick(sched, 2)
+    killed = {c[1] for c in tracking.calls if c[0] == "kill"}
+    assert len(ahead) == 2 and set(ahead) <= killed and not sched.ctx.prepared()
+
+
+def test_a_restart_adopts_the_runs_made_ahead_that_were_not_stored(env):
+    """A controller killed after making the next trials' runs ahead: the next one gives each its run."""
+    store, backend, tracking, sched = env
+    sid = submit(store, group_sizes=[2, 4, 8], seeds=[0])
+    tick(sched)
+    sched.ctx.drain()
+    (ahead,) = sched.ctx.prepared()  # the third trial's run was made, only in the dead controller's memory
+    fresh = Scheduler(store, sched.ctx.settings, tracking, backend)
+    fresh.reconcile()
+    with store.read() as s:
+        trials = {t.id: t for t in s.get(Sweep, sid).trials}
+        assert trials[ahead].status == TrialStatus.PENDING and trials[ahead].mlflow_run_id == f"run-{ahead}"
+    backend.finish(backend.running()[0])
+    tracking.calls.clear()
+    tick(fresh)
+    with store.read() as s:
+        assert s.get(Trial, ahead).status == TrialStatus.RUNNING
+    assert ("start_trial", f"run-{ahead}") not in tracking.calls  # not made twice
