@@ -36,7 +36,7 @@ def main() -> None:
         for g in GRID:
             gaps = []
             for seed in range(args.seeds):
-                cfg = TrialConfig(
+                cfg = TrialConfig.flat(
                     task=task,
                     model={"preset": "tabular"},
                     group_size=g,

@@ -39,7 +39,7 @@ def main() -> None:
         stamps: list[float] = []
         t0 = time.perf_counter()
         res = train_trial(
-            TrialConfig(group_size=4, samples_per_step=64, steps=40, **base),
+            TrialConfig.flat(group_size=4, samples_per_step=64, steps=40, **base),
             lambda m, s: stamps.append(time.perf_counter()) if "reward_mean" in m else None,
         )
         out["trial"] = {
@@ -71,7 +71,7 @@ def main() -> None:
         build(medium)
         torch.cuda.reset_peak_memory_stats()
         stamps, rows = [], []
-        cfg = TrialConfig(
+        cfg = TrialConfig.flat(
             task=TASK,
             model={"path": str(medium), "dtype": "bfloat16"},
             group_size=G,
@@ -94,7 +94,7 @@ def main() -> None:
             "peak_cuda_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         }
 
-        probe = run_probe(TrialConfig(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
+        probe = run_probe(TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
         out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}
     print(json.dumps(out, indent=2, default=float))
 

@@ -32,7 +32,7 @@ WARMUP = 3  # steps left out of the timing (first allocations, lazy imports)
 
 
 def groupscale_seconds_per_step(folder: Path, cache: Path, args: argparse.Namespace) -> float:
-    cfg = TrialConfig(
+    cfg = TrialConfig.flat(
         task=TASK,
         model={"path": str(folder)},
         group_size=args.group_size,

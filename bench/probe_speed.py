@@ -43,16 +43,16 @@ def main() -> None:
         problems = task.sample_train(PROMPTS, rng)
         ro = policy.sample(
             [p.prompt for p in problems for _ in range(COMPLETIONS)],
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
+            max_new_tokens=cfg.grpo.max_new_tokens,
+            temperature=cfg.grpo.temperature,
         )
         params = [p for p in policy.module.parameters() if p.requires_grad]
         sketch = CountSketch(sum(p.numel() for p in params), 512, 0)
-        score_vectors(policy, ro.rows(slice(0, 8)), cfg.temperature, sketch, params)  # warm-up
+        score_vectors(policy, ro.rows(slice(0, 8)), cfg.grpo.temperature, sketch, params)  # warm-up
         t0 = time.perf_counter()
-        loop = score_vectors(policy, ro, cfg.temperature, sketch, params, batched=False)
+        loop = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params, batched=False)
         t1 = time.perf_counter()
-        batched = score_vectors(policy, ro, cfg.temperature, sketch, params, batched=True, chunk=CHUNK)
+        batched = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params, batched=True, chunk=CHUNK)
         t2 = time.perf_counter()
     print(f"completions: {ro.input_ids.shape[0]}, parameters: {sum(p.numel() for p in params)}, sketch: 512, 1 thread")
     print(f"loop (one backward per completion): {t1 - t0:.2f} s")

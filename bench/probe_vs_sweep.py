@@ -28,7 +28,7 @@ K, M = 256, 16
 
 
 def cfg(**over) -> TrialConfig:
-    return TrialConfig(
+    return TrialConfig.flat(
         **{**dict(task=TASK, model={"preset": "tabular"}, group_size=2, samples_per_step=B, seed=0, steps=1), **over}
     )
 

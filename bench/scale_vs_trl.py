@@ -69,7 +69,7 @@ def build(folder: Path) -> None:
 def run_groupscale(folder: Path, steps: int) -> dict:
     from workers.trainer import TrialConfig, train_trial
 
-    cfg = TrialConfig(
+    cfg = TrialConfig.flat(
         task=TASK,
         model={"path": str(folder)},
         group_size=G,

@@ -31,7 +31,7 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
     policy.module.to(cfg.device)
-    if cfg.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
+    if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)
 
@@ -72,13 +72,13 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     problems = task.sample_train(n, rng)
     expanded = [p for p in problems for _ in range(g)]
     t0 = time.perf_counter()
-    chunk = max(g, (cfg.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
+    chunk = max(g, (cfg.grpo.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
     ro = Rollout.concat(
         [
             policy.sample(
                 [p.prompt for p in expanded[i : i + chunk]],
-                max_new_tokens=cfg.max_new_tokens,
-                temperature=cfg.temperature,
+                max_new_tokens=cfg.grpo.max_new_tokens,
+                temperature=cfg.grpo.temperature,
                 group_size=g,
             )
             for i in range(0, len(expanded), chunk)
@@ -89,11 +89,13 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
     scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
     rewards = torch.as_tensor(scored.rewards).view(n, g)
     values = None
-    if cfg.advantage in algos.NEEDS_VALUES:
+    if cfg.grpo.advantage in algos.NEEDS_VALUES:
         with torch.no_grad():
-            values = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-        values = values.float().cpu() * cfg.reward_scale
-    adv = algos.compute_advantages(rewards * cfg.reward_scale, cfg.advantage, values).reshape(-1)
+            values = task.expected_reward(
+                policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
+            )
+        values = values.float().cpu() * cfg.grpo.reward_scale
+    adv = algos.compute_advantages(rewards * cfg.grpo.reward_scale, cfg.grpo.advantage, values).reshape(-1)
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
     return Batch(

@@ -1,18 +1,19 @@
 """What one trial runs, as plain data: TrialConfig, built from a sweep spec and a planned (G, B, seed).
 
 Torch-free, so the controller builds configs without importing the trainer; the dataclass travels
-to Ray workers as a dict (``TrialConfig(**asdict(cfg))``).
+to Ray workers as a dict (``TrialConfig(**cfg.to_dict())``). The GRPO hyper-parameters are the
+spec's own ``GRPOSpec`` (``cfg.grpo``), so their names and defaults live in sweeps.spec alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from sweeps.planner import TrialPlan
-from sweeps.spec import SweepSpec
+from sweeps.spec import GRPOSpec, SweepSpec
 
 Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
 
@@ -27,24 +28,10 @@ class TrialConfig:
     samples_per_step: int  # B
     seed: int
     steps: int  # T
-    advantage: str = "loo"
-    optimizer: str = "adamw"
-    lr: float = 2e-4
-    temperature: float = 1.0
-    max_new_tokens: int = 4
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    reward_scale: float = 1.0
-    inner_steps: int = 1
-    kl_beta: float = 0.0
-    loss_aggregation: str = "seq_mean_token_mean"
-    max_grad_norm: float = 1.0
+    grpo: GRPOSpec = field(default_factory=GRPOSpec)  # a dict (to_dict's) is read as one
     eval_prompts: int = 512
     eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
     eval_batch_size: int = 256  # completions per generation pass of the eval
-    micro_batch_size: int | None = None  # completions per forward/backward pass; None: all of B
-    generation_batch_size: int | None = None  # completions per generate() call; None: all of B
-    gradient_checkpointing: bool = False
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
@@ -58,10 +45,32 @@ class TrialConfig:
         return self.samples_per_step // self.group_size
 
     def __post_init__(self) -> None:
+        """Raises ValueError unless 2 <= G and G divides B; TypeError for a grpo dict with unknown keys."""
+        if isinstance(self.grpo, dict):  # trusted plain data (a validated spec's, or a test's): not re-validated
+            unknown = set(self.grpo) - set(GRPOSpec.model_fields)
+            if unknown:
+                raise TypeError(f"unknown grpo fields {sorted(unknown)}; valid: {', '.join(GRPOSpec.model_fields)}")
+            object.__setattr__(self, "grpo", GRPOSpec.model_construct(**self.grpo))
         if self.group_size < 2:
             raise ValueError(f"group_size (G) must be >= 2, got {self.group_size}")
         if self.samples_per_step % self.group_size:
             raise ValueError(f"group_size (G) {self.group_size} does not divide samples_per_step (B) {self.samples_per_step}")
+
+    @classmethod
+    def flat(cls, **kwargs: Any) -> TrialConfig:
+        """A config from keyword arguments where the GRPO fields (lr, clip_eps, ...) are given at the top
+        level, as benchmarks and tests write them. Raises TypeError for unknown names."""
+        grpo = {k: kwargs.pop(k) for k in list(kwargs) if k in GRPOSpec.model_fields}
+        base = kwargs.pop("grpo", None) or {}
+        return cls(**kwargs, grpo={**(base.model_dump() if isinstance(base, GRPOSpec) else base), **grpo})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data: ``TrialConfig(**cfg.to_dict())`` gives the config back."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "grpo": self.grpo.model_dump()}
+
+    def with_grpo(self, **changes: Any) -> TrialConfig:
+        """This config with some GRPO fields changed (e.g. ``lr``)."""
+        return replace(self, grpo=self.grpo.model_copy(update=changes))
 
     @classmethod
     def from_spec(
@@ -73,7 +82,6 @@ class TrialConfig:
         lr: float | None = None,
     ) -> TrialConfig:
         """The trial at ``plan`` of ``spec``; ``lr`` (a tuned learning rate) replaces the spec's when given."""
-        g = spec.grpo
         return cls(
             task=spec.task.model_dump(),
             model=spec.model.model_dump(exclude_none=True),
@@ -81,24 +89,10 @@ class TrialConfig:
             samples_per_step=plan.samples_per_step,
             seed=plan.seed,
             steps=spec.steps,
-            advantage=g.advantage,
-            optimizer=g.optimizer,
-            lr=g.lr if lr is None else lr,
-            temperature=g.temperature,
-            max_new_tokens=g.max_new_tokens,
-            clip_eps=g.clip_eps,
-            clip_eps_high=g.clip_eps_high,
-            reward_scale=g.reward_scale,
-            inner_steps=g.inner_steps,
-            kl_beta=g.kl_beta,
-            loss_aggregation=g.loss_aggregation,
-            max_grad_norm=g.max_grad_norm,
+            grpo=spec.grpo if lr is None else spec.grpo.model_copy(update={"lr": lr}),
             eval_prompts=spec.eval.prompts,
             eval_samples_per_prompt=spec.eval.samples_per_prompt,
             eval_batch_size=spec.eval.batch_size,
-            micro_batch_size=g.micro_batch_size,
-            generation_batch_size=g.generation_batch_size,
-            gradient_checkpointing=g.gradient_checkpointing,
             measure=spec.measure.kind,
             mse_repeats=spec.measure.repeats,
             cache_dir=str(cache_dir),

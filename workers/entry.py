@@ -111,7 +111,7 @@ def run_tune_lr(
             "task": cfg.task.get("name"),
             "model": cfg.model.get("preset") or cfg.model.get("path"),
             "seed": cfg.seed,
-            "optimizer": cfg.optimizer,
+            "optimizer": cfg.grpo.optimizer,
             "tune_lr.low": tune["low"],
             "tune_lr.high": tune["high"],
             "tune_lr.trials": tune["trials"],

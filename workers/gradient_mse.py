@@ -38,7 +38,7 @@ def exact_gradient(policy: Policy, task: Task, cfg: TrialConfig) -> torch.Tensor
     for i in range(0, len(problems), REFERENCE_CHUNK):
         chunk = problems[i : i + REFERENCE_CHUNK]
         w = torch.as_tensor(weights[i : i + REFERENCE_CHUNK], dtype=torch.float32)
-        v = task.expected_reward(policy, chunk, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+        v = task.expected_reward(policy, chunk, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
         (w * v).sum().backward()
     return flat_grad(params)
 
@@ -47,7 +47,7 @@ def batch_gradient(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.
     """One draw of g_hat = (1/B) sum_i A_i grad log pi(y_i | x_i). Returns (P,) float64."""
     params = [p for p in policy.module.parameters() if p.requires_grad]
     batch = sample_batch(policy, task, cfg, rng)
-    logp = policy.logprobs(batch.rollout, cfg.temperature)
+    logp = policy.logprobs(batch.rollout, cfg.grpo.temperature)
     seq_logp = (logp * batch.rollout.completion_mask).sum(dim=1)
     policy.module.zero_grad(set_to_none=True)
     (batch.advantages * seq_logp).mean().backward()
@@ -70,8 +70,8 @@ def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
         "grad_mse_se": float(errors.std(ddof=1) / np.sqrt(errors.size)) if errors.size > 1 else float("nan"),
         "grad_norm2_exact": float((g**2).sum()),
     }
-    if hasattr(task, "exact_components") and cfg.advantage == "loo":
-        comp = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
+    if hasattr(task, "exact_components") and cfg.grpo.advantage == "loo":
+        comp = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         metrics["grad_mse_exact"] = comp.gradient_mse(cfg.group_size, cfg.samples_per_step)
     report(metrics, cfg.mse_repeats)
     return TrialResult("succeeded", metrics=metrics, steps_done=cfg.mse_repeats)

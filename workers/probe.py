@@ -180,9 +180,9 @@ def run_probe(
     sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
-    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
     rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
-    scores = score_vectors(policy, ro, cfg.temperature, sketch, params).reshape(prompts, completions, -1)
+    scores = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params).reshape(prompts, completions, -1)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
     boot_rng = np.random.default_rng(seed)
@@ -211,6 +211,6 @@ def run_probe(
         ),
     }
     if hasattr(task, "exact_components"):
-        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
+        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}
     return out

@@ -72,7 +72,9 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
         for i in range(0, len(expanded), chunk):
             part = expanded[i : i + chunk]
             with torch.no_grad():
-                ro = policy.sample([p.prompt for p in part], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+                ro = policy.sample(
+                    [p.prompt for p in part], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
+                )
             rewards.append(score_completions(task, part, ro, np.random.default_rng(EVAL_SEED + i), step, cfg.steps).rewards)
             texts += ro.texts
     r = np.concatenate(rewards).astype(np.float64).reshape(len(problems), k)
@@ -94,7 +96,7 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
 
 def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialConfig) -> np.ndarray:
     with torch.no_grad():
-        v = task.expected_reward(policy, problems, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+        v = task.expected_reward(policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
     return v.double().cpu().numpy()
 
 
@@ -102,8 +104,8 @@ def _oom_reason(cfg: TrialConfig, step: int, where: str = "training") -> str:
     """The failure of a trial that ran out of GPU memory, with its shape and what to change (not retried)."""
     return (
         f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
-        f"micro_batch_size={cfg.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
-        f"{cfg.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
+        f"micro_batch_size={cfg.grpo.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
+        f"{cfg.grpo.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
         "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
         "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16"
     )
@@ -148,7 +150,7 @@ def micro_batches(n_rows: int, size: int | None) -> list[slice]:
 def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
     """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
 
-    Each step accumulates gradients over micro-batches of ``cfg.micro_batch_size`` completions; every
+    Each step accumulates gradients over micro-batches of ``cfg.grpo.micro_batch_size`` completions; every
     loss aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so
     the update equals the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the
     whole step are kept (ratios, for the clip and momentum diagnostics).
@@ -158,26 +160,30 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
     """
     ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
-    parts = micro_batches(mask.shape[0], cfg.micro_batch_size)
+    parts = micro_batches(mask.shape[0], cfg.grpo.micro_batch_size)
     n_seqs, n_tokens = mask.shape[0], float(mask.sum())
     with torch.no_grad():
-        old_logp = torch.cat([policy.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) if cfg.inner_steps > 1 else None
-        ref_logp = torch.cat([ref.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) if ref is not None else None
+        old_logp = (
+            torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if cfg.grpo.inner_steps > 1 else None
+        )
+        ref_logp = torch.cat([ref.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if ref is not None else None
     overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
-    for _ in range(cfg.inner_steps):
+    for _ in range(cfg.grpo.inner_steps):
         opt.zero_grad(set_to_none=True)
         loss_sum, kl_sum, ent_sum, low, high, ratios = 0.0, 0.0, 0.0, 0.0, 0.0, []
         for sl in parts:
             m = mask[sl]
-            logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.temperature)
+            logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.grpo.temperature)
             base = logp.detach() if old_logp is None else old_logp[sl]
             ratios.append(torch.exp(logp.detach() - base))
-            per_token, clip = algos.compute_policy_loss(logp, base, batch.advantages[sl], m, cfg.clip_eps, cfg.clip_eps_high)
+            per_token, clip = algos.compute_policy_loss(
+                logp, base, batch.advantages[sl], m, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high
+            )
             if ref_logp is not None:
                 kl_tok = algos.compute_kl_k3(logp, ref_logp[sl])
-                per_token = per_token + cfg.kl_beta * kl_tok * m
+                per_token = per_token + cfg.grpo.kl_beta * kl_tok * m
                 kl_sum += float((kl_tok.detach() * m).sum())
-            loss = algos.aggregate_loss(per_token, m, cfg.loss_aggregation, cfg.max_new_tokens, n_seqs, n_tokens)
+            loss = algos.aggregate_loss(per_token, m, cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens, n_seqs, n_tokens)
             loss.backward()
             tokens = float(m.sum())
             loss_sum, ent_sum = loss_sum + float(loss.detach()), ent_sum + float((entropy.detach() * m).sum())
@@ -185,16 +191,16 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         ratio = torch.cat(ratios)
         if prev is not None:
             overshoot.append(algos.compute_momentum_overshoot(prev[0], ratio, prev[1], mask))
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grpo.max_grad_norm))
         values = {"loss": loss_sum, "kl": kl_sum / max(n_tokens, 1.0), "grad_norm": grad_norm}
         bad = [k for k, v in values.items() if not math.isfinite(v)]
         if bad:
             raise FloatingPointError(f"non-finite {', '.join(bad)}")
         opt.step()
-        prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.clip_eps, cfg.clip_eps_high))
-    if cfg.inner_steps > 1:  # where did the last step leave the clipped tokens?
+        prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high))
+    if cfg.grpo.inner_steps > 1:  # where did the last step leave the clipped tokens?
         with torch.no_grad():
-            after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.temperature) for sl in parts]) - old_logp)
+            after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) - old_logp)
         overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
     n = max(n_tokens, 1.0)
     return UpdateStats(
@@ -221,12 +227,12 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     if cfg.measure != "outcome":
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.entry.run_measure")
     task, policy, rng = setup(cfg)
-    ref = copy.deepcopy(policy) if cfg.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
+    ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
         ref.module.requires_grad_(False).eval()
     model = policy.module
     model.train()
-    opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr)
+    opt = make_optimizer(cfg.grpo.optimizer, model.parameters(), cfg.grpo.lr)
     counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
     ckpt = load_checkpoint(cfg.checkpoint_dir)
     if ckpt is None:

@@ -144,7 +144,7 @@ def tune_learning_rate(
                 trial.set_user_attr("seconds", time.perf_counter() - started)
                 raise optuna.TrialPruned(f"lr {lr:.3g}: intermediate {value:.4f} at step {step} worse than the median")
 
-        run = dataclasses.replace(cfg, lr=lr, steps=steps, checkpoint_dir=None, checkpoint_every=0)
+        run = dataclasses.replace(cfg.with_grpo(lr=lr), steps=steps, checkpoint_dir=None, checkpoint_every=0)
         result = train_trial(run, report)
         trial.set_user_attr("seconds", time.perf_counter() - started)
         trial.set_user_attr("steps_done", result.steps_done)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import select
@@ -74,13 +73,13 @@ class TrialJob:
             trial.mlflow_run_id = ctx.take_run(trial.id)  # made ahead by prepare, if it was
             if not trial.mlflow_run_id:
                 try:
-                    trial.mlflow_run_id = ctx.tracking.start_trial(*self._run_args(trial, spec, config.lr))
+                    trial.mlflow_run_id = ctx.tracking.start_trial(*self._run_args(trial, spec, config.grpo.lr))
                 except Exception:  # noqa: BLE001 - this trial waits for the next tick
                     log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
                     return None
         if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
             return None  # cancelled meanwhile
-        args = (asdict(config), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id)
+        args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id)
         return ctx.backend.start_trial(
             trial_actor_name(trial.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
         )
@@ -167,7 +166,7 @@ class ProbeJob:
 
     def launch(self, ctx: Context, s: Session, probe: Probe, spec: SweepSpec, _: None) -> Any | None:
         plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
-        config = asdict(TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir))
+        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
         if not transition(s, probe, ProbeStatus.RUNNING):
             return None
         res = spec.resources
@@ -207,7 +206,7 @@ class TuningJob:
 
     def launch(self, ctx: Context, s: Session, tuning: LrTuning, spec: SweepSpec, _: None) -> Any | None:
         plan = TrialPlan(tuning.group_size, tuning.samples_per_step, spec.seeds[0])
-        config = asdict(TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir))
+        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
         tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
         if not transition(s, tuning, TuningStatus.RUNNING):
             return None

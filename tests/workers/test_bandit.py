@@ -15,7 +15,7 @@ EXACT_G_STAR = 4.205
 
 def bandit_cfg(**over):
     base = dict(task=TASK, model={"preset": "tabular"}, group_size=4, samples_per_step=48, seed=0, steps=1)
-    return TrialConfig(**{**base, **over})
+    return TrialConfig.flat(**{**base, **over})
 
 
 def test_check_instance_reproduces_theory_values():
@@ -98,7 +98,7 @@ def test_gradient_mse_sweep_interval_contains_the_exact_g_star():
 
 
 def test_probe_runs_on_a_language_model(model_cache):
-    cfg = TrialConfig(
+    cfg = TrialConfig.flat(
         task={"name": "arithmetic"},
         model={"preset": "tiny-llama"},
         group_size=2,

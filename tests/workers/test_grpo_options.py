@@ -29,7 +29,7 @@ def cfg(cache, **over):
         eval_prompts=128,
         cache_dir=str(cache),
     )
-    return TrialConfig(**{**base, **over})
+    return TrialConfig.flat(**{**base, **over})
 
 
 def run(config):
@@ -61,7 +61,7 @@ def trajectory(cache, optimizer, lr, scale, steps=20):
     points = []
     for k in (1, 5, 10, steps):
         folder = Path(cache) / f"traj-{optimizer}-{scale}-{k}"
-        train_trial(TrialConfig(**{**config.__dict__, "steps": k, "checkpoint_dir": str(folder)}))
+        train_trial(TrialConfig.flat(**{**config.__dict__, "steps": k, "checkpoint_dir": str(folder)}))
         state = load_checkpoint(folder)["model"]
         points.append(torch.cat([state[n].reshape(-1) for n in names]) - theta0)
     return points

@@ -47,7 +47,7 @@ def _cfg(**over):
         "max_new_tokens": 5,
         "max_grad_norm": 1e9,
     }
-    return TrialConfig(**{**base, **over})
+    return TrialConfig.flat(**{**base, **over})
 
 
 @pytest.mark.parametrize("aggregation", sorted(algos.LOSS_AGGREGATIONS))
@@ -158,7 +158,7 @@ def test_a_nan_weight_after_step_3_fails_the_trial_naming_non_finite_logits_and_
         return out
 
     monkeypatch.setattr(trainer, "grpo_update", poison_after_three)
-    cfg = TrialConfig(
+    cfg = TrialConfig.flat(
         task={"name": "arithmetic"},
         model={"preset": "tiny-llama"},
         group_size=4,
@@ -230,7 +230,7 @@ def test_cuda_out_of_memory_fails_the_trial_with_its_shape_and_advice(model_cach
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(trainer, "grpo_update", no_memory)
-    cfg = TrialConfig(
+    cfg = TrialConfig.flat(
         task={"name": "arithmetic"},
         model={"preset": "tiny-llama"},
         group_size=4,

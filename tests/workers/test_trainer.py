@@ -25,7 +25,7 @@ def cfg(cache, **over):
         eval_prompts=256,
         cache_dir=str(cache),
     )
-    return TrialConfig(**{**base, **over})
+    return TrialConfig.flat(**{**base, **over})
 
 
 def test_registries_match_the_spec_names():

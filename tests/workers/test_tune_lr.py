@@ -30,7 +30,7 @@ def bandit_cfg(**over):
         lr=0.5,
         eval_prompts=512,
     )
-    return TrialConfig(**{**base, **over})
+    return TrialConfig.flat(**{**base, **over})
 
 
 @pytest.fixture(scope="module")
