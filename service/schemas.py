@@ -77,6 +77,8 @@ class Recommendation(BaseModel):
     g_star: float | None
     g_star_ci95: list[float | None] | None
     status: str = Field(description="status of the fit the answer comes from")
+    evidence: str | None = Field(None, description="how far that fit supports the answer: strong, weak or none")
+    evidence_reason: str = ""
     sweep_id: str
     message: str
 

@@ -37,8 +37,8 @@ class Settings(BaseSettings):
     warm_workers: int | None = Field(
         None,
         ge=0,
-        description="1-CPU workers started idle with the controller, so the first sweep starts warm "
-        "(default: the local head's CPUs, at most 4; 0 on a cluster at RAY_ADDRESS)",
+        description="1-CPU workers started idle with the controller, so that a sweep submitted within "
+        "worker_idle_s of the start starts warm (default: the local head's CPUs, at most 4; 0 on a cluster at RAY_ADDRESS)",
     )
     worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")

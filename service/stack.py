@@ -50,10 +50,10 @@ def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
     """Refuse a stack whose databases cannot work together, before anything starts.
 
     Raises:
-        StackConfigError: the controller store and MLflow's backend store are one database (both run
-            Alembic migrations with the same ``alembic_version`` table name conflict and MLflow's own
-            tables would mix with the store's); or Optuna's tables in the store have a schema this
-            Optuna cannot use (adaptive sweeps and tune_lr would fail at their first study).
+        StackConfigError: the controller store and MLflow's backend store are one database (MLflow's own
+            tables and its ``alembic_version`` would mix with the store's and Optuna's); or Optuna's
+            tables in the store have a schema this Optuna cannot use (adaptive sweeps and tune_lr would
+            fail at their first study).
     """
     store = settings.resolved_database_url
     if mlflow_backend and same_database(store, mlflow_backend):

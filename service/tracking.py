@@ -1,7 +1,8 @@
 """Every MLflow call the controller makes: experiments, parent and child runs, the fit.
 
 One parent run per sweep; one child run per trial (tag mlflow.parentRunId, never a global
-active run). The controller creates and ends runs so that none is left RUNNING. Every call retries
+active run). The controller creates and ends sweep, trial and probe runs so that none is left RUNNING (lr-search
+runs are made and ended by the workers, workers.tracking.TuneRuns). Every call retries
 transient failures (tracking server down, 5xx) with backoff for a bounded time (workers.tracking).
 """
 
@@ -188,7 +189,7 @@ class Tracking:
             self.client.set_terminated(run_id, "KILLED")
 
     def healthy(self, timeout_s: float = 3.0) -> bool:
-        """A fast check of the tracking server (the MLflow client itself retries for minutes)."""
+        """A fast check of the tracking server (calls through mlflow_call retry for up to GROUPSCALE_MLFLOW_RETRY_S)."""
         if not self.uri.startswith("http"):
             return True  # a local file or database store has no server to be down
         try:

@@ -10,7 +10,7 @@ seeds), so the adaptive answer and the grid answer mean the same thing.
 
 Design (LawSampler, ``next_point``):
 
-1. Initial design: ``initial_points`` distinct G spread over ``group_sizes`` in log space, both
+1. Initial design: max(``initial_points``, 4) distinct G (the law needs 4) spread over ``group_sizes`` in log space, both
    edges included, at every budget (cycling budgets), one seed each.
 2. While some budget's fit is not ``ok`` (too few distinct G, G* on an edge): the allowed G that is
    farthest in log G from the G already run at that budget; once all were run, the least replicated.
@@ -22,7 +22,7 @@ Design (LawSampler, ``next_point``):
    (curvature c) most, then the middle and large G (slope b).
 
    Chosen by simulation (the bandit's exact law at B = 48, G in 2..48, 8% gamma noise, tolerance 0.1,
-   30 repetitions, MIN_REPLICATE_DOF = 8; trials relative to the full grid under the same stopping
+   30 repetitions, with MIN_REPLICATE_DOF = 8 (now 20); trials relative to the full grid under the same stopping
    rule, and coverage of the true G*): this design 0.33 and 28/30; a replicated sparse grid (the initial G round robin)
    0.49 and 27/30; the c-optimal step over every allowed G 0.39 and only 24/30 (it piles onto two G,
    where the linearised variance is small but the bootstrap of the 3-parameter fit is not); the

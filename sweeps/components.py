@@ -1,6 +1,6 @@
 """The variance components of the GRPO batch gradient and what follows from them: G* and the predicted MSE.
 
-For the leave-one-out advantage at group size G and budget B (N = B / G prompts; THEORY.md, "The law"):
+For the leave-one-out advantage at group size G and budget B (N = B / G prompts; THEORY.md, "The variance law"):
 
     E||g_hat - g||^2 = (tau2 G + sigma2 + kappa / (G - 1)) / B,     G* = 1 + sqrt(kappa / tau2)
 

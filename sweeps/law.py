@@ -7,7 +7,7 @@ B, the final gap after T steps follows
     gap(G) = a + b * G + c / (G - 1),   b, c >= 0,   G* = 1 + sqrt(c / b)        (THEORY.md)
 
 which is linear in (a, b, c): each budget is fitted by weighted non-negative least squares on the
-basis [1, G, 1/(G-1)] (seeds averaged per point, weights 1 / standard error). Across budgets the
+basis [1, G, 1/(G-1)] (seeds averaged per point, weights 1 / the noise model's standard error, sweeps.noise). Across budgets the
 universal law shares rho = (G* - 1)^2: gap_k(G) = a_k + s_k * (G + rho / (G - 1)).
 """
 
@@ -26,8 +26,11 @@ from sweeps.finite import finite_or_none
 from sweeps.noise import fit_noise, replicate_stats
 
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
+Evidence = Literal["strong", "weak", "none"]
 N_PARAMS = 3  # a, b, c
-WEAK_R2 = 0.5  # below it the message warns that the law explains little of the variation
+WEAK_R2 = 0.5  # below it the evidence is weak: the law explains little of the variation
+WIDE_CI = 0.5  # an interval wider than this fraction of the grid (in log G) makes the evidence weak
+LAW_VS_FLAT_ALPHA = 0.05  # the law must beat a constant at this level, or the evidence is none
 MAX_ABS_METRIC = 1e100  # squares of larger values overflow float64
 _TINY = 1e-12
 
@@ -60,7 +63,7 @@ class Universality(BaseModel):
 
 
 class LawFit(BaseModel):
-    """A fit as served by the API and the CLI (DESIGN.md): absent values are null with a reason."""
+    """A fit as served by GET /v1/sweeps/{id}/fit and the CLI: absent values are null with a reason."""
 
     status: FitStatus
     g_star: float | None = None
@@ -73,6 +76,11 @@ class LawFit(BaseModel):
     maximize: bool = False
     n_rows: int = 0
     n_dropped: int = Field(0, description="rows dropped for a non-finite metric")
+    evidence: Evidence | None = Field(
+        None,
+        description="how far the data support the answer: strong, weak or none (null: a fit stored before evidence was assessed)",
+    )
+    evidence_reason: str = ""
     message: str = ""
 
 
@@ -348,7 +356,8 @@ def _g_star_raw(data: dict[int, _Points]) -> float | None:
 
 
 def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
-    """Percentile interval of G* from resampling seed deviations (trials are independent).
+    """Percentile interval of G* from resampling seed deviations (trials are independent); with one seed
+    per point, from the residuals (_residual_bootstrap); none for identical seeds, with the reason.
 
     Each point's resampled seeds are its mean plus deviations drawn from the pool of all points'
     standardised seed deviations (y_is - mean_i) / sd_i * sqrt(n_i / (n_i - 1)), rescaled by the
@@ -365,10 +374,12 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
         ]
         or [np.array([])]
     )
-    if pool.size < 2:
-        return None, "; a 95% interval needs at least 2 seeds per point"
     if n_boot <= 0:
         return None, "; no interval (n_boot = 0)"
+    if pool.size < 2:  # one seed per point: the residuals are the only noise estimate
+        return _residual_bootstrap(data, n_boot, rng)
+    if np.abs(pool).max() <= 1e-9:
+        return None, "; no interval: the seeds gave identical values, so there is no noise to resample"
     draws = []
     for _ in range(n_boot):
         boot = {
@@ -378,6 +389,34 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
         v = _g_star_raw(boot)
         if v is not None:
             draws.append(v)
+    return _percentile_ci(draws, n_boot)
+
+
+def _residual_bootstrap(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
+    """Parametric bootstrap at each usable budget's fitted curve with the pooled residual variance
+    (THEORY.md "Evidence and units": with one seed per point only the residuals estimate the noise)."""
+    usable = {b: p for b, p in data.items() if _unusable(b, p) is None}
+    fitted, rss, dof = {}, 0.0, 0
+    for b, p in usable.items():
+        coef, r = _nnls_free_intercept(_design(p.g), p.y, p.w)
+        fitted[b], rss, dof = _design(p.g) @ coef, rss + r, dof + p.g.size - N_PARAMS
+    if dof <= 0:
+        return None, "; no interval: one seed per point and no residual degrees of freedom (add seeds or group sizes)"
+    sigma = math.sqrt(rss / dof)  # in weighted units: a point's noise sd is sigma / w
+    draws = []
+    for _ in range(n_boot):
+        boot = {
+            b: p.with_values(list((fitted[b] + sigma / p.w * rng.standard_normal(p.g.size))[:, None])) for b, p in usable.items()
+        }
+        v = _g_star_raw(boot)
+        if v is not None:
+            draws.append(v)
+    ci, note = _percentile_ci(draws, n_boot)
+    return ci, note + ("; from the residuals (one seed per point)" if ci is not None else "")
+
+
+def _percentile_ci(draws: list[float], n_boot: int) -> tuple[list[float | None] | None, str]:
+    """The 2.5% and 97.5% percentiles of bootstrap G* draws (inf: no interior optimum, an open end)."""
     if len(draws) < n_boot // 2:
         return None, "; most bootstrap resamples could not be fitted"
     big = np.finfo(float).max / 4  # inf (no interior optimum) sorts last without NaN from interpolation
@@ -405,7 +444,7 @@ def fit_law(
         group_size, samples_per_step, seed: (n,) ints, one row per trial.
         y: (n,) float metric; lower is better unless ``maximize`` (then -y is fitted).
             Non-finite rows are dropped and counted in ``n_dropped``.
-        n_boot: bootstrap resamples over seeds for ``g_star_ci95``.
+        n_boot: bootstrap resamples for ``g_star_ci95`` (over seeds; over residuals with one seed per point).
         y_se: (n,) standard error of each row's own measurement (a sampled eval's ``gap_se``; None or
             NaN where unknown), used by the noise model as a floor on the seed variance.
     Returns:
@@ -421,47 +460,136 @@ def fit_law(
     g, b, s, v, se = g[keep], b[keep], s[keep], v[keep], se[keep]
     dropped = f" ({head['n_dropped']} rows with a non-finite {metric} dropped)" if head["n_dropped"] else ""
     if g.size == 0:
-        return LawFit(status="insufficient_data", message="no usable rows" + dropped, **head)
+        return LawFit(
+            status="insufficient_data",
+            message="no usable rows" + dropped,
+            evidence="none",
+            evidence_reason="no usable rows",
+            **head,
+        )
     if np.abs(v).max() > MAX_ABS_METRIC:
-        return LawFit(status="fit_failed", message=f"|{metric}| exceeds {MAX_ABS_METRIC:g}: rescale it" + dropped, **head)
+        msg = f"|{metric}| exceeds {MAX_ABS_METRIC:g}: rescale it"
+        return LawFit(status="fit_failed", message=msg + dropped, evidence="none", evidence_reason=msg, **head)
+    scale = float(np.abs(v).max()) or 1.0  # fitted in units of the largest |metric|: no threshold depends on units
     try:
-        data = _aggregate_all(g, b, v, se)
-        fits, uni = _point_estimate(data)
-        statuses = {f.status for f in fits}
-        if statuses <= {"no_signal"}:
-            return LawFit(status="no_signal", per_budget=fits, message=f"{metric} is the same at every G" + dropped, **head)
-        if not statuses & {"ok", "boundary"}:
-            msgs = "; ".join(f.message for f in fits)
-            return LawFit(status="insufficient_data", per_budget=fits, message=msgs + dropped, **head)
-        raw = _g_star_raw(data)
-        usable = [f for f in fits if f.status in ("ok", "boundary")]
-        lo = min(p["group_size"] for f in usable for p in f.points)
-        hi = max(p["group_size"] for f in usable for p in f.points)
-        budgets = [f.samples_per_step for f in usable]
-        common = [k for k in range(lo, hi + 1) if all(bb % k == 0 for bb in budgets)]
-        if raw is None:  # several budgets without a shared fit cannot happen; guard anyway
-            return LawFit(status="fit_failed", per_budget=fits, message="no overall G*", **head)
-        rec = recommend_group_size(raw, common or list(range(lo, hi + 1)))
-        out = LawFit(status="ok", per_budget=fits, universality=uni, recommended_group_size=rec, **head)
-        edge = _grid_edge(raw, lo, hi)
-        if edge is not None:
-            out.status = "boundary"
-            out.g_star_bound = {"side": edge[0], "group_size": edge[1]}
-            out.message = _edge_advice(*edge) + dropped
-            return _finite(out)
+        out = _fit(_aggregate_all(g, b, v / scale, se / scale), head, dropped, n_boot, random_state)
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
+        return LawFit(
+            status="fit_failed",
+            message=f"{type(e).__name__}: {e}" + dropped,
+            evidence="none",
+            evidence_reason="the fit failed",
+            **head,
+        )
+    return _finite(_in_units(out, scale))
+
+
+def _fit(data: dict[int, _Points], head: dict[str, Any], dropped: str, n_boot: int, random_state: int) -> LawFit:
+    """fit_law on aggregated points of a metric in units of its largest |value|."""
+    fits, uni = _point_estimate(data)
+    statuses = {f.status for f in fits}
+    if statuses <= {"no_signal"}:
+        reason = f"{head['metric']} is the same at every G"
+        return LawFit(
+            status="no_signal", per_budget=fits, message=reason + dropped, evidence="none", evidence_reason=reason, **head
+        )
+    if not statuses & {"ok", "boundary"}:
+        msgs = "; ".join(f.message for f in fits)
+        return LawFit(
+            status="insufficient_data", per_budget=fits, message=msgs + dropped, evidence="none", evidence_reason=msgs, **head
+        )
+    raw = _g_star_raw(data)
+    usable = [f for f in fits if f.status in ("ok", "boundary")]
+    lo = min(p["group_size"] for f in usable for p in f.points)
+    hi = max(p["group_size"] for f in usable for p in f.points)
+    budgets = [f.samples_per_step for f in usable]
+    common = [k for k in range(lo, hi + 1) if all(bb % k == 0 for bb in budgets)]
+    if raw is None:  # several budgets without a shared fit cannot happen; guard anyway
+        return LawFit(
+            status="fit_failed",
+            per_budget=fits,
+            message="no overall G*",
+            evidence="none",
+            evidence_reason="no overall G*",
+            **head,
+        )
+    rec = recommend_group_size(raw, common or list(range(lo, hi + 1)))
+    out = LawFit(status="ok", per_budget=fits, universality=uni, recommended_group_size=rec, **head)
+    edge = _grid_edge(raw, lo, hi)
+    if edge is not None:
+        out.status = "boundary"
+        out.g_star_bound = {"side": edge[0], "group_size": edge[1]}
+        out.message = _edge_advice(*edge)
+    else:
         out.g_star = raw
         ci, note = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
         out.g_star_ci95 = ci
-        weak = [f"B={f.samples_per_step}: R2={f.r2:.2f}" for f in usable if f.r2 is not None and f.r2 < WEAK_R2]
-        out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "") + dropped
-        if weak:
-            out.message += (
-                f"; weak evidence: the law explains little of the variation ({', '.join(weak)}), "
-                "so add seeds or steps before relying on G*"
-            )
-        return _finite(out)
-    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
-        return LawFit(status="fit_failed", message=f"{type(e).__name__}: {e}" + dropped, **head)
+        out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "")
+    out.evidence, out.evidence_reason = _evidence(data, usable, out.g_star_ci95, lo, hi, edge is not None)
+    if out.evidence == "none":
+        out.recommended_group_size = None
+        out.message = f"no recommendation: {out.evidence_reason}"
+    elif out.evidence == "weak":
+        out.message += f"; weak evidence: {out.evidence_reason}"
+    out.message += dropped
+    return out
+
+
+def _law_vs_flat(data: dict[int, _Points]) -> tuple[float, float] | None:
+    """F-test of the law (a + b G + c/(G-1) per budget) against a constant per budget on the seed
+    means with the noise model's weights (THEORY.md "Evidence and units"). Returns (F, p), or None
+    when the law leaves no residual degrees of freedom."""
+    usable = [p for b, p in data.items() if _unusable(b, p) is None]
+    n, k = sum(p.g.size for p in usable), len(usable)
+    df1, df2 = (N_PARAMS - 1) * k, n - N_PARAMS * k
+    if df2 <= 0:
+        return None
+    rss_law = sum(_nnls_free_intercept(_design(p.g), p.y, p.w)[1] for p in usable)
+    rss_flat = sum(float((p.w**2 * (p.y - np.average(p.y, weights=p.w**2)) ** 2).sum()) for p in usable)
+    if rss_law <= _TINY * rss_flat:  # the law is exact: no noise left to compare with
+        return math.inf, 0.0
+    f_stat = max(0.0, (rss_flat - rss_law) / df1) / (rss_law / df2)
+    return f_stat, float(stats.f.sf(f_stat, df1, df2))
+
+
+def _evidence(
+    data: dict[int, _Points], usable: list[BudgetFit], ci: list[float | None] | None, lo: int, hi: int, boundary: bool
+) -> tuple[Evidence, str]:
+    """(strong | weak | none, why), by THEORY.md's rules: none when the law does not beat a constant;
+    weak when R^2 < WEAK_R2 at a budget, or the interval is missing, open or wider than WIDE_CI of
+    the grid in log G; strong otherwise."""
+    test = _law_vs_flat(data)
+    if test is None:
+        return "none", f"too few group sizes per budget to test the law against a constant (need more than {N_PARAMS + 1})"
+    f_stat, p = test
+    stat = "F = inf" if math.isinf(f_stat) else f"F = {f_stat:.3g}, p = {p:.2g}"
+    if p >= LAW_VS_FLAT_ALPHA:
+        return (
+            "none",
+            f"the law does not fit better than a constant ({stat}): G may not matter here, or noise hides it; add seeds or steps",
+        )
+    weak = [f"R2 = {f.r2:.2f} at B = {f.samples_per_step}" for f in usable if f.r2 is not None and f.r2 < WEAK_R2]
+    if boundary:
+        weak.append("G* lies at the edge of the grid, so it has no interval")
+    elif ci is None:
+        weak.append("G* has no interval")
+    elif ci[0] is None or ci[1] is None:
+        weak.append("the interval of G* is open")
+    elif math.log(ci[1] / ci[0]) > WIDE_CI * math.log(hi / lo):
+        weak.append(f"the interval of G* [{ci[0]:.3g}, {ci[1]:.3g}] spans more than half the grid (in log G)")
+    if weak:
+        return "weak", "; ".join(weak)
+    return "strong", f"the law beats a constant ({stat}), explains most of the variation and pins G* within the grid"
+
+
+def _in_units(fit: LawFit, scale: float) -> LawFit:
+    """The fit's values in the metric's own units (the fit ran on metric / scale)."""
+    for f in fit.per_budget:
+        f.a, f.b, f.c = (None if x is None else x * scale for x in (f.a, f.b, f.c))
+        for point in f.points:
+            point["mean"] *= scale
+            point["se"] = None if point["se"] is None else point["se"] * scale
+    return fit
 
 
 def _grid_edge(g_star: float, lo: int, hi: int) -> tuple[str, int] | None:
@@ -488,6 +616,13 @@ def _finite(fit: LawFit) -> LawFit:
     if finite_or_none(dump) != dump:  # NaN never equals itself, and inf becomes None
         msg = "the fit overflowed: rescale the metric (values are too large)"
         return LawFit(
-            status="fit_failed", metric=fit.metric, maximize=fit.maximize, n_rows=fit.n_rows, n_dropped=fit.n_dropped, message=msg
+            status="fit_failed",
+            metric=fit.metric,
+            maximize=fit.maximize,
+            n_rows=fit.n_rows,
+            n_dropped=fit.n_dropped,
+            message=msg,
+            evidence="none",
+            evidence_reason=msg,
         )
     return fit

@@ -232,7 +232,8 @@ class ResourcesSpec(_Strict):
 
 class AdaptiveSpec(_Strict):
     """``mode: adaptive``: an Optuna study chooses the next (G, B) from the allowed grid until the
-    95% interval of G* is narrower than ``tolerance`` x G* or ``max_trials`` trials have run."""
+    95% interval of G* is narrower than ``tolerance`` x G* (with at least ``initial_points`` distinct G
+    and enough replicate degrees of freedom, sweeps.adaptive) or ``max_trials`` trials were asked."""
 
     max_trials: int = Field(24, ge=3, le=10_000, description="trial budget of the adaptive search")
     initial_points: int = Field(4, ge=3, le=64, description="distinct G of the initial design, spread over group_sizes")
@@ -414,7 +415,9 @@ def load_spec(path: str | Path) -> SweepSpec:
     file paths in it are relative to the file's folder (SweepSpec.with_paths_from).
 
     Raises:
-        ValueError: not YAML, a duplicate key, or not a mapping.
+        yaml.YAMLError: not YAML, or a tag.
+        ValueError: a duplicate key, or not a mapping.
+        OSError: the file cannot be read.
         pydantic.ValidationError: the mapping is not a valid spec.
     """
     data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader subclass

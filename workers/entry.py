@@ -1,7 +1,7 @@
 """What Ray workers run: trials (by their measure, from MEASURES) on warm TrialWorker actors, probes, lr tunings.
 
-Torch-free at import: the controller imports this module to launch work, and only a worker imports
-the trainer (a TrialWorker when it starts, a task when it runs).
+Torch-free at import: the controller imports this module to launch work, and only workers import
+the trainer (a TrialWorker when it starts, a probe or lr-tuning task when it runs).
 """
 
 from __future__ import annotations

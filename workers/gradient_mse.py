@@ -31,7 +31,10 @@ def flat_grad(params: list[torch.nn.Parameter]) -> torch.Tensor:
 def exact_gradient(policy: Policy, task: Task, cfg: TrialConfig) -> torch.Tensor:
     """grad J of J = sum_x w(x) V(x) over the task's whole training distribution. Returns (P,) float64."""
     if not getattr(task, "exact_expected_reward", True):
-        raise ValueError("gradient_mse needs an exact expected reward: arithmetic, bandit or jsonl with exact_match")
+        raise ValueError(
+            "gradient_mse needs an exact expected reward: arithmetic, bandit, "
+            "or a jsonl or dataset task with one exact_match reward"
+        )
     params = [p for p in policy.module.parameters() if p.requires_grad]
     policy.module.zero_grad(set_to_none=True)
     problems, weights = task.train_support()

@@ -1,8 +1,9 @@
-"""MLflow logging from inside a trial: a buffered ``report(metrics, step)`` for the trainer.
+"""MLflow from inside workers: the retrying client, a buffered ``report(metrics, step)`` for the trainer, the lr-search runs.
 
-The controller creates and ends the run (so it is never left RUNNING); the trial only logs into it.
-Every MLflow call of groupscale, here and in service.tracking, goes through ``mlflow_call``: one
-bounded retry with exponential backoff of our own (the MLflow client's own retries are turned
+The controller creates and ends a trial's run (so it is never left RUNNING) and the trial only logs
+into it; an lr search makes and ends its own child runs (TuneRuns).
+Every MLflow call of groupscale, here and in service.tracking, goes through ``mlflow_call``: retries
+with exponential backoff of our own for a bounded time (the MLflow client's own retries are turned
 down, so the two never multiply), so that a tracking-server restart loses no metric point.
 """
 
@@ -28,7 +29,7 @@ MLFLOW_RETRY_S = float(os.environ.get("GROUPSCALE_MLFLOW_RETRY_S", "300"))  # to
 
 
 def _transient(e: BaseException) -> bool:
-    """Server-side or connection trouble (HTTP 5xx, refused, timed out), not a bad request (4xx)."""
+    """Server-side or connection trouble (HTTP 5xx or 429, refused, timed out), not another 4xx."""
     if isinstance(e, MlflowException):
         return e.get_http_status_code() >= 500 or e.get_http_status_code() == 429
     return isinstance(e, OSError)
@@ -49,7 +50,7 @@ def mlflow_call(fn: Callable[..., T], *args, retry_s: float | None = None, **kwa
     (0.5 s doubling to 15 s, with jitter) for at most ``retry_s`` seconds (default MLFLOW_RETRY_S).
 
     Raises:
-        MlflowException | OSError: the last failure once retry_s has passed, or at once for a 4xx.
+        MlflowException | OSError: the last failure once retry_s has passed, or at once for a 4xx other than 429.
     """
     policy = retry(
         stop=stop_after_delay(MLFLOW_RETRY_S if retry_s is None else retry_s),

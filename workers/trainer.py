@@ -57,6 +57,8 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
         (metrics, samples): samples are {step, prompt, completion, reward} dicts for MLflow's table.
     Raises:
         workers.rewards.RewardError: a reward function failed.
+        FloatingPointError: non-finite logits in generation.
+        torch.OutOfMemoryError: the eval batch does not fit (lower eval.batch_size).
     """
     problems = task.eval_problems(cfg.eval_prompts)
     best = task.max_reward(problems)

@@ -33,7 +33,6 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from workers.config import Report, TrialConfig
-from workers.trainer import train_trial
 
 # The final metric a tuning trial is judged by, and whether lower or higher is better.
 DIRECTIONS = {"gap": "minimize", "eval_accuracy": "maximize", "eval_accuracy_sampled": "maximize"}
@@ -56,7 +55,8 @@ def default_metric(cfg: TrialConfig) -> str:
 
 
 def n_startup(trials: int) -> int:
-    """Trials run to the end, with lr drawn at random, before TPE models and the pruner judges: max(2, trials // 3)."""
+    """Trials run to the end, with lr drawn at random, before TPE models and the pruner judges:
+    min(trials, max(2, trials // 3))."""
     return min(trials, max(2, trials // 3))
 
 
@@ -145,6 +145,8 @@ def tune_learning_rate(
                 raise optuna.TrialPruned(f"lr {lr:.3g}: intermediate {value:.4f} at step {step} worse than the median")
 
         run = dataclasses.replace(cfg.with_grpo(lr=lr), steps=steps, checkpoint_dir=None, checkpoint_every=0)
+        from workers.trainer import train_trial  # torch: imported where a trial runs, never by the controller
+
         result = train_trial(run, report)
         trial.set_user_attr("seconds", time.perf_counter() - started)
         trial.set_user_attr("steps_done", result.steps_done)

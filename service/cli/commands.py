@@ -1,4 +1,4 @@
-"""The commands that talk to a controller over HTTP: up, submit, status, watch, cancel, fit, recommend, probe."""
+"""The controller's commands: up (runs it) and, over HTTP, submit, status, watch, cancel, fit, recommend, probe (also --local)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,9 @@ def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], l
     """Columns group_size, samples_per_step, seed and y of a CSV. An empty or NaN y is missing (dropped later).
 
     Raises:
-        ValueError: a missing column or a non-integer group_size/samples_per_step/seed (names row and column).
+        ValueError: a missing column, a non-integer group_size/samples_per_step/seed (names row and column),
+            or a (group_size, samples_per_step, seed) on more than one row (names the rows; lines count from 1,
+            the header).
     """
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
@@ -63,6 +65,12 @@ def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], l
                 raise ValueError(f"{path}:{i}: {y} must be a number (or empty for a missing value), got {value!r}") from None
     if any(g < 2 for g in cols[0]):
         raise ValueError(f"{path}: group_size must be >= 2")
+    lines: dict[tuple[int, int, int], list[int]] = {}
+    for i, key in enumerate(zip(*cols[:3]), start=2):
+        lines.setdefault(key, []).append(i)
+    repeated = [f"G={k[0]} B={k[1]} seed={k[2]} on rows {', '.join(map(str, n))}" for k, n in lines.items() if len(n) > 1]
+    if repeated:
+        raise ValueError(f"{path}: each (group_size, samples_per_step, seed) must appear once; repeated: {'; '.join(repeated)}")
     return cols
 
 

@@ -37,6 +37,8 @@ def print_fit(fit: dict) -> None:
     uni = fit.get("universality")
     if uni:
         out.print(f"universality: shared G* = {_fmt(uni['shared_g_star'])}; {uni['message']}")
+    if fit.get("evidence"):
+        out.print(f"evidence: [bold]{fit['evidence']}[/bold] ({fit.get('evidence_reason', '')})", highlight=False)
     if fit.get("message"):
         out.print(fit["message"], highlight=False)
 

@@ -1,4 +1,4 @@
-"""/v1/recommendations: which G to use for a task and model, from the latest finished sweep."""
+"""/v1/recommendations: which G to use for a task and model, from the best-supported finished sweep of that task and model."""
 
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
 
 router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"])
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
+_EVIDENCE = {"strong": 0, "weak": 1}  # then the stronger evidence (sweeps.law: none gives no G)
 
 
-def _evidence(sweep: Sweep) -> tuple:
-    """Sort key, best first: an interior optimum, then a closed interval, a narrower one, more trials."""
+def _support(sweep: Sweep) -> tuple:
+    """Sort key, best first: stronger evidence, an interior optimum, a closed interval, a narrower one, more trials."""
     fit = sweep.fit
     ci = fit.get("g_star_ci95") or [None, None]
     width = ci[1] - ci[0] if None not in ci else float("inf")
-    return (_RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
+    return (_EVIDENCE.get(fit.get("evidence"), 2), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
 
 
 @router.get("")
@@ -35,7 +36,7 @@ def recommend(
     ],
     samples_per_step: Annotated[int | None, Query(ge=2, le=MAX_SAMPLES_PER_STEP)] = None,
 ) -> Recommendation:
-    """The best-supported fit among succeeded sweeps of (task, model) (see _evidence), not merely the latest.
+    """The best-supported fit among succeeded sweeps of (task, model) (see _support), not merely the latest.
 
     G* does not depend on the budget (THEORY.md), so for a given B the answer is the divisor of B
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
@@ -67,7 +68,7 @@ def recommend(
             f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "
             f"(other data or another model config): {keys[:10]}; ask for one of them",
         )
-    best = min(sweeps, key=_evidence)
+    best = min(sweeps, key=_support)
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message
     if samples_per_step is not None and rec is not None:
@@ -78,6 +79,8 @@ def recommend(
         else:
             rec = min(candidates, key=lambda g: abs(g - fit.recommended_group_size))
             message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
+        if fit.evidence == "weak" and "weak evidence" not in message:
+            message += f"; weak evidence: {fit.evidence_reason}"
     return Recommendation(
         task=task,
         model=model,
@@ -88,6 +91,8 @@ def recommend(
         g_star=fit.g_star,
         g_star_ci95=fit.g_star_ci95,
         status=fit.status,
+        evidence=fit.evidence,
+        evidence_reason=fit.evidence_reason,
         sweep_id=best.id,
         message=message,
     )

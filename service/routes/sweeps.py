@@ -127,7 +127,8 @@ def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
 
 @router.get("/{sweep_id}/fit")
 def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
-    """The sweep's final fit; while it runs, a provisional fit of the trials finished so far."""
+    """The stored fit (the final one, or an adaptive sweep's running fit); otherwise a provisional fit of
+    the trials finished so far."""
     with store.read() as s:
         sweep = _get(store, s, sweep_id)
         if sweep.fit is not None:

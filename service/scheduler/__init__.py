@@ -1,4 +1,5 @@
-"""Runs sweeps: the loop (loop.py), the kinds of work (jobs.py), the Optuna driver (adaptive.py), Ray (ray_backend.py)."""
+"""Runs sweeps: the loop (loop.py), the kinds of work (jobs.py), what they share and the MLflow thread
+(context.py), the Optuna driver (adaptive.py), Ray (ray_backend.py)."""
 
 from service.scheduler.loop import Scheduler
 

@@ -1,8 +1,9 @@
 """The controller's Optuna driver: adaptive sweeps' studies and the record of finished lr searches.
 
-Every Optuna call of the controller lives here. Studies are kept in the controller's database
-(sweeps.adaptive); Optuna writes through its own connection, so no store transaction is open while
-it does (on SQLite the two would wait for each other's write lock).
+Every Optuna call of the scheduler lives here (`up` also checks Optuna's schema, service.stack).
+Studies are kept in the controller's database (sweeps.adaptive); Optuna writes through its own
+connection, so no store transaction is open while it does (on SQLite the two would wait for each
+other's write lock).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from service.scheduler.jobs import tuned_lrs
 from service.store import Sweep, Trial
 from sweeps import adaptive
 from sweeps.spec import SweepSpec
+from workers.tune_lr import frozen_trials
 
 
 class AdaptiveDriver:
@@ -112,8 +114,6 @@ class AdaptiveDriver:
 
     def record_tuning(self, sweep_id: str, group_size: int, samples_per_step: int, result: dict) -> None:
         """Copy a finished lr search into a study of the controller's database, so optuna-dashboard shows it."""
-        from workers.tune_lr import frozen_trials  # the workers' module imports torch: only once a search ended
-
         name = f"groupscale-{sweep_id}-tune_lr-G{group_size}-B{samples_per_step}"
         study = optuna.create_study(storage=self.storage(), study_name=name, direction=result["direction"], load_if_exists=True)
         if not study.trials:

@@ -1,6 +1,6 @@
 """What the loop and every job kind share: the Backend protocol, work in flight and how it ended, and the Context.
 
-The Context holds the store, the settings, MLflow (calls to it never raise into the scheduler) and
+The Context holds the store, the settings, MLflow (calls made through ``safe`` never raise into the scheduler) and
 the backend, and sends MLflow calls that need not hold up scheduling to one background thread.
 """
 

@@ -63,7 +63,7 @@ class TrialJob:
                 yield trial, ctx.store.spec(sweep), lrs.get((trial.group_size, trial.samples_per_step))
 
     def launch(self, ctx: Context, s: Session, trial: Trial, spec: SweepSpec, lr: float | None) -> Any | None:
-        """Start the trial; None (nothing started) when its MLflow run cannot be created yet."""
+        """Start the trial; None (nothing started) when its MLflow run cannot be created yet or it was cancelled meanwhile."""
         ckpt = ctx.checkpoint_dir(trial.id)  # a rerun resumes from it
         config = TrialConfig.from_spec(
             spec, TrialPlan(trial.group_size, trial.samples_per_step, trial.seed), ctx.settings.model_cache_dir, ckpt, lr=lr
@@ -122,7 +122,10 @@ class TrialJob:
         """Store the trial's result and end its run. A worker that died more often than Ray restarts it
         (its restarts count over every trial it ran) sends the trial back to pending, to resume from its
         checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
-        ctx.backend.release_trial(trial_actor_name(work.id))  # its worker stays warm for the next trial
+        if outcome.died:  # its worker is gone for good (Ray's restarts used up): never handed another trial
+            ctx.backend.kill_trial(trial_actor_name(work.id))
+        else:
+            ctx.backend.release_trial(trial_actor_name(work.id))  # its worker stays warm for the next trial
         ckpt = ctx.checkpoint_dir(work.id)
         starts = worker_starts(ckpt)  # every start of a worker process on this trial, restarts included
         retries = ctx.settings.trial_retries

@@ -14,7 +14,8 @@ Ray; a fake in the unit tests).
 Trials outlive the controller process: on a cluster of its own (RAY_ADDRESS) a restarted controller
 re-attaches to the trials its workers still run (named actors) and collects what they finished meanwhile;
 a trial whose actor is gone or dead goes back to pending and resumes from its checkpoint, logging
-into the same MLflow run, so each trial has exactly one run.
+into the same MLflow run, so each trial has exactly one run (after a clean stop of a local head,
+whose trials cannot go on, their runs end KILLED and the resumed trials get new ones).
 """
 
 from __future__ import annotations
@@ -195,7 +196,13 @@ class Scheduler:
             for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.QUEUED):
                 spec = self.ctx.store.spec(sweep)
                 if tracking and not sweep.mlflow_parent_run_id:
-                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = tracking.start_sweep(sweep.id, spec, sweep.task_name)
+                    try:
+                        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = tracking.start_sweep(
+                            sweep.id, spec, sweep.task_name
+                        )
+                    except Exception:  # noqa: BLE001 - the sweep stays queued; the rest of the tick goes on
+                        log.exception("creating the MLflow parent run of sweep %s failed; retrying later", sweep.id)
+                        continue
                 if spec.tune_lr is not None and not sweep.lr_tunings:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)

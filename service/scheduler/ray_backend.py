@@ -1,6 +1,6 @@
 """The controller's Ray backend: the only module of the controller that imports ray.
 
-The scheduler's loop talks to a ``Backend`` (service.scheduler.jobs): run a trial on a warm worker
+The scheduler's loop talks to a ``Backend`` (service.scheduler.context): run a trial on a warm worker
 (a detached, named TrialWorker actor reused by the trials of its shape, so torch and the trainer are
 imported once) or a probe / lr tuning as a task, wait for any of them, read a result, stop one, say
 what is free. This module is that interface on a real Ray cluster; the loop's unit tests use a fake.

@@ -96,3 +96,10 @@ def test_same_database_compares_what_the_urls_name():
     assert same_database("postgresql+psycopg://u@db/gs", "postgresql://v:pw@db:5432/gs")
     assert not same_database("postgresql://db/gs", "postgresql://db/mlflow")
     assert not same_database("postgresql://db/gs", "sqlite:///gs")
+
+
+def test_law_fit_refuses_a_repeated_trial_naming_its_rows(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text("group_size,samples_per_step,seed,gap\n2,48,0,0.5\n4,48,0,0.4\n2,48,0,0.6\n2,48,1,0.5\n")
+    r = law(p, "--y", "gap")
+    assert r.exit_code == 2 and "G=2 B=48 seed=0 on rows 2, 4" in " ".join(r.output.split())

@@ -559,3 +559,12 @@ def test_a_restart_adopts_the_runs_made_ahead_that_were_not_stored(env):
     with store.read() as s:
         assert s.get(Trial, ahead).status == TrialStatus.RUNNING
     assert ("start_trial", f"run-{ahead}") not in tracking.calls  # not made twice
+
+
+def test_a_worker_that_died_for_good_is_never_handed_another_trial(env):
+    store, backend, _, sched = env
+    submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    backend.die(backend.running()[0])  # its restarts used up: the trial goes back to pending
+    tick(sched)
+    assert backend.reused == 0 and backend.new_workers == 2 and len(backend.running()) == 1  # on a new worker

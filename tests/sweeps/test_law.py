@@ -130,3 +130,91 @@ def test_closed_form_slope_fit_matches_the_active_set_solver(trend):
     got = _slope_rss(z, y, w)
     want = [_nnls_free_intercept(np.stack([np.ones_like(row), row], 1), y, w)[1] for row in z]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def _two_budget_rows(noise=0.02, seeds=range(3), rng_seed=1):
+    rng = np.random.default_rng(rng_seed)
+    data = [
+        (g, b, s, (0.1 + 0.01 * g + 0.09 / (g - 1)) * (48 / b) * (1 + noise * rng.standard_normal()))
+        for b in (48, 96)
+        for g in GRID
+        for s in seeds
+    ]
+    return [list(c) for c in zip(*data)]
+
+
+@pytest.mark.parametrize("table", ["one budget", "two budgets"])
+@pytest.mark.parametrize("factor", [1e-9, 1e-6, 1e-3, 7.3, 1e3, 1e6, 1e9])
+def test_the_fit_does_not_depend_on_the_metric_s_units(table, factor):
+    """THEORY.md "Evidence and units": scaling y changes no status, no test and G* by < 1e-6 relative."""
+    g, b, s, y = (
+        _two_budget_rows()
+        if table == "two budgets"
+        else rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(3), noise=0.004)
+    )
+    ref, fit = fit_law(g, b, s, y), fit_law(g, b, s, [v * factor for v in y])
+    assert (fit.status, fit.evidence, fit.recommended_group_size) == (ref.status, ref.evidence, ref.recommended_group_size)
+    assert ref.status == "ok" and fit.g_star == pytest.approx(ref.g_star, rel=1e-6)
+    assert fit.g_star_ci95 == pytest.approx(ref.g_star_ci95, rel=1e-6)
+    if table == "two budgets":
+        assert fit.universality.p_value == pytest.approx(ref.universality.p_value, rel=1e-6)
+    assert fit.per_budget[0].b == pytest.approx(ref.per_budget[0].b * factor, rel=1e-6)  # parameters in the metric's units
+    assert fit.per_budget[0].points[0]["mean"] == pytest.approx(ref.per_budget[0].points[0]["mean"] * factor, rel=1e-9)
+
+
+def test_identical_seeds_give_no_interval_with_the_reason():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=(0, 1, 2)))
+    assert fit.status == "ok" and fit.g_star_ci95 is None and "identical" in fit.message
+    assert fit.evidence == "weak" and "no interval" in fit.evidence_reason
+
+
+def test_one_seed_per_point_gets_its_interval_from_the_residuals():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=(0,), noise=0.002))
+    lo, hi = fit.g_star_ci95
+    assert lo < 4.0 < hi and "residuals" in fit.message
+
+
+def test_evidence_is_none_for_flat_noise_and_strong_for_clean_law_data():
+    flat = fit_law(*rows(lambda g: 0.5, seeds=range(3), noise=0.05, rng_seed=4))
+    assert flat.evidence == "none" and flat.recommended_group_size is None
+    assert "constant" in flat.evidence_reason and flat.message.startswith("no recommendation")
+    clean = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(4), noise=0.002))
+    assert clean.evidence == "strong" and clean.recommended_group_size == 4
+
+
+def test_a_boundary_fit_states_its_weak_evidence():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.09 / (g - 1), seeds=range(3), noise=0.001))
+    assert fit.status == "boundary" and fit.evidence == "weak" and "edge" in fit.evidence_reason
+    assert "weak evidence" in fit.message
+
+
+def test_the_law_against_a_constant_is_the_textbook_f_test():
+    """One seed per point (unit weights): F = ((RSS_flat - RSS_law) / 2) / (RSS_law / (P - 3)), by hand."""
+    from scipy import stats
+
+    from sweeps.law import _aggregate_all, _law_vs_flat
+
+    g = np.array(GRID, dtype=float)
+    y = 0.2 + 0.01 * g + 0.09 / (g - 1) + np.array([0.003, -0.002, 0.004, -0.001, 0.0, -0.003, 0.002])
+    x = np.stack([np.ones_like(g), g, 1 / (g - 1)], 1)
+    rss_law = float(((x @ np.linalg.lstsq(x, y, rcond=None)[0] - y) ** 2).sum())
+    rss_flat = float(((y - y.mean()) ** 2).sum())
+    f_hand = ((rss_flat - rss_law) / 2) / (rss_law / (g.size - 3))
+    data = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
+    f_stat, p = _law_vs_flat(data)
+    assert f_stat == pytest.approx(f_hand, rel=1e-9) and p == pytest.approx(stats.f.sf(f_hand, 2, g.size - 3), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        rows(lambda g: 0.5),  # no_signal
+        rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), grid=[2, 8]),  # insufficient_data
+        rows(lambda g: 0.2 + 0.09 / (g - 1)),  # boundary
+        rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(3), noise=0.002),  # ok
+    ],
+)
+def test_every_fit_states_its_evidence_and_why(table):
+    fit = fit_law(*table)
+    assert fit.evidence in ("strong", "weak", "none") and fit.evidence_reason
+    assert (fit.recommended_group_size is None) == (fit.evidence == "none")

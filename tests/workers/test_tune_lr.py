@@ -150,7 +150,7 @@ def test_an_error_mid_tuning_ends_the_open_run_failed(tmp_path, monkeypatch):
         report({"reward_mean": 0.5}, 1)
         raise RuntimeError("worker lost its model")
 
-    monkeypatch.setattr("workers.tune_lr.train_trial", broken_trainer)
+    monkeypatch.setattr("workers.trainer.train_trial", broken_trainer)  # tune_lr imports it where a trial runs
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("groupscale/bandit", artifact_location=(tmp_path / "artifacts").as_uri())

@@ -2,7 +2,8 @@
 
 A preset is a character tokenizer over the task's vocabulary plus a small randomly initialised
 causal LM, warmed up by a short supervised run on the task's training split until its expected
-held-out accuracy reaches WARM_START_TARGET, then saved with ``save_pretrained``. Every trial
+held-out accuracy reaches its WarmStart.target_accuracy (tiny-llama; chat-tiny, a BPE model shared by
+all tasks, is built in workers.models.chat_tiny), then saved with ``save_pretrained``. Every trial
 loads it back with ``from_pretrained`` from a cache folder, so all trials of a sweep (and of
 later sweeps) start from identical weights.
 """

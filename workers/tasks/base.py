@@ -24,7 +24,7 @@ class Problem:
 
 
 class Task(Protocol):
-    """A verifiable-reward task. Rewards are in [0, 1] (THEORY.md: r)."""
+    """A verifiable-reward task. Rewards are floats up to ``max_reward`` (in [0, 1] for the built-in tasks; THEORY.md: r)."""
 
     name: str
 
@@ -51,7 +51,8 @@ class Task(Protocol):
         ...
 
     def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
-        """(S,) V(x) = E[r | x] under the policy's own sampling, exact and differentiable."""
+        """(S,) V(x) = E[r | x] under the policy's own sampling: exact and differentiable where the task has
+        ``exact_expected_reward``, else a Monte Carlo estimate without gradient."""
         ...
 
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
