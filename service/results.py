@@ -8,29 +8,41 @@ from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, TrialStatus
 from service.schemas import MlflowLinks, ProbePublic, Progress, SweepPublic, TrialPublic
 from service.store import Probe, Sweep, Trial
 from sweeps.law import LawFit, fit_law
+from sweeps.over_time import fit_over_time, step_fits
 from sweeps.spec import SweepSpec
 
 
-def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200) -> LawFit:
+def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200, step: int | None = None) -> LawFit:
     """Fit the law on succeeded trials (no_signal, failed and unfinished trials are not data points).
 
     The metric is the spec's: ``gap`` for outcome sweeps, ``grad_mse`` for gradient-MSE sweeps.
-    A sweep whose usable trials are all no_signal gets status no_signal.
+    A sweep whose usable trials are all no_signal gets status no_signal. With eval.every the fit also
+    holds ``by_step`` (the fit at each checkpoint) and ``time_universality`` (sweeps.over_time);
+    ``step`` fits the gap at that one checkpoint instead of at the end.
+
+    Raises:
+        ValueError: ``step`` is not one of the spec's eval checkpoints (names them).
     """
     metric = spec.measure.metric
+    checkpoints = spec.eval.checkpoints(spec.steps)
+    if step is not None and step not in checkpoints:
+        raise ValueError(f"step={step} is not an eval checkpoint of this sweep; allowed: {', '.join(map(str, checkpoints))}")
     done = [t for t in trials if t.status == TrialStatus.SUCCEEDED]
     if not done and any(t.status == TrialStatus.NO_SIGNAL for t in trials):
         return LawFit(status="no_signal", metric=metric, message="every finished trial was no_signal (no learning signal)")
-    values = [t.metrics.get(metric) for t in done]
+    rows = ([t.group_size for t in done], [t.samples_per_step for t in done], [t.seed for t in done])
+    at = "" if step is None or step == spec.steps else f"@{step}"
     fit = fit_law(
-        [t.group_size for t in done],
-        [t.samples_per_step for t in done],
-        [t.seed for t in done],
-        [float("nan") if v is None else v for v in values],
+        *rows,
+        _values(done, metric + at),
         metric=metric,
         n_boot=n_boot,
-        y_se=[t.metrics.get(f"{metric}_se") for t in done],
+        y_se=[t.metrics.get(f"{metric}_se{at}") for t in done],
     )
+    if step is None and len(checkpoints) > 1 and spec.measure.kind == "outcome":
+        by_step = {t: _values(done, metric if t == spec.steps else f"{metric}@{t}") for t in checkpoints}
+        fits, fit.time_universality = fit_over_time(*rows, by_step, metric=metric, n_boot=n_boot)
+        fit.by_step = step_fits(fits)
     excluded = [t for t in trials if t.status in (TrialStatus.NO_SIGNAL, TrialStatus.FAILED)]
     if excluded:
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"
@@ -39,6 +51,11 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200)
             f"; made on the {spec.grpo.advantage!r} advantage: the law is derived for loo (THEORY.md), so read G* as descriptive"
         )
     return fit
+
+
+def _values(trials: Sequence[Trial], key: str) -> list[float]:
+    """The trials' metric ``key`` (NaN where a trial has none: dropped and counted by the fit)."""
+    return [float("nan") if t.metrics.get(key) is None else float(t.metrics[key]) for t in trials]
 
 
 def progress_of(sweep: Sweep, spec: SweepSpec) -> Progress:

@@ -17,7 +17,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 
 from service.identity import task_key
 from sweeps.law import LawFit
-from sweeps.plots import plot_fit
+from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.spec import SweepSpec
 from workers.tracking import RetryingClient
 
@@ -123,6 +123,9 @@ class Tracking:
             self.log_values(run_id, values, {"groupscale.fit_status": fit.status})
             self.client.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
             self.client.log_figure(run_id, plot_fit(fit, title), "fit.png")
+            over_time = plot_g_star_over_time(fit, title)
+            if over_time is not None:
+                self.client.log_figure(run_id, over_time, "g_star_over_time.png")
         self.client.set_terminated(run_id, status)
 
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:

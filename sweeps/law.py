@@ -62,6 +62,28 @@ class Universality(BaseModel):
     message: str = ""
 
 
+class StepFit(BaseModel):
+    """The law fitted on the gap at one eval checkpoint T (eval.every; sweeps.over_time)."""
+
+    step: int
+    status: FitStatus
+    g_star: float | None = None
+    g_star_ci95: list[float | None] | None = None
+    recommended_group_size: int | None = None
+    evidence: Evidence | None = None
+
+
+class TimeUniversality(BaseModel):
+    """Whether G* moves with training time: the slope of log G* on log T over the checkpoints, with a
+    bootstrap over whole trials (THEORY.md "Is G* universal in time?")."""
+
+    slope: float | None = Field(None, description="d log G* / d log T at the point estimates")
+    slope_ci95: list[float] | None = None
+    p_value: float | None = Field(None, description="two-sided bootstrap p-value of slope = 0")
+    rejected: bool | None = Field(None, description="True when G* changes with T (p < 0.05)")
+    message: str = ""
+
+
 class LawFit(BaseModel):
     """A fit as served by GET /v1/sweeps/{id}/fit and the CLI: absent values are null with a reason."""
 
@@ -81,6 +103,8 @@ class LawFit(BaseModel):
         description="how far the data support the answer: strong, weak or none (null: a fit stored before evidence was assessed)",
     )
     evidence_reason: str = ""
+    by_step: list[StepFit] = Field(default_factory=list, description="the fit at each eval checkpoint (eval.every)")
+    time_universality: TimeUniversality | None = None
     message: str = ""
 
 

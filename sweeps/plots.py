@@ -33,3 +33,28 @@ def plot_fit(fit: LawFit, title: str = "") -> Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_g_star_over_time(fit: LawFit, title: str = "") -> Figure | None:
+    """G* at each eval checkpoint with its 95% interval (fit.by_step); None with fewer than 2 finite G*."""
+    pts = [f for f in fit.by_step if f.g_star is not None]
+    if len(pts) < 2:
+        return None
+    fig = Figure(figsize=(6.4, 4.2), dpi=110)
+    ax = fig.add_subplot()
+    t = np.array([f.step for f in pts], dtype=float)
+    g = np.array([f.g_star for f in pts])
+    ci = [f.g_star_ci95 if f.g_star_ci95 and None not in f.g_star_ci95 else [v, v] for f, v in zip(pts, g)]
+    err = np.abs(np.array(ci, dtype=float).T - g)
+    ax.errorbar(t, g, yerr=err, fmt="o-", capsize=3, label="G* (95% interval)")
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("training step T")
+    ax.set_ylabel("G*")
+    uni = fit.time_universality
+    ax.set_title(title or "G* over training time")
+    if uni is not None and uni.message:
+        ax.text(0.01, 0.01, uni.message[:110], transform=ax.transAxes, fontsize=7, va="bottom")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -186,6 +186,16 @@ class EvalSpec(_Strict):
         4, ge=1, le=1024, description="sampled completions per held-out prompt (tasks without an exact expected reward)"
     )
     batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
+    every: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="also evaluate every this many steps (same prompts and seed; metric gap at that step, the fit's by_step)",
+    )
+
+    def checkpoints(self, steps: int) -> list[int]:
+        """The steps at which a trial of T = ``steps`` steps is evaluated: every ``every`` steps, and T."""
+        return sorted({*range(self.every, steps, self.every), steps} if self.every else {steps})
 
 
 class MeasureSpec(_Strict):

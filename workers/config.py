@@ -32,6 +32,7 @@ class TrialConfig:
     eval_prompts: int = 512
     eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
     eval_batch_size: int = 256  # completions per generation pass of the eval
+    eval_every: int = 0  # steps between held-out evals before the final one; 0: only the final one
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
@@ -93,6 +94,7 @@ class TrialConfig:
             eval_prompts=spec.eval.prompts,
             eval_samples_per_prompt=spec.eval.samples_per_prompt,
             eval_batch_size=spec.eval.batch_size,
+            eval_every=spec.eval.every or 0,
             measure=spec.measure.kind,
             mse_repeats=spec.measure.repeats,
             cache_dir=str(cache_dir),

@@ -222,6 +222,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     Returns a TrialResult; a non-finite loss, KL or gradient, or a failing reward function, ends it as
     ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
     A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
+    With cfg.eval_every, the held-out eval also runs every k steps before the last (logged at its step);
+    the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
     Raises:
         ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
             outcome (workers.entry.run_measure runs each measure).
@@ -289,6 +291,15 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             },
             step,
         )
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:  # G* over training time
+            try:
+                mid, _ = evaluate(policy, task, cfg, step)
+            except (RewardError, FloatingPointError) as e:
+                return TrialResult("failed", reason=f"{e} at the evaluation of step {step}", steps_done=step)
+            except torch.OutOfMemoryError:
+                return TrialResult("failed", reason=_oom_reason(cfg, step, "the evaluation"), steps_done=step)
+            report(mid, step)
+            counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
             # checkpoint and logs some steps twice, but never skips one (the other order could lose
@@ -322,4 +333,6 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     report(final, cfg.steps)
     if hasattr(report, "log_table") and samples + last:
         report.log_table(samples + last)
-    return TrialResult("succeeded", metrics={**final, **{f"{k}_initial": v for k, v in initial.items()}}, steps_done=cfg.steps)
+    at_steps = {f"{k}@{t}": v for t, values in counters.get("evals", {}).items() for k, v in values.items()}
+    metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}, **at_steps}
+    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)

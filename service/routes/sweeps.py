@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -126,11 +126,23 @@ def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
 
 
 @router.get("/{sweep_id}/fit")
-def get_fit(sweep_id: str, store: StoreDep) -> LawFit:
+def get_fit(
+    sweep_id: str,
+    store: StoreDep,
+    step: Annotated[
+        int | None, Query(ge=1, description="an eval checkpoint (eval.every): the fit of the gap at that step")
+    ] = None,
+) -> LawFit:
     """The stored fit (the final one, or an adaptive sweep's running fit); otherwise a provisional fit of
-    the trials finished so far."""
+    the trials finished so far. With ``step``, the fit at that eval checkpoint (422 naming the checkpoints
+    when it is not one)."""
     with store.read() as s:
         sweep = _get(store, s, sweep_id)
+        if step is not None:
+            try:
+                return fit_from_trials(sweep.trials, store.spec(sweep), n_boot=100, step=step)
+            except ValueError as e:
+                raise HTTPException(422, str(e)) from None
         if sweep.fit is not None:
             return LawFit.model_validate(sweep.fit)
         fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)

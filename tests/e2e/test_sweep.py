@@ -40,7 +40,7 @@ def finite_or_null_with_reason(fit: dict) -> None:
 
 @SQLITE_ONLY
 def test_sweep_end_to_end(stack):
-    r = stack.http.post("/v1/sweeps", json=SPEC)
+    r = stack.http.post("/v1/sweeps", json={**SPEC, "eval": {"prompts": 64, "every": 10}})
     assert r.status_code == 201, r.text
     sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"})
     assert sweep["status"] == "succeeded", sweep
@@ -67,6 +67,13 @@ def test_sweep_end_to_end(stack):
     assert fit["per_budget"][0]["samples_per_step"] == 16
     assert {p["group_size"] for p in fit["per_budget"][0]["points"]} == {2, 4, 8, 16}
     finite_or_null_with_reason(fit)
+    # eval.every: the fit at each checkpoint, the test of G* against T, and one checkpoint on request.
+    assert [s["step"] for s in fit["by_step"]] == [10, 20] and fit["time_universality"]["message"]
+    at10 = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit", params={"step": 10})
+    assert at10.status_code == 200 and at10.json()["status"] == fit["by_step"][0]["status"]
+    assert at10.json()["g_star"] == fit["by_step"][0]["g_star"]
+    bad = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit", params={"step": 7})
+    assert bad.status_code == 422 and "10, 20" in bad.text
 
     rec = stack.http.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"})
     assert rec.status_code == 200 and rec.json()["sweep_id"] == sweep["id"]
@@ -89,6 +96,8 @@ def test_sweep_end_to_end(stack):
         history = client.get_metric_history(child.info.run_id, "reward_mean")
         assert sorted(m.step for m in history) == list(range(1, 21))
         assert child.data.metrics["gap"] == pytest.approx(t["metrics"]["gap"])
+        gaps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "gap")}
+        assert sorted(gaps) == [10, 20] and gaps[10] == pytest.approx(t["metrics"]["gap@10"])
 
 
 def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):

@@ -92,3 +92,16 @@ def test_no_signal_trial_is_not_a_data_point(model_cache):
 def test_unknown_algorithm_names_fail_fast(model_cache, bad):
     with pytest.raises(ValueError, match="valid"):
         train_trial(cfg(model_cache, steps=1, **bad))
+
+
+def test_evals_every_k_steps_are_logged_and_leave_the_training_unchanged(model_cache):
+    """eval.every: the held-out gap at steps 4 and 8 of 12, logged at its step and kept as gap@T; the
+    evals fork the RNG and restore train mode, so the final result equals a run without them."""
+    reports = []
+    every = train_trial(cfg(model_cache, steps=12, eval_every=4, eval_prompts=64), lambda m, s: reports.append((s, m)))
+    plain = train_trial(cfg(model_cache, steps=12, eval_prompts=64))
+    assert every.status == plain.status == "succeeded"
+    assert [s for s, m in reports if "gap" in m] == [4, 8, 12]
+    assert every.metrics["gap@4"] == next(m["gap"] for s, m in reports if s == 4 and "gap" in m)
+    assert {k for k in every.metrics if "@" in k} == {"gap@4", "gap@8"}
+    assert every.metrics["gap"] == pytest.approx(plain.metrics["gap"], abs=1e-12)
