@@ -245,6 +245,48 @@ def aggregate_loss(
     return LOSS_AGGREGATIONS[mode](loss, mask, max_new_tokens, float(n_seqs), float(n_tokens))
 
 
+def token_weights(mask: torch.Tensor, mode: str, max_new_tokens: int) -> torch.Tensor:
+    """(S, L) the weight aggregate_loss gives each completion token (its derivative in the token's
+    loss: every mode is linear in the per-token loss), 0 on padding."""
+    loss = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    aggregate_loss(loss, mask.to(torch.float64), mode, max_new_tokens).backward()
+    assert loss.grad is not None
+    return loss.grad
+
+
+def prefix_weight_bias(
+    completion_ids: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, group_size: int, mode: str, max_new_tokens: int
+) -> float | None:
+    """Net weight the loss gives the completion-prefix tokens that every completion of a group shares.
+
+    arXiv 2601.05002 (the second seed paper): a token at the same position with the same history in
+    all G completions of a group gets the gradient sum_i w_i A_i grad log pi(token); with uniform
+    weights and leave-one-out advantages (sum_i A_i = 0) that is zero, but a loss aggregation that
+    weights completions unequally (seq_mean_token_mean with unequal lengths) pushes those shared
+    tokens up or down. Per group with such a prefix: sum over its shared tokens of sum_i w_i A_i over
+    sum_i w_i |A_i|, with w = token_weights; averaged over those groups.
+
+    Args:
+        completion_ids: (S, L) token ids; mask: (S, L) 1 on completion tokens; advantages: (S,);
+        group_size: G (rows gG..gG+G-1 are a group); mode, max_new_tokens: the loss aggregation.
+    Returns:
+        The mean normalised net weight in [-1, 1], or None when no group shares a prefix token (or
+        every such group has zero advantages).
+    """
+    w = token_weights(mask, mode, max_new_tokens)
+    length = completion_ids.shape[1]
+    ids, m, adv = completion_ids.reshape(-1, group_size, length), mask.reshape(-1, group_size, length).bool(), advantages.double()
+    same = (ids == ids[:, :1]).all(dim=1) & m.all(dim=1)  # (N, L): a token every completion has, at this position
+    shared = same.to(torch.int64).cumprod(dim=1).bool()  # ... with the same history (all earlier tokens shared too)
+    values = []
+    for g in torch.nonzero(shared.any(dim=1)).flatten().tolist():
+        wg, ag = w.reshape(-1, group_size, length)[g][:, shared[g]], adv.reshape(-1, group_size)[g]
+        norm = float((wg * ag.abs()[:, None]).sum())
+        if norm > 0:
+            values.append(float((wg * ag[:, None]).sum()) / norm)
+    return sum(values) / len(values) if values else None
+
+
 def compute_kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(pi || pi_ref): exp(d) - d - 1 with d = ref_logp - logp (>= 0).
 

@@ -271,6 +271,14 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         zero_var = algos.zero_variance_group_fraction(batch.rewards)
         tokens, reward_mean = float(mask.sum()), float(batch.rewards.mean())
         truncation = float(ro.truncated.float().mean())
+        bias = algos.prefix_weight_bias(
+            ro.input_ids[:, ro.prompt_len :],
+            mask,
+            batch.advantages,
+            cfg.group_size,
+            cfg.grpo.loss_aggregation,
+            cfg.grpo.max_new_tokens,
+        )
         counters["silent_steps"] += int(zero_var == 1.0)
         counters["reward_sum"] += reward_mean
         counters["trunc_sum"] += truncation
@@ -287,6 +295,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
                 "time_score_s": batch.seconds_score,
                 "time_update_s": t2 - t1,
                 **batch.reward_metrics,
+                **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
                 **_cuda_memory(cfg),
             },
             step,

@@ -97,3 +97,33 @@ def test_oracle_subtracts_the_true_value():
 def test_loo_with_two_completions():
     a = algos.compute_advantages(torch.tensor([[1.0, 0.0], [0.2, 0.2]]), "loo")
     assert torch.equal(a, torch.tensor([[1.0, -1.0], [0.0, 0.0]]))
+
+
+def _prefix_batch(len0, len1):
+    """One group of G = 2 with rewards (1, 0), so loo advantages (+1, -1), sharing the first token."""
+    ids = torch.tensor([[5, 7, 0, 0], [5, 8, 9, 9]])
+    mask = torch.tensor([[1.0] * len0 + [0.0] * (4 - len0), [1.0] * len1 + [0.0] * (4 - len1)])
+    adv = algos.compute_loo_advantages(torch.tensor([[1.0, 0.0]])).reshape(-1)
+    return ids, mask, adv
+
+
+def test_prefix_weight_bias_is_zero_for_token_mean_with_equal_lengths():
+    ids, mask, adv = _prefix_batch(2, 2)
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "token_mean", 4) == pytest.approx(0.0, abs=1e-12)
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_mean", 4) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_prefix_weight_bias_of_per_sequence_means_with_unequal_lengths_by_hand():
+    """Lengths 2 and 4: seq_mean_token_mean weights each token 1/(S len_i) = 1/4 and 1/8; the shared
+    first token gets (1/4 - 1/8) / (1/4 + 1/8) = 1/3. token_mean and Dr. GRPO weight tokens equally: 0."""
+    ids, mask, adv = _prefix_batch(2, 4)
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_mean", 4) == pytest.approx(1 / 3)
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "token_mean", 4) == pytest.approx(0.0, abs=1e-12)
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_sum_norm", 4) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_prefix_weight_bias_is_none_without_a_shared_prefix():
+    ids = torch.tensor([[5, 7], [6, 7]])  # the second token agrees, but its history does not
+    mask = torch.ones(2, 2)
+    adv = torch.tensor([1.0, -1.0])
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_mean", 2) is None
