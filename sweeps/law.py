@@ -14,6 +14,7 @@ universal law shares rho = (G* - 1)^2: gap_k(G) = a_k + s_k * (G + rho / (G - 1)
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -30,6 +31,7 @@ Evidence = Literal["strong", "weak", "none"]
 N_PARAMS = 3  # a, b, c
 WEAK_R2 = 0.5  # below it the evidence is weak: the law explains little of the variation
 WIDE_CI = 0.5  # an interval wider than this fraction of the grid (in log G) makes the evidence weak
+TIE_SHARE = 0.025  # a G that is best in at least this share of the resamples is listed beside the recommended one
 LAW_VS_FLAT_ALPHA = 0.05  # the law must beat a constant at this level, or the evidence is none
 MAX_ABS_METRIC = 1e100  # squares of larger values overflow float64
 _TINY = 1e-12
@@ -92,6 +94,9 @@ class LawFit(BaseModel):
     g_star_ci95: list[float | None] | None = None
     g_star_bound: dict | None = Field(None, description="{side: below|above, group_size} when boundary")
     recommended_group_size: int | None = None
+    equivalent_group_sizes: list[int] = Field(
+        default_factory=list, description="the G the data cannot tell from the recommended one (best in >= 2.5% of resamples)"
+    )
     per_budget: list[BudgetFit] = Field(default_factory=list)
     universality: Universality | None = None
     metric: str = "gap"
@@ -379,9 +384,12 @@ def _g_star_raw(data: dict[int, _Points]) -> float | None:
     return None
 
 
-def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
+def _bootstrap_ci(
+    data: dict[int, _Points], n_boot: int, rng: np.random.Generator
+) -> tuple[list[float | None] | None, str, list[float]]:
     """Percentile interval of G* from resampling seed deviations (trials are independent); with one seed
     per point, from the residuals (_residual_bootstrap); none for identical seeds, with the reason.
+    Returns (interval, note for the message, the resamples' G*).
 
     Each point's resampled seeds are its mean plus deviations drawn from the pool of all points'
     standardised seed deviations (y_is - mean_i) / sd_i * sqrt(n_i / (n_i - 1)), rescaled by the
@@ -399,11 +407,11 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
         or [np.array([])]
     )
     if n_boot <= 0:
-        return None, "; no interval (n_boot = 0)"
+        return None, "; no interval (n_boot = 0)", []
     if pool.size < 2:  # one seed per point: the residuals are the only noise estimate
         return _residual_bootstrap(data, n_boot, rng)
     if np.abs(pool).max() <= 1e-9:
-        return None, "; no interval: the seeds gave identical values, so there is no noise to resample"
+        return None, "; no interval: the seeds gave identical values, so there is no noise to resample", []
     draws = []
     for _ in range(n_boot):
         boot = {
@@ -413,10 +421,12 @@ def _bootstrap_ci(data: dict[int, _Points], n_boot: int, rng: np.random.Generato
         v = _g_star_raw(boot)
         if v is not None:
             draws.append(v)
-    return _percentile_ci(draws, n_boot)
+    return (*_percentile_ci(draws, n_boot), draws)
 
 
-def _residual_bootstrap(data: dict[int, _Points], n_boot: int, rng: np.random.Generator) -> tuple[list[float | None] | None, str]:
+def _residual_bootstrap(
+    data: dict[int, _Points], n_boot: int, rng: np.random.Generator
+) -> tuple[list[float | None] | None, str, list[float]]:
     """Parametric bootstrap at each usable budget's fitted curve with the pooled residual variance
     (THEORY.md "Evidence and units": with one seed per point only the residuals estimate the noise)."""
     usable = {b: p for b, p in data.items() if _unusable(b, p) is None}
@@ -425,7 +435,7 @@ def _residual_bootstrap(data: dict[int, _Points], n_boot: int, rng: np.random.Ge
         coef, r = _nnls_free_intercept(_design(p.g), p.y, p.w)
         fitted[b], rss, dof = _design(p.g) @ coef, rss + r, dof + p.g.size - N_PARAMS
     if dof <= 0:
-        return None, "; no interval: one seed per point and no residual degrees of freedom (add seeds or group sizes)"
+        return None, "; no interval: one seed per point and no residual degrees of freedom (add seeds or group sizes)", []
     sigma = math.sqrt(rss / dof)  # in weighted units: a point's noise sd is sigma / w
     draws = []
     for _ in range(n_boot):
@@ -436,7 +446,16 @@ def _residual_bootstrap(data: dict[int, _Points], n_boot: int, rng: np.random.Ge
         if v is not None:
             draws.append(v)
     ci, note = _percentile_ci(draws, n_boot)
-    return ci, note + ("; from the residuals (one seed per point)" if ci is not None else "")
+    return ci, note + ("; from the residuals (one seed per point)" if ci is not None else ""), draws
+
+
+def _equivalent(draws: list[float], candidates: list[int]) -> list[int]:
+    """The candidate G that are the best G (recommend_group_size) in at least TIE_SHARE of the bootstrap
+    resamples: the G the data cannot tell from the recommended one."""
+    if not draws:
+        return []
+    best = Counter(recommend_group_size(d, candidates) for d in draws)
+    return sorted(g for g, k in best.items() if k >= TIE_SHARE * len(draws))
 
 
 def _percentile_ci(draws: list[float], n_boot: int) -> tuple[list[float | None] | None, str]:
@@ -546,12 +565,19 @@ def _fit(data: dict[int, _Points], head: dict[str, Any], dropped: str, n_boot: i
         out.message = _edge_advice(*edge)
     else:
         out.g_star = raw
-        ci, note = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
+        ci, note, draws = _bootstrap_ci(data, n_boot, np.random.default_rng(random_state))
         out.g_star_ci95 = ci
         out.message = f"G* = {raw:.3g}; use G = {rec}" + (note or "")
+        candidates = common or list(range(lo, hi + 1))
+        out.equivalent_group_sizes = _equivalent(draws, candidates) or [rec]
+        if len(out.equivalent_group_sizes) > 1:
+            listed = ", ".join(map(str, out.equivalent_group_sizes))
+            out.message += (
+                f"; G = {listed} are indistinguishable here (each is the best G in >= {TIE_SHARE:.1%} of the resamples)"
+            )
     out.evidence, out.evidence_reason = _evidence(data, usable, out.g_star_ci95, lo, hi, edge is not None)
     if out.evidence == "none":
-        out.recommended_group_size = None
+        out.recommended_group_size, out.equivalent_group_sizes = None, []
         out.message = f"no recommendation: {out.evidence_reason}"
     elif out.evidence == "weak":
         out.message += f"; weak evidence: {out.evidence_reason}"

@@ -218,3 +218,12 @@ def test_every_fit_states_its_evidence_and_why(table):
     fit = fit_law(*table)
     assert fit.evidence in ("strong", "weak", "none") and fit.evidence_reason
     assert (fit.recommended_group_size is None) == (fit.evidence == "none")
+
+
+def test_a_g_star_between_two_group_sizes_lists_both_as_indistinguishable():
+    """rho = 2 (G* = 1 + sqrt 2 = 2.41): the law's shape G + rho/(G-1) is the same at G = 2 and 3."""
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * (g + 2.0 / (g - 1)), seeds=range(3), noise=0.001, rng_seed=2))
+    assert fit.status == "ok" and fit.recommended_group_size in (2, 3)
+    assert fit.equivalent_group_sizes == [2, 3] and "indistinguishable" in fit.message
+    clear = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(3), noise=0.0005))
+    assert clear.equivalent_group_sizes == [4]
