@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from sweeps.components import VarianceComponents
+from sweeps.law import recommend_group_size
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy
@@ -191,10 +192,15 @@ def run_probe(
     lo, hi = np.percentile(np.minimum(draws, big), [2.5, 97.5]) if n_boot else (math.inf, math.inf)
     lo, hi = (lo if lo < big / 2 else math.inf), (hi if hi < big / 2 else math.inf)
     g_star = est.g_star
+    # the integer G with the smallest predicted MSE (no budget here: any G from 2 up)
+    rec = recommend_group_size(g_star, range(2, max(64, math.ceil(2 * g_star)) + 1)) if math.isfinite(g_star) else None
     out = {
         **asdict(est),
         "g_star": g_star if math.isfinite(g_star) else None,
         "g_star_ci95": [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None],
+        "recommended_group_size": rec,
+        "interval_covers": "the sampling noise of these K x M rollouts at the current policy only, "
+        "not how G* moves during training or over a finite number of steps",
         "prompts": prompts,
         "completions": completions,
         "samples": prompts * completions,
@@ -205,7 +211,8 @@ def run_probe(
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
         "seconds": time.perf_counter() - start,
         "message": (
-            f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2)"
+            f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2): use G = {rec} (the interval covers the probe's "
+            "sampling noise at the current policy only)"
             if math.isfinite(g_star)
             else "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"
         ),

@@ -69,6 +69,8 @@ def test_probe_estimates_within_10_percent_with_4096_samples(seed):
         assert out[key] == pytest.approx(out["exact"][key], rel=0.10), key
     lo, hi = out["g_star_ci95"]
     assert lo < out["g_star"] < hi
+    assert out["recommended_group_size"] == 4  # exact G* = 4.21: G + (G*-1)^2/(G-1) is smallest at 4
+    assert "current policy" in out["interval_covers"]
 
 
 def test_probe_estimators_are_unbiased_on_a_known_kernel():
