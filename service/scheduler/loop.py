@@ -31,7 +31,6 @@ from service.lifecycle import (
     TRIAL_TERMINAL,
     TRIAL_USABLE,
     TUNING_TERMINAL,
-    ProbeStatus,
     SweepStatus,
     TrialStatus,
     TuningStatus,
@@ -40,9 +39,10 @@ from service.lifecycle import (
 from service.results import fit_from_trials
 from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.context import Backend, Context, Outcome, Work
-from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
+from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob
+from service.scheduler.reconcile import reconcile
 from service.settings import Settings
-from service.store import LrTuning, Probe, Store, Sweep, Trial
+from service.store import LrTuning, Store, Sweep, Trial
 from service.tracking import Tracking
 from sweeps.planner import plan_trials
 
@@ -159,35 +159,8 @@ class Scheduler:
         self.ctx.backend.prewarm(n, 1.0, 0.0)
 
     def reconcile(self) -> None:
-        """After a restart: re-attach to the trials still alive on the cluster; the others (their actor is
-        gone or dead) go back to pending and resume from their checkpoints into the same MLflow run. Actors
-        of this store's trials that have ended are killed (others on a shared cluster are left alone)."""
-        backend, tracking = self.ctx.backend, self.ctx.tracking
-        with self.ctx.store.session() as s:
-            named = {n.removeprefix("trial-") for n in backend.trial_names()}
-            ended = select(Trial.id).where(Trial.id.in_(named), Trial.status.in_(TRIAL_TERMINAL))
-            for trial_id in s.scalars(ended):  # collected, but the previous controller died before killing it
-                backend.kill_trial(trial_actor_name(trial_id))
-            for trial in s.scalars(select(Trial).where(Trial.status == TrialStatus.RUNNING)):
-                handle = backend.attach_trial(trial_actor_name(trial.id)) if trial.id in named else None
-                if handle is None:
-                    transition(s, trial, TrialStatus.PENDING)
-                    continue
-                res = self.ctx.store.spec(trial.sweep).resources
-                self.inflight[handle] = Work("trial", trial.id, trial.sweep_id, res.cpus_per_trial, res.gpus_per_trial)
-                log.info("re-attached to trial %s", trial.id)
-            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
-                transition(s, sweep, SweepStatus.RUNNING)
-            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.RUNNING):
-                self.trials.adopt_runs(self.ctx, s, sweep)
-            for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.RUNNING)):
-                transition(s, probe, ProbeStatus.QUEUED)
-            for tuning in s.scalars(select(LrTuning).where(LrTuning.status == TuningStatus.RUNNING)):
-                transition(s, tuning, TuningStatus.PENDING)  # a tuning task is short and not detached: it runs again
-                if tracking and tuning.sweep.mlflow_parent_run_id:
-                    self.ctx.safe(
-                        tracking.kill_tuning_runs, tuning.sweep.mlflow_parent_run_id, tuning.group_size, tuning.samples_per_step
-                    )
+        """After a restart (service.scheduler.reconcile): re-attach to live trials, resume the others."""
+        self.inflight.update(reconcile(self.ctx, self.trials))
 
     def admit(self) -> None:
         """Queued sweeps start: their MLflow parent run, their lr tunings and (grid) trials are created."""
