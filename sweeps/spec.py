@@ -223,6 +223,13 @@ class ProbeSpec(_Strict):
         description="scores over: all, lm_head, or last_layers:K (the last K layers, the final norm, the LM head)",
     )
     seed: int = Field(0, ge=0, le=2**31 - 1)
+    every: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="also run these estimators inside every trial on its current policy every this many steps "
+        "(metrics probe_tau2, probe_sigma2, probe_kappa, probe_g_star at that step)",
+    )
 
 
 class ResourcesSpec(_Strict):

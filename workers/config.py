@@ -33,6 +33,8 @@ class TrialConfig:
     eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
     eval_batch_size: int = 256  # completions per generation pass of the eval
     eval_every: int = 0  # steps between held-out evals before the final one; 0: only the final one
+    probe_every: int = 0  # steps between in-trial probes of the current policy (probe.every); 0: none
+    probe: dict[str, Any] = field(default_factory=dict)  # the spec's probe settings, for probe_every
     measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
     mse_repeats: int = 256
     cache_dir: str = ".groupscale/models"
@@ -95,6 +97,8 @@ class TrialConfig:
             eval_samples_per_prompt=spec.eval.samples_per_prompt,
             eval_batch_size=spec.eval.batch_size,
             eval_every=spec.eval.every or 0,
+            probe_every=spec.probe.every or 0,
+            probe=spec.probe.model_dump(exclude={"every"}),
             measure=spec.measure.kind,
             mse_repeats=spec.measure.repeats,
             cache_dir=str(cache_dir),

@@ -28,7 +28,7 @@ from sweeps.law import recommend_group_size
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy
-from workers.tasks.base import completion_ids_of
+from workers.tasks.base import Task, completion_ids_of
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,26 @@ def run_probe(
     """
     start = time.perf_counter()
     task, policy, rng = setup(cfg)
+    return probe_policy(policy, task, cfg, rng, prompts, completions, projection_dim, seed, n_boot, parameters, start)
+
+
+def probe_policy(
+    policy: Policy,
+    task: Task,
+    cfg: TrialConfig,
+    rng: np.random.Generator,
+    prompts: int,
+    completions: int,
+    projection_dim: int = 512,
+    seed: int = 0,
+    n_boot: int = 200,
+    parameters: str = "all",
+    start: float | None = None,
+) -> dict:
+    """run_probe's estimates at ``policy`` as it is now (a trial's current policy at a checkpoint:
+    probe.every); draws prompts from ``rng`` and puts the module back in its train/eval mode."""
+    start = time.perf_counter() if start is None else start
+    was_training = policy.module.training
     policy.module.eval()
     if parameters == "all":
         params = [p for p in policy.module.parameters() if p.requires_grad]
@@ -184,6 +204,7 @@ def run_probe(
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
     rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
     scores = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params).reshape(prompts, completions, -1)
+    policy.module.train(was_training)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
     boot_rng = np.random.default_rng(seed)

@@ -22,6 +22,7 @@ from workers.batch import Batch, sample_batch, score_completions, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import Report, TrialConfig, TrialResult
 from workers.models.base import Policy
+from workers.probe import probe_policy
 from workers.rewards import RewardError
 from workers.tasks import Problem, Task
 
@@ -214,6 +215,26 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
     )
 
 
+def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
+    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at the current policy (probe.every), with a
+    forked torch RNG and its own prompt RNG, so that training goes on exactly as without it."""
+    p = cfg.probe
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
+        out = probe_policy(
+            policy,
+            task,
+            cfg,
+            np.random.default_rng([p.get("seed", 0), step]),
+            p.get("prompts", 256),
+            p.get("completions", 16),
+            p.get("projection_dim", 512),
+            p.get("seed", 0),
+            n_boot=0,
+            parameters=p.get("parameters", "all"),
+        )
+    return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
+
+
 def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
     """Run one GRPO trial (CPU, or CUDA with bf16 autocast when cfg.device is cuda).
 
@@ -309,6 +330,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
                 return TrialResult("failed", reason=_oom_reason(cfg, step, "the evaluation"), steps_done=step)
             report(mid, step)
             counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
+        if cfg.probe_every and step % cfg.probe_every == 0:  # the probe's G* as the policy moves
+            report(_probe_now(policy, task, cfg, step), step)
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
             # checkpoint and logs some steps twice, but never skips one (the other order could lose

@@ -105,3 +105,16 @@ def test_evals_every_k_steps_are_logged_and_leave_the_training_unchanged(model_c
     assert every.metrics["gap@4"] == next(m["gap"] for s, m in reports if s == 4 and "gap" in m)
     assert {k for k in every.metrics if "@" in k} == {"gap@4", "gap@8"}
     assert every.metrics["gap"] == pytest.approx(plain.metrics["gap"], abs=1e-12)
+
+
+def test_the_probe_inside_a_trial_logs_its_estimates_and_leaves_the_training_unchanged(model_cache):
+    """probe.every: tau2, sigma2, kappa and G* of the current policy at steps 3 and 6, with their own RNGs."""
+    reports = []
+    probe = {"prompts": 8, "completions": 4, "projection_dim": 64, "seed": 0, "parameters": "all"}
+    probed = train_trial(
+        cfg(model_cache, steps=6, probe_every=3, probe=probe, eval_prompts=64), lambda m, s: reports.append((s, m))
+    )
+    plain = train_trial(cfg(model_cache, steps=6, eval_prompts=64))
+    steps = [s for s, m in reports if "probe_sigma2" in m]
+    assert steps == [3, 6] and all(m["probe_sigma2"] > 0 for s, m in reports if "probe_sigma2" in m)
+    assert probed.metrics["gap"] == pytest.approx(plain.metrics["gap"], abs=1e-12)
