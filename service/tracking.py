@@ -18,6 +18,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from service.identity import task_key
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
+from sweeps.report import render_report
 from sweeps.spec import SweepSpec
 from workers.tracking import RetryingClient
 
@@ -115,7 +116,8 @@ class Tracking:
         self.client.set_terminated(run_id, TRIAL_RUN_STATUS.get(status, "FAILED"))
 
     def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
-        """Log the fit (metrics, fit.json, fit.png) on the parent run and end it with ``status``."""
+        """Log the fit (metrics, fit.json, fit.png, g_star_over_time.png, report.html) on the parent run and
+        end it with ``status``."""
         if fit is not None:
             values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
             for b in fit.per_budget:
@@ -126,6 +128,7 @@ class Tracking:
             over_time = plot_g_star_over_time(fit, title)
             if over_time is not None:
                 self.client.log_figure(run_id, over_time, "g_star_over_time.png")
+            self.client.log_text(run_id, render_report(fit, title), "report.html")
         self.client.set_terminated(run_id, status)
 
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:

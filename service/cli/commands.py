@@ -112,6 +112,24 @@ def fit(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = No
 
 
 @app.command()
+def report(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    out_path: Annotated[Path, typer.Option("--out", help="the HTML file to write")] = Path("report.html"),
+    probe: Annotated[str | None, typer.Option(help="a probe's id: its G* is set beside the sweep's")] = None,
+    url: UrlOpt = None,
+) -> None:
+    """Write a sweep's report: one self-contained HTML file (plots inlined) to read or send."""
+    from sweeps.law import LawFit  # scipy and matplotlib: only for this command
+    from sweeps.report import render_report
+
+    client = Client(url)
+    sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id)
+    probe_result = _api(client.get_probe, probe).get("result") if probe else None
+    out_path.write_text(render_report(LawFit.model_validate(fit), f"{sweep['name']} ({sweep_id})", probe_result))
+    out.print(f"report written to {out_path}")
+
+
+@app.command()
 def recommend(
     task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
     model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],

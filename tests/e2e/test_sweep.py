@@ -84,7 +84,20 @@ def test_sweep_end_to_end(stack):
     assert links["tracking_uri"] == stack.mlflow_uri and links["url"].startswith(stack.mlflow_uri)
     parent = client.get_run(links["parent_run_id"])
     assert parent.info.status == "FINISHED"
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"fit.json", "fit.png", "spec.json"}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"fit.json", "fit.png", "spec.json", "report.html"}
+    # The report a person reads: one self-contained HTML file with the answer, the evidence and both verdicts.
+    html_path = stack.data_dir / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "report", sweep["id"], "--out", str(html_path), "--url", stack.url],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    html = html_path.read_text()
+    assert html.count("data:image/png;base64,") >= 1 and "http" not in html.split("<body>", 1)[1]  # nothing fetched
+    for part in ("id='recommendation'", "id='evidence'", "id='across-budgets'", "id='across-time'", "id='probe'"):
+        assert part in html
+    assert fit["evidence"] in html and fit["time_universality"]["message"][:40] in html
     children = client.search_runs([links["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert len(children) == 4
     by_run = {t["mlflow_run_id"]: t for t in trials}

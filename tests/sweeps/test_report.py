@@ -1,0 +1,27 @@
+"""The sweep report (sweeps.report): one self-contained HTML file with the answer and its evidence."""
+
+from sweeps.law import fit_law
+from sweeps.report import render_report
+
+GRID = [2, 3, 4, 6, 8, 12, 16]
+
+
+def law_fit():
+    rows = [(g, 48, s, 0.2 + 0.01 * g + 0.09 / (g - 1) + 0.001 * ((g * 7 + s * 3) % 5 - 2)) for g in GRID for s in range(3)]
+    return fit_law(*[list(c) for c in zip(*rows)])
+
+
+def test_the_report_inlines_its_plots_and_states_answer_evidence_and_verdicts():
+    fit = law_fit()
+    html = render_report(fit, "unit (abc)")
+    assert html.startswith("<!doctype html>") and html.count("data:image/png;base64,") == 1  # no G*(T): one plot
+    assert f"Recommended G: <b>{fit.recommended_group_size}</b>" in html and f"Evidence: <b>{fit.evidence}</b>" in html
+    assert "one budget: no test" in html and "no eval.every checkpoints" in html and "No probe given" in html
+
+
+def test_a_probe_that_disagrees_is_said_to_and_why():
+    fit = law_fit()
+    far = {"g_star": 12.0, "g_star_ci95": [11.0, 13.0], "recommended_group_size": 12}
+    near = {"g_star": fit.g_star, "g_star_ci95": fit.g_star_ci95, "recommended_group_size": fit.recommended_group_size}
+    assert "do not overlap" in render_report(fit, "t", far) and "one policy" in render_report(fit, "t", far)
+    assert "they agree" in render_report(fit, "t", near)
