@@ -79,6 +79,10 @@ class Recommendation(BaseModel):
     status: str = Field(description="status of the fit the answer comes from")
     evidence: str | None = Field(None, description="how far that fit supports the answer: strong, weak or none")
     evidence_reason: str = ""
+    probe: dict | None = Field(
+        None,
+        description="the latest succeeded probe of the same task and model: {id, g_star, g_star_ci95, recommended_group_size}",
+    )
     sweep_id: str
     message: str
 

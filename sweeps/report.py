@@ -88,7 +88,7 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None) -> str:
         parts.append(
             f"<p id='probe'>Probe G* = {_fmt(probe.get('g_star'))} [{_fmt(pci[0])}, {_fmt(pci[1])}] (use G = "
             f"{probe.get('recommended_group_size') or '-'}) against the sweep's {_fmt(fit.g_star)}. "
-            f"{_agreement(fit, probe)}</p>"
+            f"{agreement(fit, probe)}</p>"
         )
     else:
         parts.append("<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>")
@@ -96,7 +96,7 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None) -> str:
     return "\n".join(parts)
 
 
-def _agreement(fit: LawFit, probe: dict) -> str:
+def agreement(fit: LawFit, probe: dict) -> str:
     """Whether the probe's and the sweep's intervals overlap, and why they may not."""
     a, b = fit.g_star_ci95, probe.get("g_star_ci95")
     if not a or not b or None in a or None in b:

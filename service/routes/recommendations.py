@@ -8,15 +8,18 @@ from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import or_, select
 
 from service.deps import StoreDep
-from service.lifecycle import SweepStatus
+from service.identity import model_key, task_key
+from service.lifecycle import ProbeStatus, SweepStatus
 from service.schemas import Recommendation
-from service.store import Sweep
+from service.store import Probe, Store, Sweep
 from sweeps.law import LawFit, recommend_group_size
+from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
 
 router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"])
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
-_EVIDENCE = {"strong": 0, "weak": 1}  # then the stronger evidence (sweeps.law: none gives no G)
+_EVIDENCE = {"strong": 0, "weak": 1}
+PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.law: none gives no G)
 
 
 def _support(sweep: Sweep) -> tuple:
@@ -25,6 +28,19 @@ def _support(sweep: Sweep) -> tuple:
     ci = fit.get("g_star_ci95") or [None, None]
     width = ci[1] - ci[0] if None not in ci else float("inf")
     return (_EVIDENCE.get(fit.get("evidence"), 2), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
+
+
+def _probe_of(s, store: Store, keys: tuple[str, str], latest: int = 50) -> Probe | None:
+    """The latest succeeded probe (of the ``latest`` most recent) whose spec has these (task_key, model_key)."""
+    done = select(Probe).where(Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
+    for probe in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
+        try:
+            spec = store.spec(probe)
+            if (task_key(spec), model_key(spec)) == keys:
+                return probe
+        except (OSError, ValueError):  # its data files moved or changed: it cannot be matched
+            continue
+    return None
 
 
 @router.get("")
@@ -69,6 +85,9 @@ def recommend(
             f"(other data or another model config): {keys[:10]}; ask for one of them",
         )
     best = min(sweeps, key=_support)
+    with store.read() as s:
+        probe = _probe_of(s, store, (best.task_name, best.model_name))
+        probed = None if probe is None else {"id": probe.id, **{k: probe.result.get(k) for k in PROBE_KEYS}}
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message
     if samples_per_step is not None and rec is not None:
@@ -81,6 +100,9 @@ def recommend(
             message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
         if fit.evidence == "weak" and "weak evidence" not in message:
             message += f"; weak evidence: {fit.evidence_reason}"
+    if probed is not None:
+        g = probed["g_star"]
+        message += f"; probe {probed['id']}: G* = {'none' if g is None else f'{g:.3g}'}. {agreement(fit, probed)}"
     return Recommendation(
         task=task,
         model=model,
@@ -93,6 +115,7 @@ def recommend(
         status=fit.status,
         evidence=fit.evidence,
         evidence_reason=fit.evidence_reason,
+        probe=probed,
         sweep_id=best.id,
         message=message,
     )

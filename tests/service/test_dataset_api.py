@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from service.main import create_app
 from service.settings import Settings
-from service.store import Sweep
+from service.store import Probe, Sweep
 
 BYO = Path(__file__).resolve().parents[2] / "sweeps" / "examples" / "byo"
 
@@ -162,3 +162,28 @@ def test_recommendations_match_keys_and_refuse_ambiguous_labels(tmp_path):
         r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "/m"})
         assert r.status_code == 200 and r.json()["model_key"] == "/m@1234"
         assert c.get("/v1/recommendations", params={"task": "arith", "model": "/m"}).status_code == 404
+
+
+def test_a_recommendation_sets_the_latest_probe_of_its_task_and_model_beside_it(tmp_path):
+    """The probe's G* against the sweep's, and a word on why they may differ when their intervals do not overlap."""
+    spec = {
+        "name": "p",
+        "task": {"name": "arithmetic"},
+        "model": {"preset": "tiny-llama"},
+        "group_sizes": [2, 4, 8, 16],
+        "samples_per_step": [16],
+        "seeds": [0],
+        "steps": 1,
+    }
+    fit = {"status": "ok", "g_star": 4.0, "g_star_ci95": [3.0, 5.0], "recommended_group_size": 4, "message": "G* = 4"}
+    with _client(tmp_path) as c:
+        store = c.app.state.store
+        with store.session() as s:
+            s.add(
+                Sweep(id="s0", name="n", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+            s.add(Probe(id="p0", spec=spec, status="succeeded", result={"g_star": 12.0, "g_star_ci95": [11.0, 13.0]}))
+            s.add(Probe(id="p1", spec={**spec, "model": {"preset": "tabular"}}, status="succeeded", result={"g_star": 4.1}))
+        r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"}).json()
+        assert r["probe"]["id"] == "p0" and r["probe"]["g_star"] == 12.0
+        assert "probe p0: G* = 12" in r["message"] and "do not overlap" in r["message"]
