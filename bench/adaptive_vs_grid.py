@@ -2,7 +2,7 @@
 
 Task: THEORY.md's bandit check instance (20 contexts, 6 arms, seed 0) with ``measure: gradient_mse``:
 each trial measures the batch-gradient MSE at the starting policy with the real worker code
-(workers.trainer.train_trial -> workers.gradient_mse.measure_gradient_mse). Its law is exact,
+(workers.entry.run_measure -> workers.gradient_mse.measure_gradient_mse). Its law is exact,
 MSE(G; B) = (tau2 G + sigma2 + kappa / (G - 1)) / B, with G* = 4.205.
 
 Per repetition r (trial seeds 1000 r, 1000 r + 1, ...; both arms draw from the same seeds):
@@ -33,7 +33,8 @@ from sweeps import adaptive  # noqa: E402
 from sweeps.law import fit_law  # noqa: E402
 from sweeps.planner import TrialPlan  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
-from workers.trainer import TrialConfig, train_trial  # noqa: E402
+from workers.config import TrialConfig  # noqa: E402
+from workers.entry import run_measure  # noqa: E402
 
 EXACT_G_STAR = 4.205  # THEORY.md check instance (tests/workers/test_bandit.py)
 GROUP_SIZES = [2, 3, 4, 6, 8, 12, 16, 24, 48]  # every divisor of 48 from 2 on
@@ -69,7 +70,7 @@ class Trials:
         key = (g, b, seed)
         if key not in self.memo:
             t = time.perf_counter()
-            result = train_trial(TrialConfig.from_spec(self.spec, TrialPlan(g, b, seed), self.cache_dir))
+            result = run_measure(TrialConfig.from_spec(self.spec, TrialPlan(g, b, seed), self.cache_dir))
             self.seconds += time.perf_counter() - t
             self.memo[key] = result.metrics["grad_mse"] if result.status == "succeeded" else None
         return self.memo[key]

@@ -18,9 +18,10 @@ import time
 import numpy as np
 
 from sweeps.law import fit_law
+from workers.config import TrialConfig
+from workers.entry import run_measure
 from workers.probe import run_probe
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, train_trial
 
 TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
 GRID, B, SEEDS = (2, 3, 4, 6, 8, 12, 16), 48, 3
@@ -37,7 +38,7 @@ def sweep_g_star(repeats: int, rep: int) -> float:
     rows = []
     for g in GRID:
         for s in range(SEEDS):
-            r = train_trial(cfg(group_size=g, seed=1000 * rep + s, measure="gradient_mse", mse_repeats=repeats))
+            r = run_measure(cfg(group_size=g, seed=1000 * rep + s, measure="gradient_mse", mse_repeats=repeats))
             rows.append((g, B, s, r.metrics["grad_mse"]))
     f = fit_law(*zip(*rows), n_boot=0)
     return f.g_star if f.g_star is not None else float("inf")
