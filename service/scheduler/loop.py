@@ -198,7 +198,7 @@ class Scheduler:
         shows there), but never more than its total less what this controller has in flight (the
         cluster's figure lags a launch by a moment)."""
         total, avail = self.cluster_resources(), self.ctx.backend.available_resources()
-        idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or reaped
+        idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or evicted
         avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
         ours = [sum(w.cpus for w in self.inflight.values()), sum(w.gpus for w in self.inflight.values())]
         return tuple(min(total.get(k, 0.0) - used, avail.get(k, 0.0)) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
