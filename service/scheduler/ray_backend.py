@@ -206,7 +206,7 @@ class RayBackend:
                 trial, _ = ray.get(handle.current.remote(), timeout=10)
             except Exception:  # noqa: BLE001 - dead, restarting or gone: its trial goes back to pending
                 continue
-            self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused, stopped after worker_idle_s idle
+            self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused; stopped once idle
 
     def attach_trial(self, name: str) -> Any | None:
         """The result ref of trial ``name`` on the live worker that runs it, or None when none does
