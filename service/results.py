@@ -41,7 +41,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200,
     )
     if step is None and len(checkpoints) > 1 and spec.measure.kind == "outcome":
         by_step = {t: _values(done, metric if t == spec.steps else f"{metric}@{t}") for t in checkpoints}
-        fits, fit.time_universality = fit_over_time(*rows, by_step, metric=metric, n_boot=n_boot)
+        fits, fit.time_universality = fit_over_time(*rows, by_step, metric=metric, n_boot=n_boot, known={spec.steps: fit})
         fit.by_step = step_fits(fits)
     excluded = [t for t in trials if t.status in (TrialStatus.NO_SIGNAL, TrialStatus.FAILED)]
     if excluded:

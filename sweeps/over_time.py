@@ -28,6 +28,7 @@ def fit_over_time(
     metric: str = "gap",
     n_boot: int = 200,
     random_state: int = 0,
+    known: Mapping[int, LawFit] | None = None,
 ) -> tuple[dict[int, LawFit], TimeUniversality | None]:
     """The law at each checkpoint and the test of G* against T.
 
@@ -35,11 +36,16 @@ def fit_over_time(
         group_size, samples_per_step, seed: (n,) one row per trial.
         y_by_step: checkpoint step T -> (n,) the trials' metric at T (NaN where a trial has none).
         n_boot: bootstrap resamples, for each checkpoint's interval and for the slope's.
+        known: fits already made at some checkpoints (the final one, by the caller): not made again.
     Returns:
         ({T: LawFit}, TimeUniversality, or None with fewer than 2 checkpoints).
     """
     steps = sorted(y_by_step)
-    fits = {t: fit_law(group_size, samples_per_step, seed, y_by_step[t], metric=metric, n_boot=n_boot) for t in steps}
+    known = known or {}
+    fits = {
+        t: known[t] if t in known else fit_law(group_size, samples_per_step, seed, y_by_step[t], metric=metric, n_boot=n_boot)
+        for t in steps
+    }
     if len(steps) < 2:
         return fits, None
     g, b = np.asarray(group_size, dtype=float), np.asarray(samples_per_step, dtype=int)
