@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -170,24 +171,16 @@ def run_probe(
     """
     start = time.perf_counter()
     task, policy, rng = setup(cfg)
-    return probe_policy(policy, task, cfg, rng, prompts, completions, projection_dim, seed, n_boot, parameters, start)
+    return probe_policy(policy, task, cfg, rng, prompts, completions, projection_dim, seed, n_boot, parameters, start=start)
 
 
 def probe_policy(
-    policy: Policy,
-    task: Task,
-    cfg: TrialConfig,
-    rng: np.random.Generator,
-    prompts: int,
-    completions: int,
-    projection_dim: int = 512,
-    seed: int = 0,
-    n_boot: int = 200,
-    parameters: str = "all",
-    start: float | None = None,
+    policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, *args: Any, start: float | None = None
 ) -> dict:
-    """run_probe's estimates at ``policy`` as it is now (a trial's current policy at a checkpoint:
-    probe.every); draws prompts from ``rng`` and puts the module back in its train/eval mode."""
+    """run_probe(cfg, *args) at ``policy`` as it is now (a trial's current policy at a checkpoint:
+    probe.every): ``args`` are run_probe's (prompts, completions, projection_dim, seed, n_boot,
+    parameters), all given. Draws prompts from ``rng`` and puts the module back in its train/eval mode."""
+    prompts, completions, projection_dim, seed, n_boot, parameters = args
     start = time.perf_counter() if start is None else start
     was_training = policy.module.training
     policy.module.eval()

@@ -229,8 +229,8 @@ def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[
             p.get("completions", 16),
             p.get("projection_dim", 512),
             p.get("seed", 0),
-            n_boot=0,
-            parameters=p.get("parameters", "all"),
+            0,
+            p.get("parameters", "all"),
         )
     return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
 
