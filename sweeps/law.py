@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from scipy import optimize, stats
 
 from sweeps.finite import finite_or_none
-from sweeps.noise import fit_noise, replicate_stats
+from sweeps.noise import NoiseModel, fit_noise, replicate_stats
 
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
 Evidence = Literal["strong", "weak", "none"]
@@ -110,6 +110,9 @@ class LawFit(BaseModel):
     evidence_reason: str = ""
     by_step: list[StepFit] = Field(default_factory=list, description="the fit at each eval checkpoint (eval.every)")
     time_universality: TimeUniversality | None = None
+    noise: NoiseModel | None = Field(
+        None, description="the per-seed noise model the fit weights with (sweeps.noise); null without replicated seeds"
+    )
     message: str = ""
 
 
@@ -145,13 +148,18 @@ def _aggregate(g: np.ndarray, y: np.ndarray, y_se: np.ndarray) -> _Points:
     return _Points(gs.astype(float), np.array([v.mean() for v in values]), se, ns, np.ones(gs.size), values, meas)
 
 
-def _noise_model(points: list[_Points]) -> list[_Points]:
+def _noise_model(points: list[_Points]) -> tuple[list[_Points], NoiseModel | None]:
     """Weights 1/se from a variance function fitted across all points, not from each point alone.
 
     With a few seeds per point, each point's own standard error is itself very noisy (2 degrees of
     freedom with 3 seeds), and weighting by it makes tests and intervals overconfident. We fit
     the noise model of sweeps.noise (log var(seed) = alpha + beta log|mean|) and weight each point by
-    1 / sqrt(var_hat / n).
+    1 / sqrt(var_hat / n), var_hat evaluated at the law's fitted value of the point, not at its own
+    mean: weighting by the observed mean rewards a point for coming out low when the variance grows
+    with the mean (beta > 0), which biases G* and makes the interval miss it (bench/adaptive_vs_grid.py).
+    The fitted values come from a first fit weighted at the observed means and are clipped to the
+    range of the observed |means| (where the noise model was fitted); a budget the law cannot fit
+    keeps its means.
     A seed's value cannot vary less than its own measurement noise (a sampled eval's ``gap_se``), so
     var_hat is at least the point's mean squared measurement error; with one seed per point that
     measurement error alone gives the weights.
@@ -164,9 +172,22 @@ def _noise_model(points: list[_Points]) -> list[_Points]:
     if noise is None:
         known = np.isfinite(meas) & (meas > _TINY)
         if not known.any():
-            return points
-        return _weighted(points, np.where(known, meas, meas[known].mean()))
-    return _weighted(points, np.fmax(noise.variance(y), meas))  # fmax: a NaN (no measurement error known) is ignored
+            return points, None
+        return _weighted(points, np.where(known, meas, meas[known].mean())), None
+    floor = lambda var: np.fmax(var, meas)  # noqa: E731 - fmax: a NaN (no measurement error known) is ignored
+    first = _weighted(points, floor(noise.variance(y)))
+    lo, hi = float(np.abs(y).min()), float(np.abs(y).max())
+    fitted = np.clip(np.abs(np.concatenate([_fitted_means(p) for p in first])), max(lo, _TINY), hi)
+    return _weighted(points, floor(noise.variance(fitted))), noise
+
+
+def _fitted_means(p: _Points) -> np.ndarray:
+    """(P,) the law's fitted values at the points of one budget (weights p.w), or the seed means where the
+    budget cannot be fitted (_unusable)."""
+    if _unusable(0, p) is not None:
+        return p.y
+    coef, _ = _nnls_free_intercept(_design(p.g), p.y, p.w)
+    return _design(p.g) @ coef
 
 
 def _weighted(points: list[_Points], model: np.ndarray) -> list[_Points]:
@@ -360,9 +381,11 @@ def _universality(fits: list[BudgetFit], data: dict[int, _Points]) -> Universali
     )
 
 
-def _aggregate_all(g: np.ndarray, b: np.ndarray, y: np.ndarray, y_se: np.ndarray) -> dict[int, _Points]:
+def _aggregate_all(g: np.ndarray, b: np.ndarray, y: np.ndarray, y_se: np.ndarray) -> tuple[dict[int, _Points], NoiseModel | None]:
+    """Seed-averaged, noise-model-weighted points per budget, and the noise model (_noise_model)."""
     budgets = [int(v) for v in np.unique(b)]
-    return dict(zip(budgets, _noise_model([_aggregate(g[b == v], y[b == v], y_se[b == v]) for v in budgets])))
+    points, noise = _noise_model([_aggregate(g[b == v], y[b == v], y_se[b == v]) for v in budgets])
+    return dict(zip(budgets, points)), noise
 
 
 def _point_estimate(data: dict[int, _Points]) -> tuple[list[BudgetFit], Universality | None]:
@@ -515,7 +538,9 @@ def fit_law(
         return LawFit(status="fit_failed", message=msg + dropped, evidence="none", evidence_reason=msg, **head)
     scale = float(np.abs(v).max()) or 1.0  # fitted in units of the largest |metric|: no threshold depends on units
     try:
-        out = _fit(_aggregate_all(g, b, v / scale, se / scale), head, dropped, n_boot, random_state)
+        data, noise = _aggregate_all(g, b, v / scale, se / scale)
+        out = _fit(data, head, dropped, n_boot, random_state)
+        out.noise = noise
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
         return LawFit(
             status="fit_failed",
@@ -634,6 +659,7 @@ def _evidence(
 
 def _in_units(fit: LawFit, scale: float) -> LawFit:
     """The fit's values in the metric's own units (the fit ran on metric / scale)."""
+    fit.noise = None if fit.noise is None else fit.noise.in_units(scale)
     for f in fit.per_budget:
         f.a, f.b, f.c = (None if x is None else x * scale for x in (f.a, f.b, f.c))
         for point in f.points:

@@ -11,26 +11,30 @@ variance is the dof-weighted pooled variance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 TINY = 1e-12  # variances and |means| at or below this carry no information about the noise's shape
 
 
-@dataclass(frozen=True)
-class NoiseModel:
+class NoiseModel(BaseModel):
     """var(mean) = exp(alpha) * |mean|^beta, per seed (metric units squared)."""
 
-    alpha: float
-    beta: float
+    model_config = ConfigDict(frozen=True)
+    alpha: float = Field(description="log of the per-seed variance at |mean| = 1 (metric units)")
+    beta: float = Field(description="power of |mean| in [0, 2]: 0 constant noise, 2 multiplicative")
+
+    def in_units(self, scale: float) -> NoiseModel:
+        """The model of the metric multiplied by ``scale`` (> 0): var and mean scale by scale^2 and scale."""
+        return NoiseModel(alpha=self.alpha + (2.0 - self.beta) * math.log(scale), beta=self.beta)
 
     def variance(self, mean: np.ndarray | float) -> np.ndarray:
         """(P,) or scalar means -> per-seed variances of the same shape."""
         return np.exp(self.alpha + self.beta * np.log(np.maximum(np.abs(mean), TINY)))
 
 
-CONSTANT = NoiseModel(0.0, 0.0)  # unit variance everywhere: no replicate says anything about the noise yet
+CONSTANT = NoiseModel(alpha=0.0, beta=0.0)  # unit variance everywhere: no replicate says anything about the noise yet
 
 
 def fit_noise(means: np.ndarray, variances: np.ndarray, dof: np.ndarray) -> NoiseModel | None:
@@ -45,8 +49,8 @@ def fit_noise(means: np.ndarray, variances: np.ndarray, dof: np.ndarray) -> Nois
         x = np.stack([np.ones(lm.size), lm], axis=1)
         sw = np.sqrt(w)
         beta = float(np.clip(np.linalg.lstsq(x * sw[:, None], lv * sw, rcond=None)[0][1], 0.0, 2.0))
-        return NoiseModel(float(np.average(lv - beta * lm, weights=w)), beta)
-    return NoiseModel(math.log(float((variances[ok] * w).sum() / w.sum())), 0.0)
+        return NoiseModel(alpha=float(np.average(lv - beta * lm, weights=w)), beta=beta)
+    return NoiseModel(alpha=math.log(float((variances[ok] * w).sum() / w.sum())), beta=0.0)
 
 
 def replicate_stats(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -95,7 +95,7 @@ def _raw_g_stars(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> list[float | No
         if not keep.any() or scale == 0.0:
             out.append(None)
             continue
-        data = _aggregate_all(g[keep], b[keep], row[keep] / scale, np.full(int(keep.sum()), np.nan))
+        data, _ = _aggregate_all(g[keep], b[keep], row[keep] / scale, np.full(int(keep.sum()), np.nan))
         out.append(_g_star_raw(data))
     return out
 

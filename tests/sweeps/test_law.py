@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.law import _nnls_free_intercept, _slope_rss, fit_law, g_star_of, recommend_group_size
+from sweeps.law import _aggregate_all, _nnls_free_intercept, _slope_rss, fit_law, g_star_of, recommend_group_size
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
 
@@ -160,6 +160,8 @@ def test_the_fit_does_not_depend_on_the_metric_s_units(table, factor):
         assert fit.universality.p_value == pytest.approx(ref.universality.p_value, rel=1e-6)
     assert fit.per_budget[0].b == pytest.approx(ref.per_budget[0].b * factor, rel=1e-6)  # parameters in the metric's units
     assert fit.per_budget[0].points[0]["mean"] == pytest.approx(ref.per_budget[0].points[0]["mean"] * factor, rel=1e-9)
+    m = ref.per_budget[0].points[0]["mean"]  # the noise model in the metric's units: var(m s) = s^2 var(m)
+    assert fit.noise.variance(m * factor) == pytest.approx(ref.noise.variance(m) * factor**2, rel=1e-6)
 
 
 def test_identical_seeds_give_no_interval_with_the_reason():
@@ -192,7 +194,7 @@ def test_the_law_against_a_constant_is_the_textbook_f_test():
     """One seed per point (unit weights): F = ((RSS_flat - RSS_law) / 2) / (RSS_law / (P - 3)), by hand."""
     from scipy import stats
 
-    from sweeps.law import _aggregate_all, _law_vs_flat
+    from sweeps.law import _law_vs_flat
 
     g = np.array(GRID, dtype=float)
     y = 0.2 + 0.01 * g + 0.09 / (g - 1) + np.array([0.003, -0.002, 0.004, -0.001, 0.0, -0.003, 0.002])
@@ -200,7 +202,7 @@ def test_the_law_against_a_constant_is_the_textbook_f_test():
     rss_law = float(((x @ np.linalg.lstsq(x, y, rcond=None)[0] - y) ** 2).sum())
     rss_flat = float(((y - y.mean()) ** 2).sum())
     f_hand = ((rss_flat - rss_law) / 2) / (rss_law / (g.size - 3))
-    data = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
+    data, _ = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
     f_stat, p = _law_vs_flat(data)
     assert f_stat == pytest.approx(f_hand, rel=1e-9) and p == pytest.approx(stats.f.sf(f_hand, 2, g.size - 3), rel=1e-9)
 
@@ -227,3 +229,23 @@ def test_a_g_star_between_two_group_sizes_lists_both_as_indistinguishable():
     assert fit.equivalent_group_sizes == [2, 3] and "indistinguishable" in fit.message
     clear = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), seeds=range(3), noise=0.0005))
     assert clear.equivalent_group_sizes == [4]
+
+
+def test_a_point_that_comes_out_low_gets_no_extra_weight():
+    """Weights come from the noise model at the fitted curve, not at the point's own mean: with noise
+    growing with the mean (beta = 2 here), weighting at the observed mean would give a point whose
+    seeds all came out 30% low a 1/0.7 larger weight and pull the curve to it (sweeps.law._noise_model)."""
+    law = lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1)  # noqa: E731
+    rng = np.random.default_rng(3)
+    g = np.repeat(np.array(GRID, dtype=float), 4)
+    y = np.array([law(v) for v in g]) * (1 + 0.05 * rng.standard_normal(g.size))
+    low = y.copy()
+    low[g == 6] *= 0.7
+    b, nan = np.full(g.size, 48), np.full(g.size, np.nan)
+    data, noise = _aggregate_all(g, b, y, nan)
+    (ref,), (moved,) = data.values(), _aggregate_all(g, b, low, nan)[0].values()
+    assert noise is not None and noise.beta > 1.0  # the constructed noise is multiplicative
+    i = GRID.index(6)
+    # the refit still moves the curve toward the point by its leverage (about half here), so some of
+    # the drop remains: 1.17; weighting at the observed mean gives exactly 1 / 0.7 = 1.43
+    assert 1.0 <= moved.w[i] / ref.w[i] < 1.25
