@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 from workers.config import Report, TrialConfig, TrialResult
 
 # spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
+TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again (_keep_title)
 MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
 
 
@@ -170,9 +172,10 @@ class TrialWorker:
 
     torch, transformers and the trainer stay imported between trials, so a sweep's trials after the
     first start in milliseconds instead of seconds (a new process, its imports and Ray's actor start).
-    The trial being run is written to ``<state_dir>/<name>.json`` when it starts and marked done when
-    it ends, so Ray's restart of the actor (after its process died) resumes that trial from its last
-    checkpoint, and the controller's pending ``run`` call, retried on the restarted actor, waits for it.
+    The trial being run is written to ``<state_dir>/<name>.json`` (with the worker's pid) when it starts
+    and marked done when it ends, so Ray's restart of the actor (after its process died) resumes that
+    trial from its last checkpoint, and the controller's pending ``run`` call, retried on the restarted
+    actor, waits for it.
     Calls run in threads (max_concurrency > 1): ``current`` answers while a trial runs.
     """
 
@@ -200,6 +203,14 @@ class TrialWorker:
         config, uri, run_id = args
         starts = count_start(config.get("checkpoint_dir"))
         threading.Thread(target=self._run, args=(trial, args, starts), name="trial", daemon=True).start()
+        threading.Thread(target=self._keep_title, name="title", daemon=True).start()
+
+    def _keep_title(self) -> None:
+        """Set the title again every TITLE_EVERY_S while the trial runs: Ray sets the process title back
+        to the actor's class name when any call (``current``, from the controller) returns."""
+        while not self._done.wait(TITLE_EVERY_S):
+            self._set_title()
+        self._set_title()
 
     def _run(self, trial: str, args: list, starts: int) -> None:
         config, uri, run_id = args
@@ -243,12 +254,13 @@ class TrialWorker:
     def _save(self, trial: str, args: list, done: bool) -> None:
         self._state.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"trial": trial, "args": args, "done": done}))
+        tmp.write_text(json.dumps({"trial": trial, "args": args, "done": done, "pid": os.getpid()}))
         tmp.replace(self._state)
 
     def _set_title(self) -> None:
-        """``ps`` shows ``ray::trial-<id>`` while a trial runs here (Ray titles the process after the method
-        it last started, so every method sets it again)."""
+        """``ps`` shows ``ray::trial-<id>`` while a trial runs here, ``ray::<worker name>`` otherwise (Ray
+        titles the process after each call it starts and ends, so every method and _keep_title set it again;
+        the state file's pid is the exact way to find the process)."""
         try:
             from ray._raylet import setproctitle  # what Ray itself titles its workers with
         except ImportError:  # not under Ray: nothing to title
