@@ -24,6 +24,18 @@ def test_group_size_not_dividing_budget_is_422_with_field_and_valid_sizes(client
     assert client.get("/v1/sweeps").json() == []  # nothing accepted, nothing scheduled
 
 
+def test_a_trl_name_given_with_its_alias_is_422(client):
+    body = {**SPEC, "grpo": {"epsilon": 0.3, "clip_eps": 0.2}}
+    r = client.post("/v1/sweeps", json=body)
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"][-1] == "grpo" and "give epsilon (TRL's name) or clip_eps, not both" in err["msg"]
+    ok = client.post("/v1/sweeps", json={**SPEC, "grpo": {"epsilon": 0.3, "loss_type": "dr_grpo"}})
+    assert ok.status_code == 201
+    shown = client.get(f"/v1/sweeps/{ok.json()['id']}").json()["spec"]["grpo"]
+    assert shown["clip_eps"] == 0.3 and shown["loss_aggregation"] == "seq_mean_token_sum_norm" and "epsilon" not in shown
+
+
 def test_trial_limit_is_a_422_naming_the_setting(make_client):
     with make_client(max_trials=4) as c:
         r = c.post("/v1/sweeps", json=SPEC)

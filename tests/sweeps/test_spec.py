@@ -114,3 +114,44 @@ def test_adaptive_budget_is_the_progress_total_and_tuning_counts_every_g_and_b()
         )
     )
     assert s.n_trials == 7 and s.n_tuning_trials == 5 * 3 * 2
+
+
+@pytest.mark.parametrize(
+    "trl, ours",
+    [
+        ({"epsilon": 0.3}, {"clip_eps": 0.3}),
+        ({"epsilon_high": 0.28}, {"clip_eps_high": 0.28}),
+        ({"beta": 0.04}, {"kl_beta": 0.04}),
+        ({"num_iterations": 2}, {"inner_steps": 2}),
+        ({"max_completion_length": 16}, {"max_new_tokens": 16}),
+        ({"learning_rate": 1e-6}, {"lr": 1e-6}),
+        ({"loss_type": "grpo"}, {"loss_aggregation": "seq_mean_token_mean"}),
+        ({"loss_type": "dapo"}, {"loss_aggregation": "token_mean"}),
+        ({"loss_type": "bnpo"}, {"loss_aggregation": "token_mean"}),
+        ({"loss_type": "dr_grpo"}, {"loss_aggregation": "seq_mean_token_sum_norm"}),
+        ({"scale_rewards": "group"}, {"advantage": "mean_std"}),
+        ({"scale_rewards": True}, {"advantage": "mean_std"}),
+        ({"scale_rewards": "none"}, {"advantage": "mean"}),
+        ({"scale_rewards": False}, {"advantage": "mean"}),
+    ],
+)
+def test_trl_names_mean_the_same_and_are_shown_back_under_ours(trl, ours):
+    got = SweepSpec.model_validate(spec(grpo=trl))
+    assert got == SweepSpec.model_validate(spec(grpo=ours))
+    dumped = got.model_dump()["grpo"]
+    assert not set(trl) & set(dumped) and all(dumped[k] == v for k, v in ours.items())
+
+
+@pytest.mark.parametrize(
+    "grpo, words",
+    [
+        ({"epsilon": 0.3, "clip_eps": 0.2}, "give epsilon (TRL's name) or clip_eps, not both"),
+        ({"beta": 0.1, "kl_beta": 0.1}, "give beta (TRL's name) or kl_beta, not both"),
+        ({"scale_rewards": "batch"}, "scale_rewards 'batch' is refused"),
+        ({"scale_rewards": 1}, "allowed: group, none"),
+        ({"loss_type": "cispo"}, "allowed: grpo, dapo, bnpo, dr_grpo"),
+    ],
+)
+def test_bad_trl_names_are_refused_naming_the_setting(grpo, words):
+    (err,) = errors(spec(grpo=grpo))
+    assert err["loc"] == ("grpo",) and words in err["msg"]
