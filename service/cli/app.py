@@ -22,6 +22,8 @@ law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
 app.add_typer(law_app, name="law")
 models_app = typer.Typer(help="Built-in model presets.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+spec_app = typer.Typer(help="Sweep specs from other tools' configs.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec")
 out = Console()
 err = Console(stderr=True)
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,8 @@ from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
 from sweeps.finite import finite_or_none
+from sweeps.recipes import trl_config, verl_overrides
+from sweeps.spec import SweepSpec
 
 
 @app.command()
@@ -129,23 +132,52 @@ def report(
     out.print(f"report written to {out_path}")
 
 
+class RecommendFormat(StrEnum):
+    text = "text"
+    json = "json"
+    trl = "trl"
+    verl = "verl"
+
+
 @app.command()
 def recommend(
     task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
     model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],
     samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
+    fmt: Annotated[
+        RecommendFormat,
+        typer.Option(
+            "--format", help="text; json; trl: a GRPOConfig YAML; verl: hydra overrides (with the sweep's loss settings)"
+        ),
+    ] = RecommendFormat.text,
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which G to use for a task and model (from the finished sweeps)."""
-    rec = _api(Client(url).recommend, task, model, samples_per_step)
-    if as_json:
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings."""
+    client = Client(url)
+    rec = _api(client.recommend, task, model, samples_per_step)
+    if as_json or fmt is RecommendFormat.json:
         return _print_json(rec)
-    out.print(
-        f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
-        f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
+    if fmt is RecommendFormat.text:
+        out.print(
+            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
+            f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
+        )
+        out.print(rec["message"], highlight=False)
+        return None
+    g = rec["recommended_group_size"]
+    if g is None:
+        _fail(f"no recommended G to export: {rec['message']}")
+    spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
+    budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
+    head = (
+        f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
     )
-    out.print(rec["message"], highlight=False)
+    if fmt is RecommendFormat.trl:
+        typer.echo(trl_config(g, budget, spec.grpo, header=head), nl=False)
+    else:
+        lines, notes = verl_overrides(g, budget, spec.grpo)
+        typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
     return None
 
 

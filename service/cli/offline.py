@@ -1,4 +1,4 @@
-"""The commands that need no controller: law fit (a results table) and models export (a preset folder)."""
+"""The commands that need no controller: law fit (a results table), models export (a preset folder), spec from-trl."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.app import JsonOpt, _fail, _print_json, law_app, models_app, out
+from service.cli.app import JsonOpt, _fail, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
 from sweeps.law import fit_law
 
@@ -90,3 +90,39 @@ def law_fit(
         _fail(str(e), 2)
     doc = fit_law(g, b, s, v, metric=y, maximize=maximize).model_dump(mode="json")
     _print_json(doc) if as_json else print_fit(doc)
+
+
+@spec_app.command("from-trl")
+def spec_from_trl_command(
+    config: Annotated[
+        Path, typer.Argument(metavar="CONFIG.yaml", help="a TRL GRPO config (trl grpo --config) or a GRPOConfig dump")
+    ],
+    group_sizes: Annotated[str, typer.Option(help="comma-separated G to sweep, e.g. 2,4,8,16 (each divides B)")],
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="seeds per G")] = 3,
+    steps: Annotated[int | None, typer.Option(min=1, help="T (default: the recipe's max_steps, else 200)")] = None,
+    model: Annotated[str | None, typer.Option(help="a local model folder (default: the recipe's model_name_or_path)")] = None,
+) -> None:
+    """Turn a TRL GRPO recipe into a sweep spec (YAML on stdout); what could not be mapped goes to stderr."""
+    import yaml
+
+    from service.cli.app import err
+    from sweeps.recipes import spec_from_trl
+
+    try:
+        data = yaml.safe_load(config.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        _fail(f"CONFIG.yaml: cannot read {config}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    if not isinstance(data, dict):
+        _fail(f"CONFIG.yaml: {config} holds no mapping of TRL settings", 2)
+    try:
+        gs = [int(v) for v in group_sizes.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"--group-sizes: {group_sizes!r} is not a comma-separated list of integers, e.g. 2,4,8,16", 2)
+    try:
+        spec, skipped = spec_from_trl(data, gs, seeds=seeds, steps=steps, model=model)
+    except ValueError as e:
+        _fail(str(e), 2)
+    out.print(yaml.safe_dump(spec, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True)
+    for line in skipped:
+        err.print(f"not mapped: {line}", highlight=False, markup=False, soft_wrap=True)
+    err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)

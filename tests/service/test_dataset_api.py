@@ -187,3 +187,48 @@ def test_a_recommendation_sets_the_latest_probe_of_its_task_and_model_beside_it(
         r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"}).json()
         assert r["probe"]["id"] == "p0" and r["probe"]["g_star"] == 12.0
         assert "probe p0: G* = 12" in r["message"] and "do not overlap" in r["message"]
+
+
+def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch):
+    """`recommend --format trl|verl` over the real app: G from the fit, B and the loss settings from the sweep."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from service.client import Client
+
+    spec = {
+        "name": "r",
+        "task": {"name": "arithmetic"},
+        "model": {"preset": "tiny-llama"},
+        "group_sizes": [2, 4, 8],
+        "samples_per_step": [32],
+        "seeds": [0],
+        "steps": 1,
+        "grpo": {"loss_aggregation": "seq_mean_token_sum_norm", "advantage": "mean_std", "kl_beta": 0.04},
+    }
+    fit = {"status": "ok", "g_star": 4.2, "g_star_ci95": [3.5, 5.0], "recommended_group_size": 4, "message": "G* = 4.2"}
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(
+                Sweep(id="s0", name="r", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+
+        def over_the_app(url=None, token=None, timeout_s=30.0):
+            client = Client("http://testserver")
+            client._http = c  # the TestClient is an httpx.Client speaking to the app
+            return client
+
+        monkeypatch.setattr("service.cli.commands.Client", over_the_app)
+        args = ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format"]
+        trl = CliRunner().invoke(cli, [*args, "trl"])
+        assert trl.exit_code == 0, trl.output
+        got = yaml.safe_load(trl.stdout)
+        assert (got["num_generations"], got["generation_batch_size"]) == (4, 32)
+        assert (got["loss_type"], got["scale_rewards"], got["beta"]) == ("dr_grpo", "group", 0.04)
+        assert "sweep s0" in trl.stdout.splitlines()[0]
+        verl = CliRunner().invoke(cli, [*args, "verl", "--samples-per-step", "64"])
+        assert verl.exit_code == 0, verl.output
+        assert "actor_rollout_ref.rollout.n=4" in verl.stdout and "data.train_batch_size=16" in verl.stdout
+        bad = CliRunner().invoke(cli, [*args, "yaml"])
+        assert bad.exit_code == 2 and "trl" in bad.output and "verl" in bad.output
