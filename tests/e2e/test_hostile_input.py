@@ -314,7 +314,7 @@ def _gen() -> Iterator[Case]:
         ("Name",),
         ("group_size",),
         ("task", "extra"),
-        ("grpo", "beta"),
+        ("grpo", "gamma"),  # not "beta": TRL's name for kl_beta is accepted (sweeps.spec.TRL_ALIASES)
         ("eval", "extra"),
         ("resources", "memory"),
         ("probe", "x"),
