@@ -15,6 +15,7 @@ from service.scheduler import Scheduler
 from service.settings import Settings, get_settings
 from service.store import Store
 from service.tracking import Tracking
+from sweeps.spec import error_message
 
 
 def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) -> FastAPI:
@@ -56,7 +57,7 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         """FastAPI's 422 shape with loc, msg and type only: the input is not echoed back (it may be
         large, and NaN or infinity in it cannot be written as JSON)."""
-        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")} for e in exc.errors()]
+        detail = [{"loc": list(e.get("loc", ())), "msg": error_message(e), "type": e.get("type", "")} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"detail": detail})
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

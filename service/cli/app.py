@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from service.client import ApiError
-from sweeps.spec import SweepSpec, load_spec
+from sweeps.spec import SweepSpec, error_message, load_spec
 
 app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
 law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
@@ -68,7 +68,7 @@ def _read_spec(spec_path: Path) -> SweepSpec:
     try:
         return load_spec(spec_path)
     except ValidationError as e:
-        lines = [f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in e.errors()]
+        lines = [f"{'.'.join(map(str, d['loc']))}: {error_message(d)}" for d in e.errors()]
         _fail(f"{spec_path} is not a valid sweep spec:\n  " + "\n  ".join(lines), 2)
     except Exception as e:  # noqa: BLE001 - YAML syntax and type errors alike are bad input
         _fail(f"{spec_path}: {e}", 2)

@@ -36,6 +36,13 @@ def test_a_trl_name_given_with_its_alias_is_422(client):
     assert shown["clip_eps"] == 0.3 and shown["loss_aggregation"] == "seq_mean_token_sum_norm" and "epsilon" not in shown
 
 
+def test_an_unknown_field_is_422_with_a_suggestion(client):
+    r = client.post("/v1/sweeps", json={**SPEC, "grpo": {"temprature": 1.0}})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "grpo", "temprature"] and "did you mean temperature?" in err["msg"]
+
+
 def test_trial_limit_is_a_422_naming_the_setting(make_client):
     with make_client(max_trials=4) as c:
         r = c.post("/v1/sweeps", json=SPEC)

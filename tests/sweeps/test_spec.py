@@ -155,3 +155,20 @@ def test_trl_names_mean_the_same_and_are_shown_back_under_ours(trl, ours):
 def test_bad_trl_names_are_refused_naming_the_setting(grpo, words):
     (err,) = errors(spec(grpo=grpo))
     assert err["loc"] == ("grpo",) and words in err["msg"]
+
+
+@pytest.mark.parametrize(
+    "over, loc, words",
+    [
+        ({"stepz": 3}, ("stepz",), "unknown field 'stepz' (did you mean steps?); allowed: name, task, model"),
+        ({"grpo": {"temprature": 1.0}}, ("grpo", "temprature"), "(did you mean temperature?)"),
+        ({"grpo": {"bta": 1.0}}, ("grpo", "bta"), "(did you mean beta or kl_beta?)"),  # TRL's names are allowed names
+        ({"task": {"name": "arithmetic", "maxoperand": 3}}, ("task", "arithmetic", "maxoperand"), "did you mean max_operand?"),
+        ({"eval": {"xyz": 1}}, ("eval", "xyz"), "unknown field 'xyz'; allowed: prompts, samples_per_prompt"),
+    ],
+)
+def test_an_unknown_field_names_the_allowed_ones_and_the_closest(over, loc, words):
+    from sweeps.spec import error_message
+
+    (err,) = errors(spec(**over))
+    assert err["loc"] == loc and words in error_message(err)
