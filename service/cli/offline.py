@@ -12,7 +12,6 @@ import typer
 
 from service.cli.app import JsonOpt, _fail, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
-from sweeps.law import fit_law
 
 
 @models_app.command("export")
@@ -88,6 +87,8 @@ def law_fit(
         g, b, s, v = read_results(results, y)
     except ValueError as e:
         _fail(str(e), 2)
+    from sweeps.law import fit_law  # scipy: imported by the command that fits, not by every --help
+
     doc = fit_law(g, b, s, v, metric=y, maximize=maximize).model_dump(mode="json")
     _print_json(doc) if as_json else print_fit(doc)
 

@@ -1,0 +1,74 @@
+"""The command line's shared parts: the typer apps, the consoles, options, errors and the API call wrapper.
+
+Exit codes: 0 success, 1 failure, 2 bad input. ``--json`` prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import httpx
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from service.client import ApiError
+from sweeps.spec import SweepSpec, error_message, load_spec
+
+app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
+law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
+app.add_typer(law_app, name="law")
+models_app = typer.Typer(help="Built-in model presets.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+spec_app = typer.Typer(help="Sweep specs from other tools' configs.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec")
+out = Console()
+err = Console(stderr=True)
+EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="controller URL (default $GROUPSCALE_URL or http://127.0.0.1:8000)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")]
+
+
+def _fail(msg: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/red] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _api(fn, *args: Any) -> Any:
+    """Call the API; 4xx input errors exit 2, other errors exit 1, each with the server's reasons."""
+    try:
+        return fn(*args)
+    except ApiError as e:
+        if e.status == 404 and not e.is_json:
+            _fail(f"the server at {e.url} is not a groupscale controller (check --url / GROUPSCALE_URL)")
+        if isinstance(e.detail, list):
+            lines = [f"{'.'.join(str(p) for p in d.get('loc', []) if p != 'body')}: {d.get('msg')}" for d in e.detail]
+            _fail("the server refused the input:\n  " + "\n  ".join(lines), 2)
+        _fail(f"{e.detail} (HTTP {e.status})", 2 if e.status in (400, 404, 409, 413, 422) else 1)
+    except httpx.HTTPError as e:
+        _fail(f"cannot reach the controller ({e}); start it with `groupscale up` or set GROUPSCALE_URL")
+
+
+def _print_json(doc: Any) -> None:
+    typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def _read_spec(spec_path: Path) -> SweepSpec:
+    """Load and validate a spec file; bad input exits 2 with every field error."""
+    if not spec_path.is_file():
+        _fail(f"SPEC.yaml: {spec_path} is {'a directory' if spec_path.is_dir() else 'not there'}; give a spec file", 2)
+    try:
+        return load_spec(spec_path)
+    except ValidationError as e:
+        lines = [f"{'.'.join(map(str, d['loc']))}: {error_message(d)}" for d in e.errors()]
+        _fail(f"{spec_path} is not a valid sweep spec:\n  " + "\n  ".join(lines), 2)
+    except Exception as e:  # noqa: BLE001 - YAML syntax and type errors alike are bad input
+        _fail(f"{spec_path}: {e}", 2)

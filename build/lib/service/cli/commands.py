@@ -1,0 +1,230 @@
+"""The controller's commands: up (runs it) and, over HTTP, submit, status, watch, cancel, fit, recommend, probe (also --local)."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
+from service.cli.render import print_fit, watch_sweep
+from service.client import Client
+from sweeps.finite import finite_or_none
+from sweeps.recipes import trl_config, verl_overrides
+from sweeps.spec import SweepSpec
+
+
+@app.command()
+def up(
+    host: Annotated[str, typer.Option(help="bind address of the API")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    mlflow_port: Annotated[int, typer.Option(min=1, max=65535)] = 5000,
+    data_dir: Annotated[Path, typer.Option(help="SQLite store, MLflow data, model cache")] = Path(".groupscale"),
+) -> None:
+    """Run MLflow, a local Ray head and the controller in the foreground (Ctrl-C stops all)."""
+    from service.stack import StackConfigError, StackError, run_stack
+
+    try:
+        run_stack(host, port, mlflow_port, data_dir)
+    except StackError as e:
+        _fail(str(e), 2 if isinstance(e, StackConfigError) else 1)
+
+
+@app.command()
+def submit(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="sweep spec (YAML or JSON)")],
+    watch: Annotated[bool, typer.Option("--watch", help="show progress until the sweep ends")] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Submit a sweep; prints its id (last line)."""
+    spec = _read_spec(spec_path)
+    client = Client(url)
+    sweep = _api(client.submit, spec.model_dump(mode="json"))
+    if sweep["mlflow"]["url"]:
+        err.print(f"MLflow: {sweep['mlflow']['url']}")
+    typer.echo(sweep["id"])
+    if watch:
+        final = watch_sweep(client, sweep["id"])
+        raise typer.Exit(0 if final["status"] == "succeeded" else 1)
+
+
+@app.command()
+def status(
+    sweep_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None, url: UrlOpt = None, as_json: JsonOpt = False
+) -> None:
+    """One sweep's status, or a table of all sweeps."""
+    client = Client(url)
+    if sweep_id:
+        sweep = _api(client.sweep, sweep_id)
+        if as_json:
+            return _print_json(sweep)
+        p = sweep["progress"]
+        out.print(
+            f"{sweep['id']} {sweep['name']}: [bold]{sweep['status']}[/bold]  done {p['done']}/{p['total']}, "
+            f"running {p['running']}, failed {p['failed']}" + (f"  error: {sweep['error']}" if sweep["error"] else "")
+        )
+        if sweep["mlflow"]["url"]:
+            out.print(f"MLflow: {sweep['mlflow']['url']}")
+        return None
+    sweeps = _api(client.sweeps)
+    if as_json:
+        return _print_json(sweeps)
+    t = Table()
+    t.add_column("id", no_wrap=True, min_width=12)  # ids must stay whole to be copied
+    for col in ("name", "status", "done/total", "fit", "G*", "created"):
+        t.add_column(col)
+    for w in sweeps:
+        p = w["progress"]
+        t.add_row(
+            w["id"],
+            w["name"],
+            w["status"],
+            f"{p['done']}/{p['total']}",
+            w["fit_status"] or "-",
+            _fmt(w["g_star"]),
+            w["created_at"][:19],
+        )
+    out.print(t)
+    return None
+
+
+@app.command()
+def watch(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None) -> None:
+    """Progress bar until the sweep ends (exit 0 when it succeeded)."""
+    final = watch_sweep(Client(url), sweep_id)
+    out.print(f"{final['id']}: {final['status']}" + (f" ({final['error']})" if final["error"] else ""))
+    raise typer.Exit(0 if final["status"] == "succeeded" else 1)
+
+
+@app.command()
+def cancel(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None) -> None:
+    """Cancel a sweep: pending trials never start, running ones are stopped."""
+    sweep = _api(Client(url).cancel, sweep_id)
+    out.print(f"{sweep['id']}: {sweep['status']}")
+
+
+@app.command()
+def fit(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
+    """The law fit of a sweep (provisional while it runs)."""
+    doc = _api(Client(url).fit, sweep_id)
+    _print_json(doc) if as_json else print_fit(doc)
+
+
+@app.command()
+def report(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    out_path: Annotated[Path, typer.Option("--out", help="the HTML file to write")] = Path("report.html"),
+    probe: Annotated[str | None, typer.Option(help="a probe's id: its G* is set beside the sweep's")] = None,
+    url: UrlOpt = None,
+) -> None:
+    """Write a sweep's report: one self-contained HTML file (plots inlined) to read or send."""
+    from sweeps.law import LawFit  # scipy and matplotlib: only for this command
+    from sweeps.report import render_report
+
+    client = Client(url)
+    sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id)
+    probe_result = _api(client.get_probe, probe).get("result") if probe else None
+    out_path.write_text(render_report(LawFit.model_validate(fit), f"{sweep['name']} ({sweep_id})", probe_result))
+    out.print(f"report written to {out_path}")
+
+
+class RecommendFormat(StrEnum):
+    text = "text"
+    json = "json"
+    trl = "trl"
+    verl = "verl"
+
+
+@app.command()
+def recommend(
+    task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
+    model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],
+    samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
+    fmt: Annotated[
+        RecommendFormat,
+        typer.Option(
+            "--format", help="text; json; trl: a GRPOConfig YAML; verl: hydra overrides (with the sweep's loss settings)"
+        ),
+    ] = RecommendFormat.text,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings."""
+    client = Client(url)
+    rec = _api(client.recommend, task, model, samples_per_step)
+    if as_json or fmt is RecommendFormat.json:
+        return _print_json(rec)
+    if fmt is RecommendFormat.text:
+        out.print(
+            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
+            f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
+        )
+        out.print(rec["message"], highlight=False)
+        return None
+    g = rec["recommended_group_size"]
+    if g is None:
+        _fail(f"no recommended G to export: {rec['message']}")
+    spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
+    budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
+    head = (
+        f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
+    )
+    if fmt is RecommendFormat.trl:
+        typer.echo(trl_config(g, budget, spec.grpo, header=head), nl=False)
+    else:
+        lines, notes = verl_overrides(g, budget, spec.grpo)
+        typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
+    return None
+
+
+@app.command()
+def probe(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="spec with task, model and a probe section")],
+    local: Annotated[bool, typer.Option("--local", help="run here instead of on the controller's Ray cluster")] = False,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Estimate tau2, sigma2, kappa and G* from one batch of K x M rollouts (no sweep)."""
+    spec = _read_spec(spec_path)
+    if local:
+        from service.settings import get_settings
+        from sweeps.planner import plan_trials
+        from workers.config import TrialConfig
+        from workers.probe import run_probe
+
+        cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
+        p = spec.probe
+        try:
+            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
+            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    else:
+        client = Client(url)
+        job = _api(client.probe, spec.model_dump(mode="json"))
+        with err.status(f"probe {job['id']}: {spec.probe.prompts} prompts x {spec.probe.completions} completions"):
+            while job["status"] not in TERMINAL:
+                time.sleep(1)
+                job = _api(client.get_probe, job["id"])
+        if job["status"] != "succeeded":
+            _fail(f"probe {job['id']} {job['status']}: {job['error']}")
+        result = job["result"]
+    if as_json:
+        return _print_json(finite_or_none(result))
+    ci = result["g_star_ci95"]
+    out.print(
+        f"tau2 = {_fmt(result['tau2'])}, sigma2 = {_fmt(result['sigma2'])}, kappa = {_fmt(result['kappa'])}"
+        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        f"  ({result['samples']} samples, {result['seconds']:.1f} s)"
+    )
+    if "exact" in result:
+        ex = result["exact"]
+        out.print(
+            f"exact: tau2 = {_fmt(ex['tau2'])}, sigma2 = {_fmt(ex['sigma2'])}, kappa = {_fmt(ex['kappa'])}, "
+            f"G* = {_fmt(ex['g_star'])}"
+        )
+    out.print(result["message"], highlight=False)
+    return None

@@ -1,0 +1,92 @@
+"""`groupscale demo`: start the stack, submit the example sweep over HTTP, show its fit."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.app import EXAMPLES, _api, _fail, app, err, out
+from service.cli.render import print_fit, watch_sweep
+from service.client import Client
+from sweeps.spec import load_spec
+
+
+def _free_port(preferred: int) -> int:
+    for candidate in (preferred, 0):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+            try:
+                s.bind(("127.0.0.1", candidate))
+                return s.getsockname()[1]
+            except OSError:
+                continue
+    raise RuntimeError("no free port")
+
+
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option("--keep", help="leave the stack running for browsing")] = False,
+    data_dir: Annotated[Path, typer.Option()] = Path(".groupscale"),
+    spec_path: Annotated[Path, typer.Option("--spec")] = EXAMPLES / "arithmetic-tiny.yaml",
+) -> None:
+    """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
+    from service.stack import StackError, stop_process_group, up_command, wait_until_up
+
+    port, mlflow_port = _free_port(8000), _free_port(5000)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir.resolve() / "up.log"
+    cmd = up_command(port, mlflow_port, data_dir)
+    err.print(f"starting the stack (log: {log_path}) ...")
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}")
+        try:
+            up = wait_until_up(f"{client.url}/v1/health", proc, 300, "groupscale up")
+        except StackError as e:
+            _fail(f"{e}; see {log_path}")
+        if not up:
+            _fail(f"the stack did not answer within 300 s; see {log_path}")
+        spec = load_spec(spec_path)
+        sweep = _api(client.submit, spec.model_dump(mode="json"))
+        err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")
+        final = watch_sweep(client, sweep["id"])
+        if final["status"] != "succeeded":
+            _fail(f"sweep {final['id']} ended {final['status']}: {final['error']}")
+        print_fit(_api(client.fit, sweep["id"]))
+        trials = _api(client.trials, sweep["id"])
+        t = Table(title="eval accuracy (expected, held-out) before and after GRPO, mean over seeds")
+        for col in ("G", "N=B/G", "before", "after"):
+            t.add_column(col)
+        for g in sorted({tr["group_size"] for tr in trials}):
+            ok = [tr for tr in trials if tr["group_size"] == g and tr["status"] == "succeeded"]
+            if ok:
+                t.add_row(
+                    str(g),
+                    str(ok[0]["prompts_per_step"]),
+                    f"{sum(tr['metrics']['eval_accuracy_initial'] for tr in ok) / len(ok):.3f}",
+                    f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}",
+                )
+        out.print(t)
+        rec = _api(client.recommend, spec.task.name, spec.model.label, None)
+        out.print(
+            f"recommendation for task={spec.task.name} model={spec.model.label}: "
+            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})"
+        )
+        url = final["mlflow"]["url"]
+        note = "" if keep else f"  (the stack stops now; `groupscale up --data-dir {data_dir}` serves it again)"
+        out.print(f"MLflow run: {url}{note}", soft_wrap=True)
+        if keep:
+            out.print(
+                f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"
+            )
+            proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_process_group(proc, grace_s=30)

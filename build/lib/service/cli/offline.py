@@ -1,0 +1,129 @@
+"""The commands that need no controller: law fit (a results table), models export (a preset folder), spec from-trl."""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from service.cli.app import JsonOpt, _fail, _print_json, law_app, models_app, out, spec_app
+from service.cli.render import print_fit
+
+
+@models_app.command("export")
+def models_export(
+    preset: Annotated[str, typer.Argument(metavar="PRESET", help="chat-tiny or tiny-llama")],
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="where the model folder is written (must not exist)")],
+    task: Annotated[str, typer.Option(help="tiny-llama only: the built-in task it is warm-started on")] = "arithmetic",
+) -> None:
+    """Write a built-in preset as a plain Hugging Face model folder (point model.path at it)."""
+    from service.settings import get_settings
+    from workers.models.presets import LM_PRESETS, preset_path
+    from workers.tasks import make_task
+
+    if preset not in LM_PRESETS:
+        _fail(f"PRESET: unknown preset {preset!r}; allowed: {', '.join(LM_PRESETS)}", 2)
+    if preset == "tiny-llama" and task != "arithmetic":
+        _fail(f"--task: tiny-llama is exported warm-started on a built-in task; allowed: arithmetic (got {task!r})", 2)
+    if folder.exists():
+        _fail(f"DIR: {folder} exists; give a new folder", 2)
+    built = preset_path(preset, make_task({"name": task}), get_settings().model_cache_dir)
+    shutil.copytree(built, folder)
+    out.print(f"{preset} written to {folder} (load it with model: {{path: {folder.resolve()}}})")
+
+
+def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], list[float]]:
+    """Columns group_size, samples_per_step, seed and y of a CSV. An empty or NaN y is missing (dropped later).
+
+    Raises:
+        ValueError: a missing column, a non-integer group_size/samples_per_step/seed (names row and column),
+            or a (group_size, samples_per_step, seed) on more than one row (names the rows; lines count from 1,
+            the header).
+    """
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        need = ["group_size", "samples_per_step", "seed", y]
+        missing = [c for c in need if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path} lacks column(s) {', '.join(missing)}; found: {', '.join(reader.fieldnames or [])}")
+        cols: tuple[list, list, list, list] = ([], [], [], [])
+        for i, row in enumerate(reader, start=2):
+            for col, name in zip(cols[:3], need[:3]):
+                try:
+                    col.append(int(float(row[name])))
+                except (TypeError, ValueError):
+                    raise ValueError(f"{path}:{i}: {name} must be an integer, got {row[name]!r}") from None
+            value = (row[y] or "").strip()
+            try:  # an empty cell or NaN is a missing value (dropped and counted); other text is an error
+                cols[3].append(float(value) if value else math.nan)
+            except ValueError:
+                raise ValueError(f"{path}:{i}: {y} must be a number (or empty for a missing value), got {value!r}") from None
+    if any(g < 2 for g in cols[0]):
+        raise ValueError(f"{path}: group_size must be >= 2")
+    lines: dict[tuple[int, int, int], list[int]] = {}
+    for i, key in enumerate(zip(*cols[:3]), start=2):
+        lines.setdefault(key, []).append(i)
+    repeated = [f"G={k[0]} B={k[1]} seed={k[2]} on rows {', '.join(map(str, n))}" for k, n in lines.items() if len(n) > 1]
+    if repeated:
+        raise ValueError(f"{path}: each (group_size, samples_per_step, seed) must appear once; repeated: {'; '.join(repeated)}")
+    return cols
+
+
+@law_app.command("fit")
+def law_fit(
+    results: Annotated[Path, typer.Argument(metavar="RESULTS.csv", help="one row per trial")],
+    y: Annotated[str, typer.Option("--y", help="metric column (a gap: lower is better)")],
+    maximize: Annotated[bool, typer.Option("--maximize", help="the metric is higher-is-better")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit gap(G) = a + b G + c/(G-1) per budget (THEORY.md) to a results table."""
+    if not results.is_file():
+        _fail(f"RESULTS.csv: no file {results}", 2)
+    try:
+        g, b, s, v = read_results(results, y)
+    except ValueError as e:
+        _fail(str(e), 2)
+    from sweeps.law import fit_law  # scipy: imported by the command that fits, not by every --help
+
+    doc = fit_law(g, b, s, v, metric=y, maximize=maximize).model_dump(mode="json")
+    _print_json(doc) if as_json else print_fit(doc)
+
+
+@spec_app.command("from-trl")
+def spec_from_trl_command(
+    config: Annotated[
+        Path, typer.Argument(metavar="CONFIG.yaml", help="a TRL GRPO config (trl grpo --config) or a GRPOConfig dump")
+    ],
+    group_sizes: Annotated[str, typer.Option(help="comma-separated G to sweep, e.g. 2,4,8,16 (each divides B)")],
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="seeds per G")] = 3,
+    steps: Annotated[int | None, typer.Option(min=1, help="T (default: the recipe's max_steps, else 200)")] = None,
+    model: Annotated[str | None, typer.Option(help="a local model folder (default: the recipe's model_name_or_path)")] = None,
+) -> None:
+    """Turn a TRL GRPO recipe into a sweep spec (YAML on stdout); what could not be mapped goes to stderr."""
+    import yaml
+
+    from service.cli.app import err
+    from sweeps.recipes import spec_from_trl
+
+    try:
+        data = yaml.safe_load(config.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        _fail(f"CONFIG.yaml: cannot read {config}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    if not isinstance(data, dict):
+        _fail(f"CONFIG.yaml: {config} holds no mapping of TRL settings", 2)
+    try:
+        gs = [int(v) for v in group_sizes.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"--group-sizes: {group_sizes!r} is not a comma-separated list of integers, e.g. 2,4,8,16", 2)
+    try:
+        spec, skipped = spec_from_trl(data, gs, seeds=seeds, steps=steps, model=model)
+    except ValueError as e:
+        _fail(str(e), 2)
+    out.print(yaml.safe_dump(spec, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True)
+    for line in skipped:
+        err.print(f"not mapped: {line}", highlight=False, markup=False, soft_wrap=True)
+    err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)

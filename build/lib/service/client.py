@@ -1,0 +1,70 @@
+"""HTTP client for the CLI (httpx). Reads GROUPSCALE_URL and GROUPSCALE_API_TOKEN."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class ApiError(RuntimeError):
+    """A non-2xx answer. status: HTTP code; detail: the JSON ``detail`` (str or list of errors)."""
+
+    def __init__(self, status: int, detail: Any, is_json: bool = True, url: str = "") -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status, self.detail, self.is_json, self.url = status, detail, is_json, url
+
+
+class Client:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0) -> None:
+        self.url = (url or os.environ.get("GROUPSCALE_URL") or DEFAULT_URL).rstrip("/")
+        token = token or os.environ.get("GROUPSCALE_API_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        r = self._http.request(method, path, **kw)
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+            except ValueError:
+                raise ApiError(r.status_code, r.text[:200], is_json=False, url=self.url) from None
+            raise ApiError(r.status_code, body.get("detail", body) if isinstance(body, dict) else body)
+        return r.json()
+
+    def submit(self, spec: dict, idempotency_key: str | None = None) -> dict:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._call("POST", "/v1/sweeps", json=spec, headers=headers)
+
+    def sweeps(self) -> list[dict]:
+        return self._call("GET", "/v1/sweeps")
+
+    def sweep(self, sweep_id: str) -> dict:
+        return self._call("GET", f"/v1/sweeps/{sweep_id}")
+
+    def trials(self, sweep_id: str) -> list[dict]:
+        return self._call("GET", f"/v1/sweeps/{sweep_id}/trials")
+
+    def fit(self, sweep_id: str) -> dict:
+        return self._call("GET", f"/v1/sweeps/{sweep_id}/fit")
+
+    def cancel(self, sweep_id: str) -> dict:
+        return self._call("DELETE", f"/v1/sweeps/{sweep_id}")
+
+    def recommend(self, task: str, model: str, samples_per_step: int | None = None) -> dict:
+        params = {"task": task, "model": model}
+        if samples_per_step is not None:
+            params["samples_per_step"] = str(samples_per_step)
+        return self._call("GET", "/v1/recommendations", params=params)
+
+    def probe(self, spec: dict) -> dict:
+        return self._call("POST", "/v1/probes", json=spec)
+
+    def get_probe(self, probe_id: str) -> dict:
+        return self._call("GET", f"/v1/probes/{probe_id}")
+
+    def health(self) -> dict:
+        return self._call("GET", "/v1/health")

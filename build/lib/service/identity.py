@@ -1,0 +1,47 @@
+"""What recommendations, MLflow experiments and listings file a sweep under: its task_key and model_key.
+
+A built-in task is keyed by its name (with a digest of its options when they differ from the
+defaults); a data task by its content digest (the bytes of its files and the settings that change
+the task: columns, split, rewards), after the user's ``label`` when given; a preset by its name; a
+model folder by its resolved path and the digest of its config.json. So ``recommend`` never answers
+for one dataset or model with another one's sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from sweeps.spec import SweepSpec
+from workers.data import content_digest
+
+DIGEST_CHARS = 16
+
+
+def _short(data: str | bytes) -> str:
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def task_key(spec: SweepSpec) -> str:
+    """``arithmetic``, ``jsonl:<digest>``, ``dataset:<digest>`` or ``<label>:<digest>`` (at most 57 characters).
+
+    Raises:
+        OSError: a data file cannot be read (preflight has checked it first).
+    """
+    task = spec.task
+    options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
+    if task.name in ("jsonl", "dataset"):
+        files = [task.path, *([task.eval_path] if getattr(task, "eval_path", None) else [])]
+        digest = _short(content_digest(*files) + json.dumps(options, sort_keys=True))
+        return f"{getattr(task, 'label', None) or task.name}:{digest}"
+    defaults = type(task).model_validate({"name": task.name}).model_dump(exclude={"name"}, mode="json")
+    return task.name if options == defaults else f"{task.name}:{_short(json.dumps(options, sort_keys=True))}"
+
+
+def model_key(spec: SweepSpec) -> str:
+    """The preset's name, or ``<resolved folder>@<digest of config.json>``."""
+    if spec.model.preset is not None:
+        return spec.model.preset
+    folder = Path(spec.model.path).expanduser().resolve()
+    return f"{folder}@{_short((folder / 'config.json').read_bytes())}"

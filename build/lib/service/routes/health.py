@@ -1,0 +1,31 @@
+"""/v1/health: controller, Ray, MLflow and store."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy import text
+
+from service.deps import SchedulerDep, StoreDep, TrackingDep
+from service.schemas import ComponentHealth, Health
+
+router = APIRouter(prefix="/v1/health", tags=["health"])
+
+
+@router.get("")
+def health(store: StoreDep, scheduler: SchedulerDep, tracking: TrackingDep, response: Response) -> Health:
+    """200 when every component answers, else 503 with the failing ones marked."""
+    try:
+        with store.session() as s:
+            s.execute(text("SELECT 1"))
+        db = ComponentHealth(ok=True)
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        db = ComponentHealth(ok=False, detail=type(e).__name__)
+    ray_ok = scheduler is not None and scheduler.healthy()
+    ray = ComponentHealth(ok=ray_ok, detail=f"{scheduler.cluster_resources()}" if ray_ok else "not connected")
+    ml = ComponentHealth(ok=bool(tracking and tracking.healthy()), detail=tracking.public_uri if tracking else "not configured")
+    ok = db.ok and ray.ok and ml.ok
+    response.status_code = 200 if ok else 503
+    workers = scheduler.pool() if ray_ok else {}
+    return Health(
+        status="ok" if ok else "degraded", controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db, workers=workers
+    )

@@ -1,0 +1,121 @@
+"""/v1/recommendations: which G to use for a task and model, from the best-supported finished sweep of that task and model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+from sqlalchemy import or_, select
+
+from service.deps import StoreDep
+from service.identity import model_key, task_key
+from service.lifecycle import ProbeStatus, SweepStatus
+from service.schemas import Recommendation
+from service.store import Probe, Store, Sweep
+from sweeps.law import LawFit, recommend_group_size
+from sweeps.report import agreement
+from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
+
+router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"])
+_RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
+_EVIDENCE = {"strong": 0, "weak": 1}
+PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.law: none gives no G)
+
+
+def _support(sweep: Sweep) -> tuple:
+    """Sort key, best first: stronger evidence, an interior optimum, a closed interval, a narrower one, more trials."""
+    fit = sweep.fit
+    ci = fit.get("g_star_ci95") or [None, None]
+    width = ci[1] - ci[0] if None not in ci else float("inf")
+    return (_EVIDENCE.get(fit.get("evidence"), 2), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
+
+
+def _probe_of(s, store: Store, keys: tuple[str, str], latest: int = 50) -> Probe | None:
+    """The latest succeeded probe (of the ``latest`` most recent) whose spec has these (task_key, model_key)."""
+    done = select(Probe).where(Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
+    for probe in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
+        try:
+            spec = store.spec(probe)
+            if (task_key(spec), model_key(spec)) == keys:
+                return probe
+        except (OSError, ValueError):  # its data files moved or changed: it cannot be matched
+            continue
+    return None
+
+
+@router.get("")
+def recommend(
+    store: StoreDep,
+    task: Annotated[str, Query(min_length=1, max_length=64, description="a sweep's task_key, or a dataset task's label")],
+    model: Annotated[
+        str, Query(min_length=1, max_length=4096, description="a sweep's model_key, a preset, or a model folder's path")
+    ],
+    samples_per_step: Annotated[int | None, Query(ge=2, le=MAX_SAMPLES_PER_STEP)] = None,
+) -> Recommendation:
+    """The best-supported fit among succeeded sweeps of (task, model) (see _support), not merely the latest.
+
+    G* does not depend on the budget (THEORY.md), so for a given B the answer is the divisor of B
+    that minimises the law's shape G + (G* - 1)^2 / (G - 1).
+    """
+    with store.read() as s:
+        finished = select(Sweep).where(Sweep.status == SweepStatus.SUCCEEDED, Sweep.fit.is_not(None))
+        finished = finished.order_by(Sweep.created_at.desc())
+        exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
+        # A label (my-math) or a model folder's path names every version of it: answer only when that is one.
+        sweeps = exact or list(
+            s.scalars(
+                finished.where(
+                    or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
+                    or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
+                )
+            )
+        )
+    if not sweeps:
+        raise HTTPException(
+            404,
+            f"no finished sweep for task={task!r}, model={model!r}; submit one first "
+            "(task and model are a sweep's task_key and model_key, or a dataset's label "
+            "and a model's path)",
+        )
+    keys = sorted({(w.task_name, w.model_name) for w in sweeps})
+    if len(keys) > 1:
+        raise HTTPException(
+            409,
+            f"task={task!r}, model={model!r} names {len(keys)} different (task_key, model_key) pairs "
+            f"(other data or another model config): {keys[:10]}; ask for one of them",
+        )
+    best = min(sweeps, key=_support)
+    with store.read() as s:
+        probe = _probe_of(s, store, (best.task_name, best.model_name))
+        probed = None if probe is None else {"id": probe.id, **{k: probe.result.get(k) for k in PROBE_KEYS}}
+    fit = LawFit.model_validate(best.fit)
+    rec, message = fit.recommended_group_size, fit.message
+    if samples_per_step is not None and rec is not None:
+        candidates = valid_group_sizes(samples_per_step)
+        if fit.g_star is not None:
+            rec = recommend_group_size(fit.g_star, candidates)
+            message = f"G* = {fit.g_star:.3g}; the best divisor of B={samples_per_step} is {rec}"
+        else:
+            rec = min(candidates, key=lambda g: abs(g - fit.recommended_group_size))
+            message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
+        if fit.evidence == "weak" and "weak evidence" not in message:
+            message += f"; weak evidence: {fit.evidence_reason}"
+    if probed is not None:
+        g = probed["g_star"]
+        message += f"; probe {probed['id']}: G* = {'none' if g is None else f'{g:.3g}'}. {agreement(fit, probed)}"
+    return Recommendation(
+        task=task,
+        model=model,
+        task_key=best.task_name,
+        model_key=best.model_name,
+        samples_per_step=samples_per_step,
+        recommended_group_size=rec,
+        g_star=fit.g_star,
+        g_star_ci95=fit.g_star_ci95,
+        status=fit.status,
+        evidence=fit.evidence,
+        evidence_reason=fit.evidence_reason,
+        probe=probed,
+        sweep_id=best.id,
+        message=message,
+    )

@@ -1,0 +1,151 @@
+"""/v1/sweeps: submit, list, inspect, cancel, trials, fit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Query, Response
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from service import lifecycle
+from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
+from service.identity import model_key, task_key
+from service.lifecycle import SweepStatus
+from service.results import fit_from_trials, sweep_public, trial_public
+from service.schemas import SweepPublic, TrialPublic
+from service.store import Sweep, Trial
+from sweeps.law import LawFit
+from sweeps.spec import SweepSpec
+
+router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
+
+
+def _public(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+    uri = tracking.public_uri if tracking else None
+    url = tracking.run_url(sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) if tracking else None
+    return sweep_public(sweep, store.spec(sweep), uri, url)
+
+
+def _get(store: StoreDep, s, sweep_id: str) -> Sweep:
+    sweep = store.get_sweep(s, sweep_id)
+    if sweep is None:
+        raise HTTPException(404, f"no sweep with id {sweep_id!r}")
+    return sweep
+
+
+@router.post("", status_code=201, dependencies=[Authorized])
+def create_sweep(
+    spec: SweepSpec,
+    store: StoreDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    tracking: TrackingDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> SweepPublic:
+    """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
+    with store.read() as s:
+        replay = _replay(s, spec, idempotency_key, response, store, tracking)
+        if replay is not None:
+            return replay
+    preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files for a while
+    try:
+        with store.session() as s:
+            sweep = Sweep(
+                name=spec.name,
+                spec=spec.model_dump(mode="json"),
+                task_name=task_key(spec),
+                model_name=model_key(spec),
+                idempotency_key=idempotency_key,
+                status=SweepStatus.QUEUED,
+            )
+            s.add(sweep)
+            s.flush()
+            public = _public(sweep, store, tracking)
+    except IntegrityError:  # the same new key in two requests at once: the other one stored it first
+        if not idempotency_key:
+            raise
+        with store.read() as s:
+            return _replay(s, spec, idempotency_key, response, store, tracking)
+    if scheduler is not None:
+        scheduler.wake()  # committed: admitted now rather than after the scheduler's poll sleep
+    return public
+
+
+def _replay(
+    s, spec: SweepSpec, key: str | None, response: Response, store: StoreDep, tracking: TrackingDep
+) -> SweepPublic | None:
+    """The sweep stored under Idempotency-Key ``key`` (status 200), None if there is none.
+
+    Raises:
+        HTTPException: 409, the key was used for a different spec.
+    """
+    if not key:
+        return None
+    existing = s.scalars(select(Sweep).where(Sweep.idempotency_key == key)).first()
+    if existing is None:
+        return None
+    if existing.spec != spec.model_dump(mode="json"):
+        raise HTTPException(409, f"Idempotency-Key {key!r} was used for a different spec (sweep {existing.id}); use a new key")
+    response.status_code = 200
+    return _public(existing, store, tracking)
+
+
+@router.get("")
+def list_sweeps(store: StoreDep, tracking: TrackingDep, limit: int = 100) -> list[SweepPublic]:
+    with store.read() as s:
+        rows = s.scalars(select(Sweep).order_by(Sweep.created_at.desc()).limit(max(1, min(limit, 1000))))
+        return [_public(w, store, tracking) for w in rows]
+
+
+@router.get("/{sweep_id}")
+def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+    with store.read() as s:
+        return _public(_get(store, s, sweep_id), store, tracking)
+
+
+@router.delete("/{sweep_id}", dependencies=[Authorized])
+def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep, scheduler: SchedulerDep) -> SweepPublic:
+    """Cancel: the sweep, its trials and lr tunings are cancelled now (service.lifecycle.cancel_sweep); the
+    scheduler stops the running ones' workers within seconds and then ends the MLflow runs."""
+    with store.session() as s:
+        sweep = _get(store, s, sweep_id)
+        lifecycle.cancel_sweep(s, sweep)
+        public = _public(sweep, store, tracking)
+    if scheduler is not None:
+        scheduler.wake()
+    return public
+
+
+@router.get("/{sweep_id}/trials")
+def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
+    with store.read() as s:
+        _get(store, s, sweep_id)
+        return [trial_public(t) for t in s.scalars(select(Trial).where(Trial.sweep_id == sweep_id).order_by(Trial.position))]
+
+
+@router.get("/{sweep_id}/fit")
+def get_fit(
+    sweep_id: str,
+    store: StoreDep,
+    step: Annotated[
+        int | None, Query(ge=1, description="an eval checkpoint (eval.every): the fit of the gap at that step")
+    ] = None,
+) -> LawFit:
+    """The stored fit (the final one, or an adaptive sweep's running fit); otherwise a provisional fit of
+    the trials finished so far. With ``step``, the fit at that eval checkpoint (422 naming the checkpoints
+    when it is not one)."""
+    with store.read() as s:
+        sweep = _get(store, s, sweep_id)
+        if step is not None:
+            try:
+                return fit_from_trials(sweep.trials, store.spec(sweep), n_boot=100, step=step)
+            except ValueError as e:
+                raise HTTPException(422, str(e)) from None
+        if sweep.fit is not None:
+            return LawFit.model_validate(sweep.fit)
+        fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)
+        kind = "provisional" if sweep.status not in lifecycle.SWEEP_TERMINAL else "partial"
+        fit.message = f"{kind} (sweep {sweep.status}, fit of the trials that finished): " + fit.message
+        return fit

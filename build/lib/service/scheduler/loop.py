@@ -1,0 +1,313 @@
+"""The scheduling loop: admit sweeps, launch ready work within free resources, collect, cancel, fit, reconcile.
+
+Execution shape (README "How a sweep runs"): a thread of the controller ticks every
+``poll_interval_s``. A tick admits queued sweeps (their MLflow parent run, their lr tunings and
+grid trials), stops the work of cancelled sweeps, collects the work that ended (first, so that a
+freed warm worker takes the next trial of its shape), launches ready work of each kind
+(service.scheduler.jobs: probes, lr tunings, trials; adaptive sweeps get their trials from
+service.scheduler.adaptive first) while the cluster has the resources free, ends the MLflow runs
+of the trials it collected, stops the warm workers idle for longer than GROUPSCALE_WORKER_IDLE_S,
+closes the MLflow parent run of a cancelled sweep once none of its work is in flight, and fits the
+law when a sweep's trials have all ended. The cluster is a Backend (service.scheduler.ray_backend on
+Ray; a fake in the unit tests).
+
+Trials outlive the controller process: on a cluster of its own (RAY_ADDRESS) a restarted controller
+re-attaches to the trials its workers still run (named actors) and collects what they finished meanwhile;
+a trial whose actor is gone or dead goes back to pending and resumes from its checkpoint, logging
+into the same MLflow run, so each trial has exactly one run (after a clean stop of a local head,
+whose trials cannot go on, their runs end KILLED and the resumed trials get new ones).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from sqlalchemy import select
+
+from service.lifecycle import (
+    TRIAL_TERMINAL,
+    TRIAL_USABLE,
+    TUNING_TERMINAL,
+    SweepStatus,
+    TrialStatus,
+    TuningStatus,
+    transition,
+)
+from service.results import fit_from_trials
+from service.scheduler.adaptive import AdaptiveDriver
+from service.scheduler.context import Backend, Context, Outcome, Work
+from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob
+from service.scheduler.reconcile import reconcile
+from service.settings import Settings
+from service.store import LrTuning, Store, Sweep, Trial
+from service.tracking import Tracking
+from sweeps.planner import plan_trials
+
+log = logging.getLogger("groupscale.scheduler")
+RESOURCES_TTL_S = 5.0  # the cluster's total resources are read again after this long
+LOOKAHEAD = 8  # at most this many waiting trials get their MLflow run made ahead (one per running trial)
+
+
+class Scheduler:
+    """Owns the backend connection and the scheduling thread; ``tick`` is one pass (the unit tests call it)."""
+
+    def __init__(self, store: Store, settings: Settings, tracking: Tracking | None, backend: Backend | None = None) -> None:
+        if backend is None:
+            from service.scheduler.ray_backend import RayBackend
+
+            backend = RayBackend(settings)
+        self.ctx = Context(store, settings, tracking, backend)
+        self.adaptive = AdaptiveDriver(self.ctx)
+        self.trials = TrialJob()
+        self.jobs = {"probe": ProbeJob(), "tune": TuningJob(self.adaptive.record_tuning), "trial": self.trials}
+        self.inflight: dict[Any, Work] = {}
+        self._stopping: set[Any] = set()  # handles of cancelled work being stopped
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # set by the API when it stored new work: no poll sleep before it starts
+        self._thread: threading.Thread | None = None
+        self._resources: dict[str, float] = {}
+        self._resources_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.ctx.backend.connect()
+        self.reconcile()
+        self.prewarm()
+        self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop scheduling. On a Ray cluster of its own (RAY_ADDRESS), running trials go on and the next
+        controller re-attaches to them. With the local head, which stops with the controller, they go
+        back to pending (the next start resumes them from their checkpoints) and their MLflow runs end
+        KILLED rather than staying RUNNING."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if not self.ctx.drain(timeout_s=30):
+            log.warning("MLflow calls still pending at shutdown: some trial runs may stay RUNNING")
+        for trial_id in self.ctx.prepared():  # made ahead for trials that did not start: the next start makes new ones
+            run_id = self.ctx.take_run(trial_id, wait=False)
+            if run_id and self.ctx.tracking:
+                self.ctx.safe(self.ctx.tracking.kill, run_id)
+        if not self.ctx.settings.ray_address:
+            running = [w.id for w in self.inflight.values() if w.kind == "trial"]
+            with self.ctx.store.session() as s:
+                for trial in s.scalars(select(Trial).where(Trial.id.in_(running), Trial.status == TrialStatus.RUNNING)):
+                    if trial.mlflow_run_id and self.ctx.tracking:
+                        self.ctx.safe(self.ctx.tracking.kill, trial.mlflow_run_id)
+                    transition(s, trial, TrialStatus.PENDING, mlflow_run_id=None)
+        self.inflight.clear()
+        self.ctx.backend.disconnect()
+
+    def cluster_resources(self) -> dict[str, float]:
+        """Total cluster resources (cached for RESOURCES_TTL_S)."""
+        if time.monotonic() - self._resources_at > RESOURCES_TTL_S or not self._resources:
+            self._resources = self.ctx.backend.total_resources() if self.ctx.backend.connected() else {}
+            self._resources_at = time.monotonic()
+        return self._resources
+
+    def pool(self) -> dict[str, int]:
+        """The warm workers: how many run a trial, are idle, or are still starting."""
+        return self.ctx.backend.pool() if self.ctx.backend.connected() else {}
+
+    def healthy(self) -> bool:
+        return self.ctx.backend.connected() and bool(self.cluster_resources().get("CPU"))
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the loop must survive any one failure; it is logged
+                log.exception("scheduler tick failed")
+                time.sleep(self.ctx.settings.poll_interval_s)
+
+    def tick(self, wait_s: float | None = None) -> None:
+        """One pass; waits at most ``wait_s`` (default poll_interval_s) for work to end."""
+        wait_s = self.ctx.settings.poll_interval_s if wait_s is None else wait_s
+        self._wake.clear()  # a wake from here on ends this tick's sleep
+        self.admit()
+        self.stop_cancelled()
+        if self.inflight:  # collect first: a trial's worker, freed, takes the next trial of its shape at once
+            for handle in self.ctx.backend.wait(list(self.inflight), wait_s):
+                self.collect(handle)
+        self.launch(self.jobs["probe"])
+        self.launch(self.jobs["tune"])
+        self.adaptive.advance()
+        self.launch(self.jobs["trial"])
+        self.ctx.run_deferred()  # the collected trials' runs end (MLflow thread) while their workers run the next ones
+        self.ctx.backend.reap_idle(self.ctx.settings.worker_idle_s)
+        self.close_cancelled()
+        self.finish()
+        if not self.inflight and wait_s:
+            self._wake.wait(wait_s)
+
+    def wake(self) -> None:
+        """New work was committed (a sweep, a probe, a cancel): the next tick starts now."""
+        self._wake.set()
+
+    def prewarm(self) -> None:
+        """Start the idle warm workers of GROUPSCALE_WARM_WORKERS (default: on a local head, one per CPU, at
+        most 4; none on a cluster at RAY_ADDRESS), of the default shape (1 CPU, no GPU)."""
+        n = self.ctx.settings.warm_workers
+        if n is None:
+            n = 0 if self.ctx.settings.ray_address else min(int(self.cluster_resources().get("CPU", 0)), 4)
+        self.ctx.backend.prewarm(n, 1.0, 0.0)
+
+    def reconcile(self) -> None:
+        """After a restart (service.scheduler.reconcile): re-attach to live trials, resume the others."""
+        self.inflight.update(reconcile(self.ctx, self.trials))
+
+    def admit(self) -> None:
+        """Queued sweeps start: their MLflow parent run, their lr tunings and (grid) trials are created."""
+        tracking = self.ctx.tracking
+        with self.ctx.store.session() as s:
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.QUEUED):
+                spec = self.ctx.store.spec(sweep)
+                if tracking and not sweep.mlflow_parent_run_id:
+                    try:
+                        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = tracking.start_sweep(
+                            sweep.id, spec, sweep.task_name
+                        )
+                    except Exception:  # noqa: BLE001 - the sweep stays queued; the rest of the tick goes on
+                        log.exception("creating the MLflow parent run of sweep %s failed; retrying later", sweep.id)
+                        continue
+                if spec.tune_lr is not None and not sweep.lr_tunings:
+                    for b in spec.samples_per_step:
+                        s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
+                if spec.mode == "grid" and not sweep.trials:  # adaptive sweeps get theirs from the study
+                    s.add_all(
+                        Trial(
+                            sweep_id=sweep.id,
+                            position=i,
+                            group_size=p.group_size,
+                            samples_per_step=p.samples_per_step,
+                            seed=p.seed,
+                        )
+                        for i, p in enumerate(plan_trials(spec))
+                    )
+                transition(s, sweep, SweepStatus.RUNNING)
+
+    # -- launching -------------------------------------------------------------------------------
+    def _free(self) -> tuple[float, float]:
+        """CPUs and GPUs free: what the cluster reports available (other users' work on a shared cluster
+        shows there), but never more than its total less what this controller has in flight (the
+        cluster's figure lags a launch by a moment)."""
+        total, avail = self.cluster_resources(), self.ctx.backend.available_resources()
+        idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or evicted
+        avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
+        ours = [sum(w.cpus for w in self.inflight.values()), sum(w.gpus for w in self.inflight.values())]
+        return tuple(min(total.get(k, 0.0) - used, avail.get(k, 0.0)) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
+
+    def launch(self, job: TrialJob | ProbeJob | TuningJob) -> None:
+        """Start the job kind's ready rows in order while resources are free; with nothing in flight one
+        always starts (the cluster queues it). Stops at the first row that does not fit, so order holds.
+        Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
+        started = {w.id for w in self.inflight.values()}
+        free: tuple[float, float] | None = None
+        with self.ctx.store.session() as s:
+            rows = [r for r in job.ready(self.ctx, s) if r[0].id not in started]
+            for i, (row, spec, extra) in enumerate(rows):
+                cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+                free = free or self._free()
+                if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9):
+                    running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
+                    job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])  # the next to start, made ready
+                    return
+                if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
+                    self._make_room(cpus, gpus, free)
+                handle = job.launch(self.ctx, s, row, spec, extra)
+                if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
+                    continue
+                self.inflight[handle] = Work(job.kind, row.id, getattr(row, "sweep_id", None), cpus, gpus)
+                free = (free[0] - cpus, free[1] - gpus)
+
+    def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
+        """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle
+        workers hold, so without them there is ``free - idle``."""
+        idle = self.ctx.backend.idle_resources()
+        short = (cpus - (free[0] - idle.get("CPU", 0.0)), gpus - (free[1] - idle.get("GPU", 0.0)))
+        if short[0] > 1e-9 or short[1] > 1e-9:
+            self.ctx.backend.evict_idle(max(short[0], 0.0), max(short[1], 0.0))
+
+    # -- collecting, cancelling, finishing ----------------------------------------------------
+    def collect(self, handle: Any) -> None:
+        work = self.inflight.pop(handle)
+        stopped = handle in self._stopping
+        self._stopping.discard(handle)
+        try:
+            outcome = Outcome(value=self.ctx.backend.result(handle))
+        except Exception as e:  # noqa: BLE001 - failed work is data, not a controller crash
+            reason, died = self.ctx.backend.describe(e)
+            if not stopped:  # a cancel is not an error: no traceback for work it stopped
+                log.warning("%s %s failed", work.kind, work.id, exc_info=e)
+            outcome = Outcome(error=reason, died=died)
+        self.jobs[work.kind].collect(self.ctx, work, outcome)
+
+    def stop_cancelled(self) -> None:
+        """Stop the in-flight work that a cancel ended (lifecycle.cancel_sweep marked it cancelled)."""
+        candidates = [(h, w) for h, w in self.inflight.items() if h not in self._stopping and w.kind in ("trial", "tune")]
+        if not candidates:
+            return
+        with self.ctx.store.read() as s:
+            trials = {w.id for _, w in candidates if w.kind == "trial"}
+            tunings = {w.id for _, w in candidates if w.kind == "tune"}
+            cancelled = set(s.scalars(select(Trial.id).where(Trial.id.in_(trials), Trial.status == TrialStatus.CANCELLED)))
+            cancelled |= set(
+                s.scalars(select(LrTuning.id).where(LrTuning.id.in_(tunings), LrTuning.status == TuningStatus.CANCELLED))
+            )
+        for handle, work in candidates:
+            if work.id in cancelled:
+                self._stopping.add(handle)
+                self.jobs[work.kind].stop(self.ctx, work, handle)
+
+    def close_cancelled(self) -> None:
+        """End the MLflow parent run of each cancelled sweep KILLED, once none of its work is in flight (so
+        every child run it owns has ended first); child runs a lost worker left RUNNING end KILLED too."""
+        busy = {w.sweep_id for w in self.inflight.values()}
+        tracking = self.ctx.tracking
+        with self.ctx.store.session() as s:
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.CANCELLED):
+                if sweep.mlflow_closed or sweep.id in busy:
+                    continue
+                self.ctx.drain()  # the child runs' own ends first
+                if tracking and sweep.mlflow_parent_run_id:
+                    for trial in sweep.trials:
+                        for run_id in (trial.mlflow_run_id, self.ctx.take_run(trial.id)):  # a run made ahead, too
+                            if run_id:
+                                self.ctx.safe(tracking.kill, run_id)
+                    self.ctx.safe(tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "KILLED")
+                sweep.mlflow_closed = True
+
+    def finish(self) -> None:
+        """Sweeps whose trials and tunings have all ended (and, adaptive, whose study says stop) are fitted."""
+        with self.ctx.store.session() as s:
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.RUNNING):
+                if not sweep.trials or any(t.status not in TRIAL_TERMINAL for t in sweep.trials):
+                    continue
+                if any(t.status not in TUNING_TERMINAL for t in sweep.lr_tunings) or not self.adaptive.done(sweep):
+                    continue
+                transition(s, sweep, SweepStatus.FITTING)
+        with self.ctx.store.session() as s:
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
+                self._fit_and_close(s, sweep)
+
+    def _fit_and_close(self, s: Any, sweep: Sweep) -> None:
+        tracking, parent = self.ctx.tracking, sweep.mlflow_parent_run_id
+        self.ctx.drain()  # the child runs end before their parent
+        if not any(t.status in TRIAL_USABLE for t in sweep.trials):
+            reasons = sorted({t.reason or t.status for t in sweep.trials})
+            if transition(s, sweep, SweepStatus.FAILED, error="no trial finished: " + "; ".join(reasons)[:2000]):
+                if tracking and parent:
+                    self.ctx.safe(tracking.end_sweep, parent, None, sweep.name, "FAILED")
+                sweep.mlflow_closed = True
+            return
+        fit = fit_from_trials(sweep.trials, self.ctx.store.spec(sweep))
+        if transition(s, sweep, SweepStatus.SUCCEEDED, fit=fit.model_dump(mode="json")):
+            if tracking and parent:
+                self.ctx.safe(tracking.end_sweep, parent, fit, f"{sweep.name}: {fit.status}")
+            sweep.mlflow_closed = True

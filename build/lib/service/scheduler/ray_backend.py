@@ -1,0 +1,242 @@
+"""The controller's Ray backend: the only module of the controller that imports ray.
+
+The scheduler's loop talks to a ``Backend`` (service.scheduler.context): run a trial on a warm worker
+(a detached, named TrialWorker actor reused by the trials of its shape, so torch and the trainer are
+imported once) or a probe / lr tuning as a task, wait for any of them, read a result, stop one, say
+what is free. This module is that interface on a real Ray cluster; the loop's unit tests use a fake.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from service.settings import Settings
+from workers.entry import TrialWorker
+
+NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
+WORKER_PREFIX = "worker-"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def connect_ray(settings: Settings) -> bool:
+    """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns True if local.
+
+    Call it from the main thread before the web server installs its signal handlers: ray.init
+    replaces the process's SIGTERM handler, and the server's must win so that SIGTERM shuts the
+    stack down cleanly.
+    """
+    if settings.ray_address:
+        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False)
+        return False
+    # address="local": always a new head, never a cluster that `ray start` left on this machine.
+    ray.init(
+        address="local",
+        num_cpus=settings.ray_num_cpus,
+        namespace=NAMESPACE,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    return True
+
+
+def disconnect_ray() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@dataclass
+class _Worker:
+    handle: Any
+    cpus: float
+    gpus: float
+    trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
+    idle_since: float = field(default_factory=time.monotonic)
+    started: Any = None  # ref of the worker's first answer: ready once its imports are done
+
+
+class RayBackend:
+    """Backend on Ray. Handles are Ray ObjectRefs of a trial's ``TrialWorker.run`` or of a task's result."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.state_dir = settings.data_dir.resolve() / "workers"  # what each worker runs (workers.entry.TrialWorker)
+        self._workers: dict[str, _Worker] = {}
+        self._connected = False  # this object called ray.init (so it calls ray.shutdown)
+
+    # -- the connection ----------------------------------------------------------------------
+    def connect(self) -> None:
+        if not ray.is_initialized():  # `groupscale up` connects before the web server starts
+            connect_ray(self.settings)
+            self._connected = True
+        if not self.settings.ray_address:  # a fresh local head: no worker of an earlier run can be alive
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def disconnect(self) -> None:
+        if self._connected:
+            disconnect_ray()
+
+    def connected(self) -> bool:
+        return ray.is_initialized()
+
+    def total_resources(self) -> dict[str, float]:
+        return dict(ray.cluster_resources()) if ray.is_initialized() else {}
+
+    def available_resources(self) -> dict[str, float]:
+        """What the cluster has free now, other users' work on a shared cluster included."""
+        return dict(ray.available_resources()) if ray.is_initialized() else {}
+
+    # -- trials, on a pool of warm workers ------------------------------------------------------
+    def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any:
+        """Run trial ``name`` on a warm worker of the same shape (an idle one, else a new one) and return
+        the ref of its result. A worker already running ``name`` (launched just before a controller
+        crash) is attached to instead of starting it twice."""
+        worker = next((w for w in self._workers.values() if w.trial == name), None)
+        if worker is None:
+            worker = next((w for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus)), None)
+        if worker is None:
+            worker = self._new_worker(cpus, gpus)
+        worker.trial = name
+        return worker.handle.run.remote(name, *args)
+
+    def _new_worker(self, cpus: float, gpus: float) -> _Worker:
+        """A detached, named TrialWorker actor (it outlives the controller). A dead worker process is
+        restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
+        the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts)."""
+        name = f"{WORKER_PREFIX}{uuid.uuid4().hex[:12]}"
+        handle = (
+            ray.remote(TrialWorker)
+            .options(
+                name=name,
+                lifetime="detached",
+                num_cpus=cpus,
+                num_gpus=gpus,
+                max_restarts=self.settings.trial_retries,
+                max_task_retries=-1,
+                max_concurrency=4,
+            )
+            .remote(str(self.state_dir), name)
+        )
+        self._workers[name] = _Worker(handle, cpus, gpus, started=handle.current.remote())
+        return self._workers[name]
+
+    def prewarm(self, n: int, cpus: float, gpus: float) -> None:
+        """Start idle workers of this shape until ``n`` are warm (torch and the trainer imported before
+        the first trial asks for one)."""
+        warm = sum(1 for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus))
+        for _ in range(n - warm):
+            self._new_worker(cpus, gpus)
+
+    def release_trial(self, name: str) -> None:
+        """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape."""
+        for w in self._workers.values():
+            if w.trial == name:
+                w.trial, w.idle_since = None, time.monotonic()
+
+    def kill_trial(self, name: str) -> None:
+        """Stop a running trial: its worker process is killed (and not restarted)."""
+        for worker_name, w in list(self._workers.items()):
+            if w.trial == name:
+                self._kill_worker(worker_name)
+
+    def has_idle(self, cpus: float, gpus: float) -> bool:
+        """Whether a warm worker of this shape is idle (a trial of the shape starts on it, taking nothing new)."""
+        return any(w.trial is None and (w.cpus, w.gpus) == (cpus, gpus) for w in self._workers.values())
+
+    def evict_idle(self, cpus: float, gpus: float) -> None:
+        """Kill idle workers, longest idle first, until those killed held at least ``cpus`` and ``gpus``
+        (or none is left): room for work that cannot run on them."""
+        freed = [0.0, 0.0]
+        for worker_name, w in sorted(self._workers.items(), key=lambda kv: kv[1].idle_since):
+            if freed[0] >= cpus - 1e-9 and freed[1] >= gpus - 1e-9:
+                return
+            if w.trial is None:
+                self._kill_worker(worker_name)
+                freed = [freed[0] + w.cpus, freed[1] + w.gpus]
+
+    def reap_idle(self, max_idle_s: float) -> None:
+        """Kill the workers idle for longer than ``max_idle_s`` (0: every idle one)."""
+        now = time.monotonic()
+        for worker_name, w in list(self._workers.items()):
+            if w.trial is None and now - w.idle_since >= max_idle_s:
+                self._kill_worker(worker_name)
+
+    def idle_resources(self) -> dict[str, float]:
+        """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are evicted)."""
+        idle = [w for w in self._workers.values() if w.trial is None]
+        return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
+
+    def pool(self) -> dict[str, int]:
+        """How many workers run a trial, are idle and warm, or are idle and still starting (importing).
+        Called from the API's threads: it reads a snapshot of the pool."""
+        workers = list(self._workers.values())
+        idle = [w for w in workers if w.trial is None]
+        refs = [w.started for w in idle if w.started is not None]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        starting = len(refs) - len(ready)
+        return {"busy": len(workers) - len(idle), "idle": len(idle) - starting, "starting": starting}
+
+    def _kill_worker(self, worker_name: str) -> None:
+        w = self._workers.pop(worker_name)
+        try:
+            ray.kill(w.handle, no_restart=True)
+        except ValueError:  # already gone
+            pass
+        (self.state_dir / f"{worker_name}.json").unlink(missing_ok=True)
+
+    def trial_names(self) -> set[str]:
+        """Names of the trials that the workers alive in this namespace run (or ran last), read from them."""
+        self._discover()
+        return {w.trial for w in self._workers.values() if w.trial is not None}
+
+    def _discover(self) -> None:
+        """Find the workers a previous controller started (a cluster of its own keeps them)."""
+        for name in ray.util.list_named_actors():
+            if not name.startswith(WORKER_PREFIX) or name in self._workers:
+                continue
+            try:
+                handle = ray.get_actor(name)
+                trial, _ = ray.get(handle.current.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - dead, restarting or gone: its trial goes back to pending
+                continue
+            self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused; stopped once idle
+
+    def attach_trial(self, name: str) -> Any | None:
+        """The result ref of trial ``name`` on the live worker that runs it, or None when none does
+        (workers are found by trial_names, which reconcile calls first)."""
+        worker = next((w for w in self._workers.values() if w.trial == name), None)
+        return None if worker is None else worker.handle.run.remote(name)
+
+    def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any:
+        """A Ray task (a probe, an lr tuning): retried ``retries`` times if its worker dies, never on an
+        exception of its own."""
+        return ray.remote(fn).options(num_cpus=cpus, num_gpus=gpus, max_retries=retries, retry_exceptions=False).remote(*args)
+
+    def wait(self, handles: list[Any], timeout_s: float) -> list[Any]:
+        """The handles whose work has ended, after at most timeout_s."""
+        ready, _ = ray.wait(handles, num_returns=1, timeout=timeout_s)  # back as soon as one has ended
+        if ready:  # and every other that has ended by now
+            ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)
+        return ready
+
+    def result(self, handle: Any) -> Any:
+        """The work's return value. Raises: the work's own exception, or Ray's when its worker died."""
+        return ray.get(handle)
+
+    def cancel(self, handle: Any) -> None:
+        ray.cancel(handle, force=True)
+
+    @staticmethod
+    def describe(e: BaseException) -> tuple[str, bool]:
+        """(One line for users: the worker's own exception, not Ray's wrapper; True if the worker died)."""
+        died = isinstance(e, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+        cause = getattr(e, "cause", None) or e
+        first = (_ANSI.sub("", str(cause)).strip().splitlines() or [""])[0]
+        return f"{type(cause).__name__}: {first}"[:1000], died

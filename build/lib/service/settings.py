@@ -1,0 +1,57 @@
+"""Controller settings from the environment (pydantic-settings), read once via get_settings()."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every field can be set as GROUPSCALE_<NAME>; the Ray and MLflow ones also by their usual names."""
+
+    model_config = SettingsConfigDict(env_prefix="GROUPSCALE_", extra="ignore")
+
+    data_dir: Path = Field(Path(".groupscale"), description="SQLite store, MLflow data, model cache")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite under data_dir")
+    mlflow_tracking_uri: str | None = Field(
+        None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "GROUPSCALE_MLFLOW_TRACKING_URI")
+    )
+    mlflow_backend_uri: str | None = Field(
+        None, description="backend store of the MLflow server that `groupscale up` starts; default SQLite under data_dir"
+    )
+    ray_address: str | None = Field(None, validation_alias=AliasChoices("RAY_ADDRESS", "GROUPSCALE_RAY_ADDRESS"))
+    api_token: str | None = Field(None, description="bearer token required on mutating endpoints when set")
+    max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")
+    max_steps: int = Field(100_000, ge=1, description="most optimizer steps T a trial may ask for")
+    model_root: Path | None = Field(None, description="model.path must lie under this folder when set")
+    data_root: Path | None = Field(None, description="task data files must lie under this folder when set")
+    reward_root: Path | None = Field(
+        None, description="user reward functions (FILE.py:NAME) run only from files under this folder; unset: refused"
+    )
+    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
+    poll_interval_s: float = Field(0.5, gt=0)
+    trial_retries: int = Field(2, ge=0, le=10, description="Ray retries of a trial whose worker died")
+    warm_workers: int | None = Field(
+        None,
+        ge=0,
+        description="1-CPU workers started idle with the controller, so that a sweep submitted within "
+        "worker_idle_s of the start starts warm (default: the local head's CPUs, at most 4; 0 on a cluster at RAY_ADDRESS)",
+    )
+    worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'groupscale.db').resolve()}"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return (self.data_dir / "models").resolve()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,178 @@
+"""`groupscale up`: the MLflow tracking server, the local Ray head and the controller, in the foreground.
+
+Everything stops on Ctrl-C or SIGTERM: uvicorn shuts the app down (scheduler, then Ray), then the
+MLflow server's process group is terminated.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import uvicorn
+from sqlalchemy.engine import make_url
+
+from service.main import create_app
+from service.scheduler.ray_backend import connect_ray, disconnect_ray
+from service.settings import Settings
+from service.tracking import redact
+
+
+class StackError(RuntimeError):
+    """A component could not be started (the message says which and where its log is)."""
+
+
+class StackConfigError(StackError):
+    """The configuration cannot work (CLI exit 2): the message names the setting and what to change."""
+
+
+def same_database(a: str, b: str) -> bool:
+    """Whether two SQLAlchemy URLs name one database (SQLite: one file, after resolving links and ``..``)."""
+    ua, ub = make_url(a), make_url(b)
+    if ua.get_backend_name() != ub.get_backend_name():
+        return False
+    if ua.get_backend_name() == "sqlite":
+        return bool(ua.database and ub.database) and Path(ua.database).resolve() == Path(ub.database).resolve()
+    default_port = {"postgresql": 5432, "mysql": 3306}.get(ua.get_backend_name())
+    return (ua.host or "localhost", ua.port or default_port, ua.database) == (
+        ub.host or "localhost",
+        ub.port or default_port,
+        ub.database,
+    )
+
+
+def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
+    """Refuse a stack whose databases cannot work together, before anything starts.
+
+    Raises:
+        StackConfigError: the controller store and MLflow's backend store are one database (MLflow's own
+            tables and its ``alembic_version`` would mix with the store's and Optuna's); or Optuna's
+            tables in the store have a schema this Optuna cannot use (adaptive sweeps and tune_lr would
+            fail at their first study).
+    """
+    store = settings.resolved_database_url
+    if mlflow_backend and same_database(store, mlflow_backend):
+        raise StackConfigError(
+            f"the controller store and MLflow's backend store are the same database ({redact(store)}): "
+            "give MLflow one of its own with GROUPSCALE_MLFLOW_BACKEND_URI, or the store with GROUPSCALE_DATABASE_URL"
+        )
+    import optuna
+
+    try:
+        optuna.storages.RDBStorage(store)  # creates Optuna's tables when missing; checks their schema version
+    except RuntimeError as e:
+        raise StackConfigError(
+            f"Optuna's tables in {redact(store)} do not fit this Optuna {optuna.__version__}: {str(e).splitlines()[0]} "
+            f"(upgrade them with `optuna storage upgrade --storage URL`)"
+        ) from None
+
+
+def start_mlflow(
+    data_dir: Path, host: str, port: int, timeout_s: float = 120.0, backend_store_uri: str | None = None
+) -> subprocess.Popen:
+    """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
+    backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
+
+    Raises:
+        StackError: the server exited or did not answer within timeout_s.
+    """
+    data_dir = data_dir.resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    log_path = data_dir / "logs" / "mlflow.log"
+    cmd = [
+        str(Path(sys.executable).with_name("mlflow")),
+        "server",
+        "--backend-store-uri",
+        backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(data_dir / "mlartifacts"),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    # The job runner (huey consumers) serves MLflow's GenAI jobs, which groupscale does not use.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://{host}:{port}/health"
+    if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
+        return proc
+    stop_process_group(proc)
+    raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, what: str) -> bool:
+    """Poll url until it answers 200 (True) or timeout_s passes (False).
+
+    Raises:
+        StackError: proc, the process that should serve url, exited first (the message names ``what``).
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{what} exited with code {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after grace_s."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def up_command(port: int, mlflow_port: int, data_dir: Path) -> list[str]:
+    """The `groupscale up` command line for this Python (used by `demo` and the end-to-end tests)."""
+    return [
+        sys.executable,
+        "-m",
+        "service",
+        "up",
+        "--port",
+        str(port),
+        "--mlflow-port",
+        str(mlflow_port),
+        "--data-dir",
+        str(data_dir),
+    ]
+
+
+def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
+    """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env_uri = os.environ.get("MLFLOW_TRACKING_URI")
+    backend = Settings().mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
+    mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
+    check_databases(Settings(data_dir=data_dir.resolve()), None if env_uri else mlflow_backend)  # before anything starts
+    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
+    tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
+    try:
+        settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
+        connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
+        print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {redact(tracking_uri)}, data {data_dir}", flush=True)
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    finally:
+        disconnect_ray()
+        if mlflow_proc is not None:
+            stop_process_group(mlflow_proc)

@@ -1,0 +1,231 @@
+"""Controller state in SQL through SQLAlchemy: sweeps, their trials and lr tunings, probes (SQLite by default).
+
+Every sweep is committed before the API answers. Statuses are service.lifecycle's enums, and only
+service.lifecycle writes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    create_engine,
+    event,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+
+from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus
+from sweeps.spec import SweepSpec
+
+VERSION_TABLE = "groupscale_alembic_version"  # not alembic_version: Optuna's schema version lives there
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class UTCDateTime(TypeDecorator):
+    """A timestamp read back as an aware UTC datetime on every backend (SQLite drops the offset, PostgreSQL
+    answers in the session's time zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        return value.astimezone(UTC) if value is not None and value.tzinfo is not None else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), default=SweepStatus.QUEUED, index=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    task_name: Mapped[str] = mapped_column(String(64), index=True)  # the task_key (service.identity)
+    model_name: Mapped[str] = mapped_column(String(4096))  # the model_key; indexed below: a hash index on PostgreSQL
+    idempotency_key: Mapped[str | None] = mapped_column(String(256), unique=True, nullable=True)
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_closed: Mapped[bool] = mapped_column(Boolean, default=False)
+    fit: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    trials: Mapped[list[Trial]] = relationship(back_populates="sweep", order_by="Trial.position")
+    lr_tunings: Mapped[list[LrTuning]] = relationship(back_populates="sweep", order_by="LrTuning.created_at")
+
+    # A B-tree entry is limited to ~2.7 kB on PostgreSQL and model paths may be 4096 characters; lookups
+    # are by equality only. SQLite gets the same plain index as before.
+    __table_args__ = (Index("ix_sweeps_model_name", "model_name", postgresql_using="hash"),)
+
+
+class Trial(Base):
+    __tablename__ = "sweep_trials"  # not "trials": Optuna's tables share this database (adaptive sweeps, tune_lr)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    group_size: Mapped[int] = mapped_column(Integer)
+    samples_per_step: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default=TrialStatus.PENDING, index=True)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    sweep: Mapped[Sweep] = relationship(back_populates="trials")
+
+    @property
+    def prompts_per_step(self) -> int:  # N = B / G
+        return self.samples_per_step // self.group_size
+
+
+class LrTuning(Base):
+    """The learning-rate search at one (G, B) of a sweep with tune_lr (workers.tune_lr).
+
+    status: service.lifecycle.TuningStatus; best_lr None: keep the spec's lr.
+    """
+
+    __tablename__ = "lr_tunings"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    group_size: Mapped[int] = mapped_column(Integer)
+    samples_per_step: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default=TuningStatus.PENDING, index=True)
+    best_lr: Mapped[float | None] = mapped_column(Float, nullable=True)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    sweep: Mapped[Sweep] = relationship(back_populates="lr_tunings")
+
+
+class Probe(Base):
+    """A probe request: status service.lifecycle.ProbeStatus; result is the probe's JSON."""
+
+    __tablename__ = "probes"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    status: Mapped[str] = mapped_column(String(16), default=ProbeStatus.QUEUED, index=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+BASELINE = "0001"  # the schema that create_all made before migrations existed
+
+
+def migrate(conn: Connection) -> None:
+    """Bring the store's tables to the latest revision (service/migrations, Alembic, version table
+    VERSION_TABLE). A database from before migrations (its tables, no version table) is stamped at
+    BASELINE first, so nothing is created twice."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = conn
+    tables = inspect(conn)
+    if tables.has_table("sweeps") and not tables.has_table(VERSION_TABLE):
+        command.stamp(config, BASELINE)
+    command.upgrade(config, "head")
+
+
+class Store:
+    """Engine + session factory. SQLite gets WAL and a busy timeout so readers never block writers; a server
+    database (PostgreSQL: postgresql+psycopg://...) gets pings that replace connections a restart has cut."""
+
+    def __init__(self, url: str) -> None:
+        sqlite = url.startswith("sqlite")
+        if not sqlite:
+            self.engine = create_engine(url, pool_pre_ping=True)
+        else:
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(conn, _record) -> None:
+                conn.isolation_level = None  # pysqlite's own implicit BEGIN off: the "begin" hook below emits it
+                cur = conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+
+            @event.listens_for(self.engine, "begin")
+            def _begin(conn) -> None:
+                # A write transaction takes SQLite's write lock up front: a deferred one that reads and then
+                # writes can fail with "database is locked" when another writer got in between.
+                conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
+
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # controllers starting together must not race on the migration
+                conn.execute(text("SELECT pg_advisory_xact_lock(7162840213)"))
+            migrate(conn)
+        self._specs: dict[tuple[str, str], SweepSpec] = {}
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._reads = sessionmaker(self.engine.execution_options(read_only=True), expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A write transaction (on SQLite it holds the write lock from its start), committed on exit."""
+        with self._sessions() as s, s.begin():
+            yield s
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read transaction: on SQLite it takes no write lock, so readers never wait for the scheduler."""
+        with self._reads() as s, s.begin():
+            yield s
+
+    def spec(self, row: Sweep | Probe) -> SweepSpec:
+        """The row's stored spec, parsed once per sweep or probe (a stored spec never changes)."""
+        key = (type(row).__name__, row.id)
+        if key not in self._specs:
+            if len(self._specs) > 4096:  # bounded: a long-lived controller sees many sweeps
+                self._specs.clear()
+            self._specs[key] = SweepSpec.model_validate(row.spec)
+        return self._specs[key]
+
+    def get_sweep(self, s: Session, sweep_id: str) -> Sweep | None:
+        return s.get(Sweep, sweep_id)
+
+    def sweeps_with_status(self, s: Session, *statuses: str) -> list[Sweep]:
+        return list(s.scalars(select(Sweep).where(Sweep.status.in_(statuses)).order_by(Sweep.created_at)))

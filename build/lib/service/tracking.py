@@ -1,0 +1,204 @@
+"""Every MLflow call the controller makes: experiments, parent and child runs, the fit.
+
+One parent run per sweep; one child run per trial (tag mlflow.parentRunId, never a global
+active run). The controller creates and ends sweep, trial and probe runs so that none is left RUNNING (lr-search
+runs are made and ended by the workers, workers.tracking.TuneRuns). Every call retries
+transient failures (tracking server down, 5xx) with backoff for a bounded time (workers.tracking).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+
+from service.identity import task_key
+from sweeps.law import LawFit
+from sweeps.plots import plot_fit, plot_g_star_over_time
+from sweeps.report import render_report
+from sweeps.spec import SweepSpec
+from workers.tracking import RetryingClient
+
+TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+
+
+def _spec_params(spec: SweepSpec) -> dict:
+    """Parameters every run of a spec carries (task, model, T, measure and the GRPO settings)."""
+    return {
+        "task": spec.task.name,
+        "model": spec.model.label,
+        "steps": spec.steps,
+        "measure": spec.measure.kind,
+        **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
+    }
+
+
+def redact(uri: str) -> str:
+    """``uri`` without a password (``http://user:***@host``): the form shown in answers and logs."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class Tracking:
+    def __init__(self, tracking_uri: str) -> None:
+        self.uri = tracking_uri.rstrip("/")  # with credentials, for clients (the workers' too)
+        self.public_uri = redact(self.uri)  # for answers and logs
+        self.client = RetryingClient(tracking_uri)  # transient failures retried with backoff, bounded
+
+    def run_url(self, experiment_id: str | None, run_id: str | None) -> str | None:
+        if not (experiment_id and run_id and self.uri.startswith("http")):
+            return None
+        return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
+
+    def _experiment(self, key: str) -> str:
+        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use."""
+        name = f"groupscale/{key}"
+        exp = self.client.get_experiment_by_name(name)
+        return exp.experiment_id if exp else self.client.create_experiment(name)
+
+    def _create_run(self, experiment_id: str, name: str, tags: dict[str, str], params: dict) -> str:
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        return run.info.run_id
+
+    def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
+        """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
+        exp_id = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
+        params = {
+            **_spec_params(spec),
+            "group_sizes": ",".join(map(str, spec.group_sizes)),
+            "samples_per_step": ",".join(map(str, spec.samples_per_step)),
+            "seeds": ",".join(map(str, spec.seeds)),
+        }
+        run_id = self._create_run(
+            exp_id, f"{spec.name} ({sweep_id})", {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params
+        )
+        self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
+        return exp_id, run_id
+
+    def start_trial(
+        self,
+        experiment_id: str,
+        parent_run_id: str,
+        spec: SweepSpec,
+        trial_id: str,
+        group_size: int,
+        samples_per_step: int,
+        seed: int,
+        lr: float | None = None,
+    ) -> str:
+        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run).
+
+        ``lr``: the learning rate the trial trains with (the tuned one under tune_lr; param ``lr``).
+        """
+        params = {
+            **_spec_params(spec),
+            "group_size": group_size,
+            "samples_per_step": samples_per_step,
+            "prompts_per_step": samples_per_step // group_size,
+            "seed": seed,
+            "lr": spec.grpo.lr if lr is None else lr,
+        }
+        tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
+        return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
+
+    def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
+        self.client.set_tag(run_id, "groupscale.status", status)
+        if reason:
+            self.client.set_tag(run_id, "groupscale.reason", reason[:5000])
+        self.client.set_terminated(run_id, TRIAL_RUN_STATUS.get(status, "FAILED"))
+
+    def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
+        """Log the fit (metrics, fit.json, fit.png, g_star_over_time.png, report.html) on the parent run and
+        end it with ``status``."""
+        if fit is not None:
+            values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
+            for b in fit.per_budget:
+                values |= {f"B{b.samples_per_step}.{key}": getattr(b, key) for key in ("g_star", "a", "b", "c", "r2")}
+            self.log_values(run_id, values, {"groupscale.fit_status": fit.status})
+            self.client.log_dict(run_id, json.loads(fit.model_dump_json()), "fit.json")
+            self.client.log_figure(run_id, plot_fit(fit, title), "fit.png")
+            over_time = plot_g_star_over_time(fit, title)
+            if over_time is not None:
+                self.client.log_figure(run_id, over_time, "g_star_over_time.png")
+            self.client.log_text(run_id, render_report(fit, title), "report.html")
+        self.client.set_terminated(run_id, status)
+
+    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
+        """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
+        params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
+        run_id = self._create_run(
+            self._experiment(task_key(spec)),
+            f"probe {spec.name} ({probe_id})",
+            {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"},
+            params,
+        )
+        self.log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
+        self.client.log_dict(run_id, result, "probe.json")
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+    def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None, step: int = 0) -> None:
+        """The numeric values (None skipped) as metrics at ``step``, and the tags, in one request."""
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, step) for k, v in values.items() if isinstance(v, int | float)]
+        self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
+
+    def log_decision(
+        self, parent_run_id: str, number: int, group_size: int, samples_per_step: int, fit: LawFit | None, reason: str
+    ) -> None:
+        """One decision of an adaptive sweep on its parent run, at step = the study's trial number:
+        the (G, B) chosen and G* with its interval before that trial ran."""
+        ci = (fit.g_star_ci95 if fit else None) or [None, None]
+        values = {
+            "adaptive.group_size": group_size,
+            "adaptive.samples_per_step": samples_per_step,
+            "adaptive.g_star": fit.g_star if fit else None,
+            "adaptive.g_star_ci_low": ci[0],
+            "adaptive.g_star_ci_high": ci[1],
+        }
+        self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=number)
+
+    def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:
+        """End KILLED the tune_lr runs at (G, B) that a lost tuning task left RUNNING."""
+        parent = self.client.get_run(parent_run_id)
+        query = (
+            f"tags.mlflow.parentRunId = '{parent_run_id}' and tags.`groupscale.phase` = 'tune_lr' and "
+            f"tags.`groupscale.group_size` = '{group_size}' and tags.`groupscale.samples_per_step` = '{samples_per_step}' "
+            "and attributes.status = 'RUNNING'"
+        )
+        for run in self.client.search_runs([parent.info.experiment_id], query):
+            self.client.set_terminated(run.info.run_id, "KILLED")
+
+    def running_trial_runs(self, experiment_id: str, parent_run_id: str) -> dict[str, str]:
+        """Trial id -> run id of the sweep's trial runs that are RUNNING (tag groupscale.trial_id)."""
+        children = f"tags.mlflow.parentRunId = '{parent_run_id}'"
+        query = f"{children} and tags.`groupscale.kind` = 'trial' and attributes.status = 'RUNNING'"
+        runs: dict[str, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+            runs |= {r.data.tags["groupscale.trial_id"]: r.info.run_id for r in page if "groupscale.trial_id" in r.data.tags}
+            token = page.token
+            if not token:
+                return runs
+
+    def kill(self, run_id: str) -> None:
+        if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):
+            self.client.set_terminated(run_id, "KILLED")
+
+    def healthy(self, timeout_s: float = 3.0) -> bool:
+        """A fast check of the tracking server (calls through mlflow_call retry for up to GROUPSCALE_MLFLOW_RETRY_S)."""
+        if not self.uri.startswith("http"):
+            return True  # a local file or database store has no server to be down
+        try:
+            return httpx.get(f"{self.uri}/health", timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False

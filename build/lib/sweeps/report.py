@@ -1,0 +1,110 @@
+"""The sweep report: one self-contained HTML file a person reads (plots inlined, no network needed).
+
+Gap vs G per budget with the fitted curves and the seed means (sweeps.plots.plot_fit), G* over
+training time (eval.every), the probe's G* beside the sweep's, both universality verdicts (across
+budgets and across T), the evidence statement and the recommendation. Written by
+`groupscale report ID` and logged as ``report.html`` on the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from html import escape
+
+from matplotlib.figure import Figure
+
+from sweeps.law import LawFit
+from sweeps.plots import plot_fit, plot_g_star_over_time
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}"
+    ".evidence-strong{color:#176f2c}.evidence-weak{color:#9a6700}.evidence-none{color:#b3261e}"
+)
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def render_report(fit: LawFit, title: str, probe: dict | None = None) -> str:
+    """The report as one HTML string.
+
+    Args:
+        fit: the sweep's fit (GET /v1/sweeps/{id}/fit).
+        title: the sweep's name and id.
+        probe: a probe's result (GET /v1/probes/{id} ``result``) to set beside the sweep's G*, or None.
+    """
+    lo, hi = fit.g_star_ci95 or [None, None]
+    tied = fit.equivalent_group_sizes
+    level = fit.evidence or "none"
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        "<h2>Answer</h2>",
+        f"<p id='recommendation'>Recommended G: <b>{fit.recommended_group_size or 'none'}</b>"
+        + (f" (indistinguishable: {', '.join(map(str, tied))})" if len(tied) > 1 else "")
+        + f"; G* = {_fmt(fit.g_star)}, 95% interval [{_fmt(lo)}, {_fmt(hi)}]; status {fit.status}.</p>",
+        f"<p id='evidence' class='evidence-{escape(level)}'>Evidence: <b>{escape(level)}</b> ({escape(fit.evidence_reason)})</p>",
+        f"<p>{escape(fit.message)}</p>",
+        "<h2>Gap against G</h2>",
+        _png(plot_fit(fit, title)),
+        "<table><tr><th>B</th><th>G</th><th>mean</th><th>se</th><th>seeds</th></tr>",
+    ]
+    for b in fit.per_budget:
+        for p in b.points:
+            parts.append(
+                f"<tr><td>{b.samples_per_step}</td><td>{p['group_size']}</td><td>{_fmt(p['mean'], 4)}</td>"
+                f"<td>{_fmt(p['se'], 2)}</td><td>{p['n_seeds']}</td></tr>"
+            )
+    parts.append("</table><h2>Is G* universal?</h2>")
+    uni, time = fit.universality, fit.time_universality
+    parts.append(f"<p id='across-budgets'>Across budgets: {escape(uni.message) if uni else 'one budget: no test'}.</p>")
+    parts.append(
+        f"<p id='across-time'>Across training time: {escape(time.message) if time else 'no eval.every checkpoints: no test'}.</p>"
+    )
+    over_time = plot_g_star_over_time(fit, title)
+    if over_time is not None:
+        parts.append(_png(over_time))
+    if fit.by_step:
+        parts.append("<table><tr><th>step</th><th>status</th><th>G*</th><th>95% interval</th><th>recommended G</th></tr>")
+        for s in fit.by_step:
+            sci = s.g_star_ci95 or [None, None]
+            parts.append(
+                f"<tr><td>{s.step}</td><td>{s.status}</td><td>{_fmt(s.g_star)}</td>"
+                f"<td>[{_fmt(sci[0])}, {_fmt(sci[1])}]</td><td>{s.recommended_group_size or '-'}</td></tr>"
+            )
+        parts.append("</table>")
+    parts.append("<h2>The probe</h2>")
+    if probe:
+        pci = probe.get("g_star_ci95") or [None, None]
+        parts.append(
+            f"<p id='probe'>Probe G* = {_fmt(probe.get('g_star'))} [{_fmt(pci[0])}, {_fmt(pci[1])}] (use G = "
+            f"{probe.get('recommended_group_size') or '-'}) against the sweep's {_fmt(fit.g_star)}. "
+            f"{agreement(fit, probe)}</p>"
+        )
+    else:
+        parts.append("<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def agreement(fit: LawFit, probe: dict) -> str:
+    """Whether the probe's and the sweep's intervals overlap, and why they may not."""
+    a, b = fit.g_star_ci95, probe.get("g_star_ci95")
+    if not a or not b or None in a or None in b:
+        return "Without both intervals there is no comparison."
+    if a[0] <= b[1] and b[0] <= a[1]:
+        return "Their intervals overlap: they agree."
+    return (
+        "Their intervals do not overlap. They may differ for good reasons: the probe measures the gradient "
+        "noise at one policy (its interval covers only that sampling noise), while the sweep's G* comes from "
+        "outcomes after T steps, as the policy moved; the outcome law also assumes a smooth objective and a constant step."
+    )

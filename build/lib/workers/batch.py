@@ -1,0 +1,103 @@
+"""One step's data: set a trial up, sample N = B / G prompts with G completions each, score them, advantages.
+
+Shared by the GRPO trainer (workers.trainer) and the gradient-MSE measurement (workers.gradient_mse).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from workers import algos
+from workers.config import TrialConfig
+from workers.models.base import Policy
+from workers.models.loading import load_policy
+from workers.rewards import RewardBatch
+from workers.rollout import Rollout
+from workers.tasks import Problem, Task, make_task
+from workers.tasks.base import completion_ids_of
+
+
+def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
+    """Seed everything from cfg.seed, build the task and load the policy."""
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
+    torch.set_num_threads(cfg.num_threads)
+    torch.manual_seed(cfg.seed)
+    task = make_task(cfg.task)
+    policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
+    policy.module.to(cfg.device)
+    if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
+        policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return task, policy, np.random.default_rng(cfg.seed)
+
+
+@dataclass
+class Batch:
+    """One step's data: N prompts x G completions (B in all), completions of one group adjacent."""
+
+    problems: list[Problem]  # (N,)
+    rollout: Rollout  # S = B completions
+    rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale)
+    advantages: torch.Tensor  # (B,) float32, of the scaled rewards
+    seconds_generate: float = 0.0  # sampling the completions
+    seconds_score: float = 0.0  # rewards, values and advantages
+    reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
+
+
+def score_completions(
+    task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator, step: int = 0, max_steps: int = 0
+) -> RewardBatch:
+    """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
+    the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
+    if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
+        return task.score(problems, rollout.texts, completion_ids_of(rollout), step, max_steps)
+    return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
+
+
+def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
+    """Sample N = B/G prompts, G completions each, score them and compute group advantages.
+
+    Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
+
+    Raises:
+        workers.rewards.RewardError: a reward function failed.
+        workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
+    """
+    n, g = cfg.prompts_per_step, cfg.group_size
+    problems = task.sample_train(n, rng)
+    expanded = [p for p in problems for _ in range(g)]
+    t0 = time.perf_counter()
+    chunk = max(g, (cfg.grpo.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
+    ro = Rollout.concat(
+        [
+            policy.sample(
+                [p.prompt for p in expanded[i : i + chunk]],
+                max_new_tokens=cfg.grpo.max_new_tokens,
+                temperature=cfg.grpo.temperature,
+                group_size=g,
+            )
+            for i in range(0, len(expanded), chunk)
+        ],
+        group_size=g,
+    )
+    t1 = time.perf_counter()
+    scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
+    rewards = torch.as_tensor(scored.rewards).view(n, g)
+    values = None
+    if cfg.grpo.advantage in algos.NEEDS_VALUES:
+        with torch.no_grad():
+            values = task.expected_reward(
+                policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
+            )
+        values = values.float().cpu() * cfg.grpo.reward_scale
+    adv = algos.compute_advantages(rewards * cfg.grpo.reward_scale, cfg.grpo.advantage, values).reshape(-1)
+    extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
+    extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
+    return Batch(
+        problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
+    )

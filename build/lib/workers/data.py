@@ -1,0 +1,136 @@
+"""Users' datasets: local files and folders read with Hugging Face ``datasets``, never from a hub.
+
+Formats, by the path: ``.jsonl`` / ``.json``, ``.parquet``, ``.csv``, ``.arrow``, or a folder
+written by ``save_to_disk`` (a ``Dataset``, or a ``DatasetDict`` with ``split``). Rows are the
+plain dicts ``datasets`` gives. The prompt column holds a string (TRL's standard format) or a list
+of ``{role, content}`` messages (TRL's conversational format); every other column travels with its
+row to the reward functions. Torch-free, so the controller can check a dataset before scheduling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # a local path never falls through to the hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+FORMATS = "a .jsonl, .json, .parquet, .csv or .arrow file, or a save_to_disk folder"
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; ``field`` is the spec field to blame (path, split, prompt_column...)."""
+
+    def __init__(self, field: str, msg: str) -> None:
+        super().__init__(msg)
+        self.field = field
+
+
+def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
+    """All rows of a local dataset file or ``save_to_disk`` folder, as dicts.
+
+    Raises:
+        DatasetError: not a supported format, unreadable, a DatasetDict without a valid ``split``, or
+            no rows. The message names what was found, never the file's content.
+    """
+    import datasets
+
+    datasets.disable_progress_bars()
+    path = Path(path).expanduser()
+    try:
+        if path.is_dir():
+            loaded = datasets.load_from_disk(str(path))
+            if isinstance(loaded, datasets.DatasetDict):
+                names = sorted(loaded)
+                if split is None or split not in loaded:
+                    raise DatasetError("split", f"the folder holds splits {names}; set split to one of them")
+                loaded = loaded[split]
+        elif path.suffix.lower() in BUILDERS:
+            loaded = datasets.load_dataset(BUILDERS[path.suffix.lower()], data_files=str(path), split="train")
+        else:
+            raise DatasetError("path", f"unsupported file type {path.suffix or '(none)'!r}; allowed: {FORMATS}")
+    except DatasetError:
+        raise
+    except FileNotFoundError:
+        raise DatasetError("path", "no such file or folder") from None
+    except Exception as e:  # noqa: BLE001 - datasets/pyarrow raise many types; the first line of the type is enough
+        raise DatasetError("path", f"cannot be read as {FORMATS} ({type(e).__name__})") from None
+    rows = loaded.to_list()
+    if not rows:
+        raise DatasetError("path", "the dataset has no rows")
+    return rows
+
+
+def check_rows(rows: list[dict[str, Any]], prompt_column: str, columns: Iterable[str] = ()) -> None:
+    """Every row has the prompt column as a string or a list of {role, content} messages, and every
+    column in ``columns`` (the answer columns of built-in rewards).
+
+    Raises:
+        DatasetError: naming the missing column and the columns found, or the first bad row.
+    """
+    found = sorted(rows[0])
+    for name, field in [(prompt_column, "prompt_column"), *((c, "rewards") for c in columns)]:
+        if name not in rows[0]:
+            raise DatasetError(field, f"the dataset has no column {name!r}; its columns: {found}")
+    for i, row in enumerate(rows):
+        prompt = row.get(prompt_column)
+        if isinstance(prompt, str):
+            continue
+        if not isinstance(prompt, list) or not prompt or not all(_is_message(m) for m in prompt):
+            raise DatasetError(
+                "prompt_column",
+                f"row {i}: column {prompt_column!r} must hold a string or a non-empty "
+                "list of {role, content} messages (TRL's conversational format), "
+                f"found {type(prompt).__name__}",
+            )
+
+
+def _is_message(m: Any) -> bool:
+    return isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+
+
+def is_conversational(prompt: Any) -> bool:
+    """TRL's test: a prompt given as a list of messages."""
+    return isinstance(prompt, list)
+
+
+def content_digest(*paths: str | Path) -> str:
+    """sha256 over the bytes of the files (a folder: every file below it, by relative name), 64 hex digits."""
+    h = hashlib.sha256()
+    for p in paths:
+        p = Path(p).expanduser()
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            if p.is_dir():  # a folder's layout is part of its content; a single file's name is not
+                h.update(str(f.relative_to(p)).encode())
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
+def read_prompt_answer_lines(path: Path) -> list[tuple[str, str]]:
+    """(prompt, answer) of each line of a `{prompt, answer}` jsonl file (task jsonl).
+
+    Raises:
+        ValueError: naming the line, for anything but prompt/answer objects; fewer than 2 rows.
+    """
+    problems = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or "answer" not in row:
+            raise ValueError(f'{path}:{i}: each line must be {{"prompt": str, "answer": str or number}}')
+        problems.append((row["prompt"], str(row["answer"])))
+    if len(problems) < 2:
+        raise ValueError(f"{path}: needs at least 2 problems (one to train, one to evaluate), found {len(problems)}")
+    return problems

@@ -1,0 +1,269 @@
+"""What Ray workers run: trials (by their measure, from MEASURES) on warm TrialWorker actors, probes, lr tunings.
+
+Torch-free at import: the controller imports this module to launch work, and only workers import
+the trainer (a TrialWorker when it starts, a probe or lr-tuning task when it runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from workers.config import Report, TrialConfig, TrialResult
+
+# spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
+TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again (_keep_title)
+MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
+
+
+def measure_function(kind: str) -> Callable[[TrialConfig, Report], TrialResult]:
+    """The function MEASURES names for ``kind`` (its module imported). Raises ValueError for an unknown
+    kind (lists the valid ones)."""
+    if kind not in MEASURES:
+        raise ValueError(f"unknown measure {kind!r}; valid: {', '.join(MEASURES)}")
+    module, name = MEASURES[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
+    """measure_function(cfg.measure)(cfg, report). Raises ValueError for an unknown measure."""
+    return measure_function(cfg.measure)(cfg, report)
+
+
+def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
+    """Run the variance-component probe (workers.probe) for a spec's task and model."""
+    from workers.probe import run_probe
+
+    return run_probe(
+        TrialConfig(**config),
+        probe["prompts"],
+        probe["completions"],
+        probe["projection_dim"],
+        probe["seed"],
+        parameters=probe.get("parameters", "all"),
+    )
+
+
+def run_trial(
+    config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, worker_starts: int = 1
+) -> dict[str, Any]:
+    """Run one trial (its measure) and return ``{status, metrics, reason, steps_done, seconds}``.
+
+    Args:
+        config: TrialConfig fields.
+        tracking_uri, run_id: MLflow run to log per-step metrics into (skipped when None).
+        worker_starts: how many times a worker process started this trial since its launch (1 + Ray's
+            restarts); logged as the metric ``worker_starts`` when above 1.
+    """
+    start = time.perf_counter()
+    cfg = TrialConfig(**config)
+    logger = None
+    if tracking_uri and run_id:
+        from workers.tracking import RunLogger
+
+        resume = bool(cfg.checkpoint_dir) and (Path(cfg.checkpoint_dir) / "checkpoint.pt").exists()
+        logger = RunLogger(tracking_uri, run_id, resume=resume)
+        if worker_starts > 1:
+            logger({"worker_starts": float(worker_starts)}, 0)
+    try:
+        result = run_measure(cfg, logger or (lambda m, s: None))
+    except BaseException:
+        if logger is not None:
+            logger.flush()  # best effort: the trial's own error is the one to report
+        raise
+    if logger is not None:
+        logger.flush(final=True)  # the trial ends only once every metric point is stored
+    return {**asdict(result), "seconds": time.perf_counter() - start}
+
+
+def run_tune_lr(
+    config: dict[str, Any],
+    tune: dict[str, Any],
+    tracking_uri: str | None = None,
+    experiment_id: str | None = None,
+    parent_run_id: str | None = None,
+) -> dict[str, Any]:
+    """The learning-rate tuning phase at one (G, B): workers.tune_lr.tune_learning_rate, each lr trial an MLflow run.
+
+    Args:
+        config: TrialConfig fields of the sweep's trial at this (G, B) (lr, steps and checkpoints are replaced).
+        tune: ``{low, high, trials, steps}`` (TuneLRSpec; steps None: config steps // 4), optional ``seed``
+            (TPE sampler, default 0), ``metric`` (default: the law's metric, gap) and ``report_every``.
+        tracking_uri, experiment_id, parent_run_id: when all given, every lr trial is a child run of the
+            sweep's parent run (workers.tracking.TuneRuns), ended FINISHED, KILLED (pruned) or FAILED.
+    Returns:
+        tune_learning_rate's plain result, each trial with its ``run_id`` (None without tracking), and ``seconds``.
+    """
+    from workers.tune_lr import tune_learning_rate
+
+    start = time.perf_counter()
+    cfg = TrialConfig(**config)
+    runs = None
+    if tracking_uri and experiment_id and parent_run_id:
+        from workers.tracking import TuneRuns
+
+        params = {
+            "task": cfg.task.get("name"),
+            "model": cfg.model.get("preset") or cfg.model.get("path"),
+            "seed": cfg.seed,
+            "optimizer": cfg.grpo.optimizer,
+            "tune_lr.low": tune["low"],
+            "tune_lr.high": tune["high"],
+            "tune_lr.trials": tune["trials"],
+        }
+        runs = TuneRuns(tracking_uri, experiment_id, parent_run_id, cfg.group_size, cfg.samples_per_step, params)
+    try:
+        result = tune_learning_rate(
+            cfg,
+            float(tune["low"]),
+            float(tune["high"]),
+            int(tune["trials"]),
+            int(tune.get("steps") or max(1, cfg.steps // 4)),
+            seed=int(tune.get("seed", 0)),
+            make_report=runs.start if runs else None,
+            metric=tune.get("metric"),
+            report_every=tune.get("report_every"),
+            on_trial_end=runs.end if runs else None,
+        )
+    except Exception:
+        if runs is not None:
+            runs.abort("FAILED")
+        raise
+    except BaseException:  # cancelled (KeyboardInterrupt, Ray's cancellation)
+        if runs is not None:
+            runs.abort("KILLED")
+        raise
+    for t in result["trials"]:
+        t["run_id"] = runs.run_ids.get(t["number"]) if runs else None
+    return {**result, "seconds": time.perf_counter() - start}
+
+
+def worker_starts(checkpoint_dir: str | Path) -> int:
+    """How many times a worker process started the trial whose checkpoints are in ``checkpoint_dir``
+    (``<checkpoint_dir>/starts``, written by count_start); 0 when none did. The controller reads it to
+    report Ray's restarts."""
+    try:
+        return int((Path(checkpoint_dir) / "starts").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def count_start(checkpoint_dir: str | None) -> int:
+    """Add one to the trial's count of worker starts (see worker_starts) and return it; 1 without a
+    checkpoint folder."""
+    if not checkpoint_dir:
+        return 1
+    starts = worker_starts(checkpoint_dir) + 1
+    path = Path(checkpoint_dir) / "starts"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(starts))
+    return starts
+
+
+class TrialWorker:
+    """A warm worker process that runs trials one after another, to be wrapped as a detached Ray actor.
+
+    torch, transformers and the trainer stay imported between trials, so a sweep's trials after the
+    first start in milliseconds instead of seconds (a new process, its imports and Ray's actor start).
+    The trial being run is written to ``<state_dir>/<name>.json`` (with the worker's pid) when it starts
+    and marked done when it ends, so Ray's restart of the actor (after its process died) resumes that
+    trial from its last checkpoint, and the controller's pending ``run`` call, retried on the restarted
+    actor, waits for it.
+    Calls run in threads (max_concurrency > 1): ``current`` answers while a trial runs.
+    """
+
+    def __init__(self, state_dir: str, name: str) -> None:
+        for kind in MEASURES:  # imported once, at the worker's start, not inside a trial's timed run
+            measure_function(kind)
+        importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
+        self.name = name
+        self._state = Path(state_dir) / f"{name}.json"
+        self._lock = threading.Condition()
+        self._trial: str | None = None
+        self._done = threading.Event()
+        self._result: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._set_title()
+        saved = json.loads(self._state.read_text()) if self._state.is_file() else None
+        if saved and not saved.get("done"):  # restarted by Ray mid-trial: resume it from its checkpoint
+            self._start(saved["trial"], saved["args"])
+
+    def _start(self, trial: str, args: list) -> None:
+        self._trial, self._result, self._error = trial, None, None
+        self._done.clear()
+        self._save(trial, args, done=False)
+        self._set_title()
+        config, uri, run_id = args
+        starts = count_start(config.get("checkpoint_dir"))
+        threading.Thread(target=self._run, args=(trial, args, starts), name="trial", daemon=True).start()
+        threading.Thread(target=self._keep_title, name="title", daemon=True).start()
+
+    def _keep_title(self) -> None:
+        """Set the title again every TITLE_EVERY_S while the trial runs: Ray sets the process title back
+        to the actor's class name when any call (``current``, from the controller) returns."""
+        while not self._done.wait(TITLE_EVERY_S):
+            self._set_title()
+        self._set_title()
+
+    def _run(self, trial: str, args: list, starts: int) -> None:
+        config, uri, run_id = args
+        try:
+            self._result = run_trial(config, uri, run_id, starts)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller of run()
+            self._error = e
+        finally:
+            self._save(trial, args, done=True)
+            self._done.set()
+
+    def run(
+        self, trial: str, config: dict[str, Any] | None = None, tracking_uri: str | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """Run ``trial`` (unless it is the one already running here) and return its result (run_trial's
+        dict). Without ``config``: attach to the trial this worker runs (a restarted controller).
+
+        Raises:
+            Exception: the trial's own exception.
+            LookupError: attach to a trial this worker does not run; or a start while another trial runs.
+        """
+        with self._lock:
+            if self._trial != trial:
+                if config is None:
+                    raise LookupError(f"worker {self.name} runs {self._trial}, not {trial}")
+                if self._trial is not None and not self._done.is_set():
+                    raise LookupError(f"worker {self.name} is busy with {self._trial}")
+                self._start(trial, [config, tracking_uri, run_id])
+        self._set_title()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def current(self) -> tuple[str | None, bool]:
+        """(the trial this worker runs or last ran, whether it has ended)."""
+        self._set_title()
+        return self._trial, self._done.is_set()
+
+    def _save(self, trial: str, args: list, done: bool) -> None:
+        self._state.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._state.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"trial": trial, "args": args, "done": done, "pid": os.getpid()}))
+        tmp.replace(self._state)
+
+    def _set_title(self) -> None:
+        """``ps`` shows ``ray::trial-<id>`` while a trial runs here, ``ray::<worker name>`` otherwise (Ray
+        titles the process after each call it starts and ends, so every method and _keep_title set it again;
+        the state file's pid is the exact way to find the process)."""
+        try:
+            from ray._raylet import setproctitle  # what Ray itself titles its workers with
+        except ImportError:  # not under Ray: nothing to title
+            return
+        busy = self._trial is not None and not self._done.is_set()
+        setproctitle(f"ray::{self._trial}" if busy else f"ray::{self.name}")

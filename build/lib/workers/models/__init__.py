@@ -1,0 +1,1 @@
+"""Policies: built-in presets and local Hugging Face folders."""

@@ -1,0 +1,82 @@
+"""A transformers causal LM as a policy."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from workers.models.prompts import Prompt, PromptEncoder, stop_token_ids
+from workers.rollout import Rollout, completion_logprobs, completion_logprobs_entropy, generate, sequence_logprob
+
+
+@dataclass
+class LMPolicy:
+    """pi(y | x) of a causal LM: completions are token sequences ended by a stop id (or max_new_tokens).
+
+    Prompts (strings or chat messages) go through one PromptEncoder for sampling and teacher
+    forcing alike. On CUDA, forward passes run under bf16 autocast (log-softmax stays float32).
+
+    Attributes:
+        stop_ids: generation_config.eos_token_id (int or list) and the tokenizer's EOS, in that order.
+    """
+
+    module: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    chat_template: bool = True
+    encoder: PromptEncoder = field(init=False)
+    stop_ids: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.encoder = PromptEncoder(self.tokenizer, self.chat_template)
+        generation = getattr(self.module, "generation_config", None)
+        self.stop_ids = stop_token_ids(self.tokenizer, getattr(generation, "eos_token_id", None))
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        device = next(self.module.parameters()).device
+        if device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def sample(self, prompts: Sequence[Prompt], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            with self._autocast():
+                return generate(
+                    self.module,
+                    self.tokenizer,
+                    self.encoder.encode(prompts),
+                    stop_ids=self.stop_ids,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    group_size=group_size,
+                )
+        finally:
+            self.module.train(was_training)
+
+    def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:
+        with self._autocast():
+            return completion_logprobs(self.module, rollout, temperature)
+
+    def logprobs_entropy(self, rollout: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast():
+            return completion_logprobs_entropy(self.module, rollout, temperature)
+
+    def answer_probability(
+        self, prompts: Sequence[Prompt], answers: list[str], *, max_new_tokens: int, temperature: float
+    ) -> torch.Tensor:
+        with self._autocast():
+            logp = sequence_logprob(
+                self.module,
+                self.tokenizer,
+                self.encoder.encode(prompts),
+                answers,
+                stop_ids=self.stop_ids,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+            )
+        return torch.exp(logp)

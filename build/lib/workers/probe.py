@@ -1,0 +1,237 @@
+"""The probe: G* from one batch of rollouts, without a sweep (THEORY.md, "The probe").
+
+At the starting policy, sample K prompts x M completions (M >= 4), take each completion's score
+vector s = grad log pi(y | x) (count-sketched to D dimensions when the model is larger), and
+estimate the variance components with unbiased U-statistic estimators built on the GRPO kernel
+h(z, z') = (r - r')(s - s') / 2 (Zhou et al., arXiv 2603.01162; THEORY.md "The variance law"):
+
+    E||h(z1, z2)||^2           = zeta2 + ||g_x||^2      (pairs of distinct completions)
+    E<h(z1, z2), h(z1, z3)>    = zeta1 + ||g_x||^2      (triples)
+    E<h(z1, z2), h(z3, z4)>    = ||g_x||^2               (quadruples)
+    sigma2 = 4 zeta1,   kappa = 2 zeta2 - 4 zeta1,   tau2 = E_x||g_x||^2 - ||E_x g_x||^2,
+    G* = 1 + sqrt(kappa / tau2).
+
+Sums over distinct index tuples come from O(M^2 D) identities, not explicit enumeration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from sweeps.components import VarianceComponents
+from sweeps.law import recommend_group_size
+from workers.batch import setup
+from workers.config import TrialConfig
+from workers.models.base import Policy
+from workers.tasks.base import Task, completion_ids_of
+
+
+@dataclass(frozen=True)
+class PromptStats:
+    """Unbiased per-prompt estimates. u: (D,) estimate of g_x; the rest are scalars."""
+
+    zeta1: float
+    zeta2: float
+    g_norm2: float
+    u: np.ndarray
+
+
+def prompt_stats(rewards: np.ndarray, scores: np.ndarray) -> PromptStats:
+    """Estimates for one prompt from M completions.
+
+    Args:
+        rewards: (M,) float rewards, M >= 4.
+        scores: (M, D) float score vectors.
+    Raises:
+        ValueError: M < 4.
+    """
+    m = rewards.shape[0]
+    if m < 4:
+        raise ValueError(f"the probe needs at least 4 completions per prompt, got {m}")
+    r = rewards.astype(np.float64)
+    s = scores.astype(np.float64)
+    dr = r[:, None] - r[None, :]  # (M, M) r_i - r_j
+    gram = s @ s.T
+    sq = np.diag(gram)
+    # ||h_ij||^2 = (dr_ij / 2)^2 ||s_i - s_j||^2, zero on the diagonal
+    h2 = 0.25 * dr**2 * (sq[:, None] + sq[None, :] - 2 * gram)
+    pair_sum = h2.sum()
+    # H_i = sum_j h_ij = (s_i sum_j dr_ij - sum_j dr_ij s_j) / 2
+    hrow = 0.5 * (s * dr.sum(axis=1, keepdims=True) - dr @ s)  # (M, D)
+    tri_sum = float((hrow**2).sum() - pair_sum)
+    total = hrow.sum(axis=0)  # sum over ordered pairs i != j of h_ij
+    quad_sum = float(total @ total - 2 * pair_sum - 4 * tri_sum)
+    n2, n3, n4 = m * (m - 1), m * (m - 1) * (m - 2), m * (m - 1) * (m - 2) * (m - 3)
+    g2 = quad_sum / n4
+    return PromptStats(zeta1=tri_sum / n3 - g2, zeta2=pair_sum / n2 - g2, g_norm2=g2, u=total / n2)
+
+
+def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> VarianceComponents:
+    """Average per-prompt estimates (optionally a bootstrap resample ``idx`` of prompt indices).
+
+    ||E_x g_x||^2 is estimated without bias by the mean of <u_k, u_l> over pairs of different prompts.
+    """
+    k = len(stats)
+    idx = np.arange(k) if idx is None else idx
+    z1 = np.array([stats[i].zeta1 for i in idx])
+    z2 = np.array([stats[i].zeta2 for i in idx])
+    g2 = np.array([stats[i].g_norm2 for i in idx])
+    u = np.stack([s.u for s in stats])
+    gram = u @ u.T
+    counts = np.bincount(idx, minlength=k).astype(np.float64)
+    cross_pairs = counts.sum() ** 2 - (counts**2).sum()
+    cross = (counts @ gram @ counts - (counts**2 * np.diag(gram)).sum()) / max(cross_pairs, 1.0)
+    return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
+
+
+class CountSketch:
+    """Unbiased inner-product-preserving projection R^P -> R^D: v -> sum of sign(p) v_p in bucket(p).
+
+    E[<Sv, Sw>] = <v, w> over the random hash (Charikar, Chen, Farach-Colton, ICALP 2002).
+    """
+
+    def __init__(self, n_params: int, dim: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.dim = dim
+        self.bucket = torch.randint(0, dim, (n_params,), generator=g)
+        self.sign = torch.randint(0, 2, (n_params,), generator=g).double() * 2 - 1
+
+    def __call__(self, v: torch.Tensor) -> torch.Tensor:
+        """(P,) -> (D,), or (n, P) -> (n, D) row by row."""
+        if v.dim() == 2:
+            return self.add_block(torch.zeros(v.shape[0], self.dim, dtype=torch.float64), v, 0)
+        return torch.zeros(self.dim, dtype=torch.float64).index_add_(0, self.bucket, self.sign * v.double())
+
+    def add_block(self, out: torch.Tensor, block: torch.Tensor, offset: int) -> torch.Tensor:
+        """Adds the sketch of coordinates offset .. offset + k of n vectors, ``block`` (n, k), into ``out`` (n, D)
+        float64 in place, and returns it. Summing the blocks of a vector gives the sketch of the whole vector
+        (the sketch is linear) without ever holding all n x P coordinates."""
+        k = block.shape[1]
+        return out.index_add_(1, self.bucket[offset : offset + k], block.double().mul_(self.sign[offset : offset + k]))
+
+
+def score_vectors(
+    policy: Policy,
+    rollout,
+    temperature: float,
+    sketch: CountSketch | None,
+    params: list[torch.nn.Parameter] | None = None,
+    batched: bool = True,
+    chunk: int = 64,
+) -> np.ndarray:
+    """(S, D) per-completion scores grad log pi(y_i | x_i) over ``params`` (default: all trainable), sketched.
+
+    Batched (workers.scores: ``chunk`` completions per backward pass, exact) for language models; one
+    backward pass per completion otherwise (the tabular policy, or a module kind without a per-row rule).
+    """
+    params = params or [p for p in policy.module.parameters() if p.requires_grad]
+    if batched and hasattr(policy.module, "get_output_embeddings"):
+        from workers.scores import UnsupportedModule, batched_scores
+
+        try:
+            return batched_scores(policy.module, rollout, temperature, params, sketch, chunk).numpy()
+        except UnsupportedModule:
+            pass
+    rows = []
+    for i in range(rollout.input_ids.shape[0]):
+        one = rollout.slice(i)
+        logp = (policy.logprobs(one, temperature) * one.completion_mask).sum()
+        grads = torch.autograd.grad(logp, params)
+        flat = torch.cat([g.reshape(-1) for g in grads]).double()
+        rows.append((sketch(flat) if sketch else flat).numpy())
+    return np.stack(rows)
+
+
+def run_probe(
+    cfg: TrialConfig,
+    prompts: int,
+    completions: int,
+    projection_dim: int = 512,
+    seed: int = 0,
+    n_boot: int = 200,
+    parameters: str = "all",
+) -> dict:
+    """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` starts from.
+
+    Args:
+        cfg: the task, model, temperature and max_new_tokens (group size and budget are unused).
+        prompts, completions: K and M (M >= 4); the cost is K * M samples.
+        projection_dim: D; score vectors of larger policies are count-sketched to D dimensions.
+        parameters: ``all``, ``lm_head`` or ``last_layers:K`` (workers.scores.select_parameters): scores over a
+            subset, for models too large for full-parameter scores (a different G*: see README).
+    Returns:
+        JSON-ready dict with tau2, sigma2, kappa, g_star, g_star_ci95 (bootstrap over prompts),
+        samples, seconds, message; g_star is None (with a reason) when tau2 is not positive.
+    """
+    start = time.perf_counter()
+    task, policy, rng = setup(cfg)
+    return probe_policy(policy, task, cfg, rng, prompts, completions, projection_dim, seed, n_boot, parameters, start=start)
+
+
+def probe_policy(
+    policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, *args: Any, start: float | None = None
+) -> dict:
+    """run_probe(cfg, *args) at ``policy`` as it is now (a trial's current policy at a checkpoint:
+    probe.every): ``args`` are run_probe's (prompts, completions, projection_dim, seed, n_boot,
+    parameters), all given. Draws prompts from ``rng`` and puts the module back in its train/eval mode."""
+    prompts, completions, projection_dim, seed, n_boot, parameters = args
+    start = time.perf_counter() if start is None else start
+    was_training = policy.module.training
+    policy.module.eval()
+    if parameters == "all":
+        params = [p for p in policy.module.parameters() if p.requires_grad]
+    else:
+        from workers.scores import select_parameters
+
+        params = select_parameters(policy.module, parameters)
+    n_params = sum(p.numel() for p in params)
+    sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
+    problems = task.sample_train(prompts, rng)
+    expanded = [p for p in problems for _ in range(completions)]
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
+    rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
+    scores = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params).reshape(prompts, completions, -1)
+    policy.module.train(was_training)
+    stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
+    est = combine(stats)
+    boot_rng = np.random.default_rng(seed)
+    draws = np.array([combine(stats, boot_rng.integers(0, prompts, prompts)).g_star for _ in range(n_boot)])
+    big = np.finfo(float).max / 4  # inf (tau2 <= 0 in a resample) sorts last without NaN from interpolation
+    lo, hi = np.percentile(np.minimum(draws, big), [2.5, 97.5]) if n_boot else (math.inf, math.inf)
+    lo, hi = (lo if lo < big / 2 else math.inf), (hi if hi < big / 2 else math.inf)
+    g_star = est.g_star
+    # the integer G with the smallest predicted MSE (no budget here: any G from 2 up)
+    rec = recommend_group_size(g_star, range(2, max(64, math.ceil(2 * g_star)) + 1)) if math.isfinite(g_star) else None
+    out = {
+        **asdict(est),
+        "g_star": g_star if math.isfinite(g_star) else None,
+        "g_star_ci95": [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None],
+        "recommended_group_size": rec,
+        "interval_covers": "the sampling noise of these K x M rollouts at the current policy only, "
+        "not how G* moves during training or over a finite number of steps",
+        "prompts": prompts,
+        "completions": completions,
+        "samples": prompts * completions,
+        "projection_dim": sketch.dim if sketch else n_params,
+        "parameters": parameters,
+        "n_parameters": n_params,
+        "reward_mean": float(rewards.mean()),
+        "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
+        "seconds": time.perf_counter() - start,
+        "message": (
+            f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2): use G = {rec} (the interval covers the probe's "
+            "sampling noise at the current policy only)"
+            if math.isfinite(g_star)
+            else "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"
+        ),
+    }
+    if hasattr(task, "exact_components"):
+        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
+        out["exact"] = {**asdict(exact), "g_star": exact.g_star}
+    return out

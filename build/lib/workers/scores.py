@@ -1,0 +1,165 @@
+"""Per-completion score vectors s_i = grad log pi(y_i | x_i), many completions per backward pass.
+
+The probe needs one gradient per completion (THEORY.md, "The probe"). One backward pass per
+completion is exact but slow. Because each completion's log-probability depends on its own row
+only, one backward pass of sum_i log pi(y_i | x_i) over a chunk of rows gives, at every layer, the
+per-row output gradients; with the layer's per-row inputs they give each row's own weight gradient
+exactly (Goodfellow, "Efficient per-example gradient computations", arXiv 1510.01799):
+
+    Linear      dW_i = sum_t go_{i,t}^T a_{i,t},   db_i = sum_t go_{i,t}
+    Embedding   dE_i[v] = sum_{t: id_{i,t} = v} go_{i,t}   (0 for its padding_idx, as nn.Embedding)
+    RMSNorm     dw_i = sum_t go_{i,t} * x_{i,t} / rms(x_{i,t})
+
+A tied embedding and LM head (one parameter, two modules) adds both. Modules of other kinds with
+parameters raise UnsupportedModule, and the caller falls back to the loop. Rows are sketched
+(workers.probe.CountSketch) chunk by chunk, so at most chunk x P gradient entries exist at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+
+from workers.rollout import Rollout, _completion_hidden
+
+
+class UnsupportedModule(TypeError):
+    """A module with parameters whose per-row gradient this file cannot form."""
+
+
+def _is_rms_norm(module: torch.nn.Module) -> bool:
+    return type(module).__name__.endswith("RMSNorm") and hasattr(module, "weight") and module.weight.dim() == 1
+
+
+def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Parameter]:
+    """``probe.parameters``: ``all``, ``lm_head`` (the output embedding, tied or not) or ``last_layers:K``
+    (the last K decoder layers, the final norm and the LM head).
+
+    Raises:
+        ValueError: an unknown choice, or K outside 1..number of layers.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    if which == "all":
+        return params
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if which == "lm_head":
+        if head is None:
+            raise ValueError("probe.parameters lm_head needs a language model")
+        return [head.weight]
+    if which.startswith("last_layers:") and which.split(":", 1)[1].isdigit() and head is not None:
+        k = int(which.split(":", 1)[1])
+        n = int(getattr(model.config, "num_hidden_layers", 0))
+        if not 1 <= k <= n:
+            raise ValueError(f"probe.parameters {which}: the model has {n} layers; allowed: last_layers:1 .. last_layers:{n}")
+        keep = {f"layers.{i}." for i in range(n - k, n)}
+        chosen = {id(p) for name, p in model.named_parameters() if any(key in name for key in keep)}
+        chosen |= {id(p) for name, p in model.named_parameters() if name.endswith("norm.weight") and "layers." not in name}
+        chosen.add(id(head.weight))
+        return [p for p in params if id(p) in chosen]
+    raise ValueError(f"unknown probe.parameters {which!r}; valid: all, lm_head, last_layers:K")
+
+
+@contextmanager
+def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torch.Tensor]):
+    """Hooks that add each row's gradient of every wanted parameter into out[id(param)] (rows, *shape)."""
+    handles = []
+
+    def add(param: torch.nn.Parameter, grad: torch.Tensor) -> None:
+        out[id(param)] = out[id(param)] + grad if id(param) in out else grad
+
+    def linear(module: torch.nn.Linear, x: torch.Tensor, go: torch.Tensor) -> None:
+        if x.dim() == 2:  # (rows, features): one position per row
+            x, go = x.unsqueeze(1), go.unsqueeze(1)
+        if id(module.weight) in wanted:
+            add(
+                module.weight, torch.einsum("bto,bti->boi", go.float(), x.float())
+            )  # sums over <= L tokens: float32 is exact enough
+        if module.bias is not None and id(module.bias) in wanted:
+            add(module.bias, go.float().sum(dim=1))
+
+    def embedding(module: torch.nn.Embedding, ids: torch.Tensor, go: torch.Tensor) -> None:
+        grad = torch.zeros((ids.shape[0], *module.weight.shape), dtype=torch.float32, device=go.device)
+        grad.scatter_add_(1, ids.unsqueeze(-1).expand(*ids.shape, go.shape[-1]), go.float())
+        if module.padding_idx is not None:  # nn.Embedding never updates its padding row (the pad id may be sampled)
+            grad[:, module.padding_idx] = 0.0
+        add(module.weight, grad)
+
+    def rms_norm(module: torch.nn.Module, x: torch.Tensor, go: torch.Tensor) -> None:
+        eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
+        xf = x.float()
+        normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype).float()
+        add(module.weight, (go.float() * normed).sum(dim=1))
+
+    for module in model.modules():
+        own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
+        if not own:
+            continue
+        kind = (
+            linear
+            if isinstance(module, torch.nn.Linear)
+            else embedding
+            if isinstance(module, torch.nn.Embedding)
+            else rms_norm
+            if _is_rms_norm(module)
+            else None
+        )
+        if kind is None:
+            raise UnsupportedModule(f"per-row gradients of {type(module).__name__} are not implemented")
+
+        def forward_hook(module: torch.nn.Module, inputs: tuple, output: torch.Tensor, kind: Callable = kind) -> None:
+            x = inputs[0].detach()
+            if output.requires_grad:
+                output.register_hook(lambda go, module=module, x=x: kind(module, x, go.detach()))
+
+        handles.append(module.register_forward_hook(forward_hook))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def batched_scores(
+    model: torch.nn.Module,
+    rollout: Rollout,
+    temperature: float,
+    params: list[torch.nn.Parameter],
+    project: Callable[[torch.Tensor], torch.Tensor] | None,
+    chunk: int = 64,
+) -> torch.Tensor:
+    """(S, D) float64 per-completion score vectors over ``params`` (flattened in their order; accumulated in
+    float32, like the loop's autograd), each row projected by ``project`` ((n, P) -> (n, D)) when given (a
+    CountSketch block by block).
+    ``chunk`` completions share one forward and backward pass.
+
+    Raises:
+        UnsupportedModule: a selected parameter belongs to a module kind without a per-row rule.
+    """
+    wanted = {id(p) for p in params}
+    rows = []
+    for start in range(0, rollout.input_ids.shape[0], chunk):
+        part = rollout.rows(slice(start, start + chunk))
+        part = Rollout(
+            part.input_ids, part.attention_mask, part.completion_mask, part.prompt_len, part.texts, part.truncated, 1
+        )  # no shared prompt cache: each row's own forward
+        grads: dict[int, torch.Tensor] = {}
+        with _per_row_hooks(model, wanted, grads):
+            hidden = _completion_hidden(model, part)
+            logits = model.get_output_embeddings()(hidden).float() / temperature
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, part.completion_ids.unsqueeze(-1)).squeeze(-1)
+            (logp * part.completion_mask).sum().backward()
+        model.zero_grad(set_to_none=True)
+        n = part.input_ids.shape[0]
+        blocks = [grads.pop(id(p)).reshape(n, -1) if id(p) in grads else torch.zeros(n, p.numel()) for p in params]
+        if hasattr(project, "add_block"):  # a count sketch, parameter by parameter: no (n, P) copy at all
+            out, offset = torch.zeros(n, project.dim, dtype=torch.float64), 0
+            for block in blocks:
+                project.add_block(out, block, offset)
+                offset += block.shape[1]
+            rows.append(out)
+        else:
+            flat = torch.cat(blocks, dim=1)
+            rows.append(project(flat) if project else flat.double())
+    return torch.cat(rows)

@@ -1,0 +1,97 @@
+"""What every task gives the trainer: problems with verifiable rewards and their expectations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its reference answer and the rest of its dataset row.
+
+    prompt: a string, or chat messages ``[{role, content}]`` (TRL's conversational format).
+    answer: the reference answer as text (empty when the reward needs none).
+    columns: the row's other columns, passed to reward functions (dataset tasks).
+    """
+
+    prompt: str | list[dict[str, Any]]
+    answer: str
+    columns: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+class Task(Protocol):
+    """A verifiable-reward task. Rewards are floats up to ``max_reward`` (in [0, 1] for the built-in tasks; THEORY.md: r)."""
+
+    name: str
+
+    def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
+        """n training problems drawn i.i.d. (with replacement) from the training distribution."""
+        ...
+
+    def eval_problems(self, n: int) -> list[Problem]:
+        """The held-out evaluation problems (a fixed set)."""
+        ...
+
+    def train_support(self) -> tuple[list[Problem], np.ndarray]:
+        """Every training problem with its probability (for exact reference gradients)."""
+        ...
+
+    def rewards(
+        self,
+        problems: list[Problem],
+        completions: list[str],
+        rng: np.random.Generator,
+        completion_ids: list[list[int]] | None = None,
+    ) -> np.ndarray:
+        """(S,) float32 rewards of decoded completions (text before the first stop id)."""
+        ...
+
+    def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
+        """(S,) V(x) = E[r | x] under the policy's own sampling: exact and differentiable where the task has
+        ``exact_expected_reward``, else a Monte Carlo estimate without gradient."""
+        ...
+
+    def max_reward(self, problems: list[Problem]) -> np.ndarray:
+        """(S,) best achievable expected reward per problem (for the gap)."""
+        ...
+
+    def vocabulary(self) -> str:
+        """Every character prompts and answers use (for character tokenizers of presets)."""
+        ...
+
+
+def monte_carlo_value(
+    task: Task, policy, problems: list[Problem], samples: int, max_new_tokens: int, temperature: float
+) -> torch.Tensor:
+    """(S,) V(x) estimated by the mean reward of ``samples`` completions per prompt (no gradient;
+    these samples are not counted in the budget B)."""
+    expanded = [q for q in problems for _ in range(samples)]
+    ro = policy.sample([q.prompt for q in expanded], max_new_tokens=max_new_tokens, temperature=temperature)
+    r = task.rewards(expanded, ro.texts, np.random.default_rng(0), completion_ids_of(ro))
+    return torch.as_tensor(r.reshape(len(problems), samples).mean(axis=1))
+
+
+def completion_ids_of(rollout) -> list[list[int]]:  # workers.rollout.Rollout
+    """Each completion's token ids through its first stop id (TRL's ``completion_ids``)."""
+    ids, mask = rollout.completion_ids, rollout.completion_mask.bool()
+    return [row[m].tolist() for row, m in zip(ids, mask)]
+
+
+SPLIT_SEED = 12345  # the held-out split of a data file is the same for every trial, sweep and machine
+
+
+def split_rows(problems: list[Problem], eval_fraction: float, seed: int = SPLIT_SEED) -> tuple[list[Problem], list[Problem]]:
+    """(train, held out) by a seeded permutation; each keeps at least one row (jsonl and dataset tasks).
+
+    Raises:
+        ValueError: fewer than 2 rows.
+    """
+    if len(problems) < 2:
+        raise ValueError(f"needs at least 2 rows (one to train, one to evaluate), found {len(problems)}")
+    perm = np.random.default_rng(seed).permutation(len(problems))
+    n_eval = min(len(problems) - 1, max(1, int(round(eval_fraction * len(problems)))))
+    return [problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]

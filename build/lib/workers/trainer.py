@@ -1,0 +1,370 @@
+"""The GRPO trainer: one trial = T optimizer steps at group size G under budget B, then an eval.
+
+Pure of Ray and MLflow: metrics leave through the ``report(metrics, step)`` callback.
+Each step samples N = B / G prompts, G completions each (B completions in all), computes rewards,
+group advantages (workers.algos), the clipped policy loss and one optimizer step per inner step.
+The same code path trains transformers models and the tabular bandit policy (workers.models).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from workers import algos
+from workers.batch import Batch, sample_batch, score_completions, setup
+from workers.checkpoint import load_checkpoint, save_checkpoint
+from workers.config import Report, TrialConfig, TrialResult
+from workers.models.base import Policy
+from workers.probe import probe_policy
+from workers.rewards import RewardError
+from workers.tasks import Problem, Task
+
+NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps than this without any signal is no_signal
+EVAL_SEED = 20260101  # common random numbers: every trial samples its eval with the same seed
+
+
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    """OPTIMIZERS[name](params, lr). Raises ValueError for an unknown name (lists the valid ones)."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[name](params, lr=lr)
+
+
+SAMPLES_LOGGED = 12  # eval completions per trial written to MLflow's table (prompt, completion, reward)
+
+
+def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tuple[dict[str, float], list[dict]]:
+    """Held-out reward under the policy's own sampling (temperature as in training), and a few samples.
+
+    With an exact expected reward (arithmetic by teacher forcing, the bandit by enumeration, exact-match
+    data) ``eval_accuracy`` is that expectation, so it carries no sampling noise, and
+    ``eval_accuracy_sampled`` samples one completion per prompt. Otherwise (user rewards, numeric_match)
+    ``eval_accuracy`` is the mean reward of ``eval_samples_per_prompt`` sampled completions per prompt,
+    and ``gap_se`` is its standard error from the completions' sampling (the prompts are a fixed set):
+    sqrt(mean_x var_x / k / n) with var_x the reward variance over the k samples of prompt x.
+    gap = mean(max reward - expected reward) (THEORY.md). Every eval samples with the seed EVAL_SEED.
+
+    Returns:
+        (metrics, samples): samples are {step, prompt, completion, reward} dicts for MLflow's table.
+    Raises:
+        workers.rewards.RewardError: a reward function failed.
+        FloatingPointError: non-finite logits in generation.
+        torch.OutOfMemoryError: the eval batch does not fit (lower eval.batch_size).
+    """
+    problems = task.eval_problems(cfg.eval_prompts)
+    best = task.max_reward(problems)
+    exact = getattr(task, "exact_expected_reward", True)
+    k = 1 if exact else cfg.eval_samples_per_prompt
+    expanded = [p for p in problems for _ in range(k)]
+    module = policy.module
+    was_training = module.training
+    module.eval()
+    rewards, texts, chunk = [], [], max(1, cfg.eval_batch_size)
+    with torch.random.fork_rng():
+        torch.manual_seed(EVAL_SEED)
+        for i in range(0, len(expanded), chunk):
+            part = expanded[i : i + chunk]
+            with torch.no_grad():
+                ro = policy.sample(
+                    [p.prompt for p in part], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
+                )
+            rewards.append(score_completions(task, part, ro, np.random.default_rng(EVAL_SEED + i), step, cfg.steps).rewards)
+            texts += ro.texts
+    r = np.concatenate(rewards).astype(np.float64).reshape(len(problems), k)
+    metrics = {"eval_accuracy_sampled": float(r[:, 0].mean())}
+    if exact:
+        v = np.concatenate([_expected(policy, task, problems[i : i + chunk], cfg) for i in range(0, len(problems), chunk)])
+    else:
+        v = r.mean(axis=1)
+        var = r.var(axis=1, ddof=1) if k > 1 else np.full(len(problems), r.var(ddof=1) if r.size > 1 else 0.0)
+        metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
+    module.train(was_training)
+    render = getattr(getattr(policy, "encoder", None), "render", str)
+    samples = [
+        {"step": step, "prompt": render(problems[i // k].prompt), "completion": texts[i], "reward": float(r.flat[i])}
+        for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)
+    ]
+    return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
+
+
+def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialConfig) -> np.ndarray:
+    with torch.no_grad():
+        v = task.expected_reward(policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
+    return v.double().cpu().numpy()
+
+
+def _oom_reason(cfg: TrialConfig, step: int, where: str = "training") -> str:
+    """The failure of a trial that ran out of GPU memory, with its shape and what to change (not retried)."""
+    return (
+        f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
+        f"micro_batch_size={cfg.grpo.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
+        f"{cfg.grpo.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
+        "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
+        "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16"
+    )
+
+
+def _cuda_memory(cfg: TrialConfig) -> dict[str, float]:
+    """Peak CUDA memory of the step (GiB), then the peak is reset; {} on CPU."""
+    if cfg.device != "cuda":
+        return {}
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    torch.cuda.reset_peak_memory_stats()
+    return {"cuda_max_memory_gib": peak}
+
+
+def _no_signal_reason(reward_mean: float, truncation: float) -> str:
+    if truncation > 0.5:
+        return f"most completions were truncated ({truncation:.0%}): raise max_new_tokens"
+    if reward_mean < 0.05:
+        return f"almost every completion failed (mean reward {reward_mean:.3f}): task too hard for this model"
+    if reward_mean > 0.95:
+        return f"almost every completion succeeded (mean reward {reward_mean:.3f}): task too easy"
+    return "groups had equal rewards in most steps: raise the temperature"
+
+
+@dataclass
+class UpdateStats:
+    loss: float
+    kl: float
+    grad_norm: float
+    entropy: float
+    clip_frac_low: float
+    clip_frac_high: float
+    momentum_overshoot_frac: float
+
+
+def micro_batches(n_rows: int, size: int | None) -> list[slice]:
+    """Row slices of at most ``size`` completions (None or >= n_rows: one slice)."""
+    size = n_rows if not size or size >= n_rows else size
+    return [slice(i, min(i + size, n_rows)) for i in range(0, n_rows, size)]
+
+
+def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
+    """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
+
+    Each step accumulates gradients over micro-batches of ``cfg.grpo.micro_batch_size`` completions; every
+    loss aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so
+    the update equals the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the
+    whole step are kept (ratios, for the clip and momentum diagnostics).
+
+    Returns the last inner step's statistics; the momentum overshoot is averaged over inner steps.
+    Raises:
+        FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
+    """
+    ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
+    parts = micro_batches(mask.shape[0], cfg.grpo.micro_batch_size)
+    n_seqs, n_tokens = mask.shape[0], float(mask.sum())
+    with torch.no_grad():
+        old_logp = (
+            torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if cfg.grpo.inner_steps > 1 else None
+        )
+        ref_logp = torch.cat([ref.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if ref is not None else None
+    overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
+    for _ in range(cfg.grpo.inner_steps):
+        opt.zero_grad(set_to_none=True)
+        loss_sum, kl_sum, ent_sum, low, high, ratios = 0.0, 0.0, 0.0, 0.0, 0.0, []
+        for sl in parts:
+            m = mask[sl]
+            logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.grpo.temperature)
+            base = logp.detach() if old_logp is None else old_logp[sl]
+            ratios.append(torch.exp(logp.detach() - base))
+            per_token, clip = algos.compute_policy_loss(
+                logp, base, batch.advantages[sl], m, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high
+            )
+            if ref_logp is not None:
+                kl_tok = algos.compute_kl_k3(logp, ref_logp[sl])
+                per_token = per_token + cfg.grpo.kl_beta * kl_tok * m
+                kl_sum += float((kl_tok.detach() * m).sum())
+            loss = algos.aggregate_loss(per_token, m, cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens, n_seqs, n_tokens)
+            loss.backward()
+            tokens = float(m.sum())
+            loss_sum, ent_sum = loss_sum + float(loss.detach()), ent_sum + float((entropy.detach() * m).sum())
+            low, high = low + clip.clip_frac_low * tokens, high + clip.clip_frac_high * tokens
+        ratio = torch.cat(ratios)
+        if prev is not None:
+            overshoot.append(algos.compute_momentum_overshoot(prev[0], ratio, prev[1], mask))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grpo.max_grad_norm))
+        values = {"loss": loss_sum, "kl": kl_sum / max(n_tokens, 1.0), "grad_norm": grad_norm}
+        bad = [k for k, v in values.items() if not math.isfinite(v)]
+        if bad:
+            raise FloatingPointError(f"non-finite {', '.join(bad)}")
+        opt.step()
+        prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high))
+    if cfg.grpo.inner_steps > 1:  # where did the last step leave the clipped tokens?
+        with torch.no_grad():
+            after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) - old_logp)
+        overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
+    n = max(n_tokens, 1.0)
+    return UpdateStats(
+        **values,
+        entropy=ent_sum / n,
+        clip_frac_low=low / n,
+        clip_frac_high=high / n,
+        momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
+    )
+
+
+def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
+    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at the current policy (probe.every), with a
+    forked torch RNG and its own prompt RNG, so that training goes on exactly as without it."""
+    p = cfg.probe
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
+        out = probe_policy(
+            policy,
+            task,
+            cfg,
+            np.random.default_rng([p.get("seed", 0), step]),
+            p.get("prompts", 256),
+            p.get("completions", 16),
+            p.get("projection_dim", 512),
+            p.get("seed", 0),
+            0,
+            p.get("parameters", "all"),
+        )
+    return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
+
+
+def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
+    """Run one GRPO trial (CPU, or CUDA with bf16 autocast when cfg.device is cuda).
+
+    With cfg.checkpoint_dir and checkpoint_every, the model, optimizer, RNG states and counters
+    are saved every k steps and a restarted trial continues from the last checkpoint.
+    Returns a TrialResult; a non-finite loss, KL or gradient, or a failing reward function, ends it as
+    ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
+    A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
+    With cfg.eval_every, the held-out eval also runs every k steps before the last (logged at its step);
+    the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
+    Raises:
+        ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
+            outcome (workers.entry.run_measure runs each measure).
+    """
+    if cfg.measure != "outcome":
+        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.entry.run_measure")
+    task, policy, rng = setup(cfg)
+    ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
+    if ref is not None:
+        ref.module.requires_grad_(False).eval()
+    model = policy.module
+    model.train()
+    opt = make_optimizer(cfg.grpo.optimizer, model.parameters(), cfg.grpo.lr)
+    counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
+    ckpt = load_checkpoint(cfg.checkpoint_dir)
+    if ckpt is None:
+        try:
+            initial, samples = evaluate(policy, task, cfg, 0)
+        except (RewardError, FloatingPointError) as e:
+            return TrialResult("failed", reason=f"{e} at the evaluation before step 1")
+        except torch.OutOfMemoryError:
+            return TrialResult("failed", reason=_oom_reason(cfg, 0, "the evaluation"))
+        first = 1
+        report({f"{k}_initial": v for k, v in initial.items()}, 0)
+    else:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        rng.bit_generator.state = ckpt["numpy_rng"]
+        counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
+        samples = ckpt.get("samples", [])
+        report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
+    for step in range(first, cfg.steps + 1):
+        t0 = time.perf_counter()
+        try:
+            batch = sample_batch(policy, task, cfg, rng, step)
+            t1 = time.perf_counter()
+            upd = grpo_update(policy, ref, opt, batch, cfg)
+        except (RewardError, FloatingPointError) as e:  # NonFiniteLogitsError is a FloatingPointError
+            return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
+        except torch.OutOfMemoryError:
+            return TrialResult("failed", reason=_oom_reason(cfg, step), steps_done=step - 1)
+        t2 = time.perf_counter()
+        ro, mask = batch.rollout, batch.rollout.completion_mask
+        zero_var = algos.zero_variance_group_fraction(batch.rewards)
+        tokens, reward_mean = float(mask.sum()), float(batch.rewards.mean())
+        truncation = float(ro.truncated.float().mean())
+        bias = algos.prefix_weight_bias(
+            ro.input_ids[:, ro.prompt_len :],
+            mask,
+            batch.advantages,
+            cfg.group_size,
+            cfg.grpo.loss_aggregation,
+            cfg.grpo.max_new_tokens,
+        )
+        counters["silent_steps"] += int(zero_var == 1.0)
+        counters["reward_sum"] += reward_mean
+        counters["trunc_sum"] += truncation
+        report(
+            {
+                "reward_mean": reward_mean,
+                "zero_variance_group_frac": zero_var,
+                "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
+                **asdict(upd),
+                "completion_tokens_mean": tokens / mask.shape[0],
+                "truncation_rate": truncation,
+                "tokens_per_s": tokens / max(t2 - t0, 1e-9),
+                "time_generate_s": batch.seconds_generate,
+                "time_score_s": batch.seconds_score,
+                "time_update_s": t2 - t1,
+                **batch.reward_metrics,
+                **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
+                **_cuda_memory(cfg),
+            },
+            step,
+        )
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:  # G* over training time
+            try:
+                mid, _ = evaluate(policy, task, cfg, step)
+            except (RewardError, FloatingPointError) as e:
+                return TrialResult("failed", reason=f"{e} at the evaluation of step {step}", steps_done=step)
+            except torch.OutOfMemoryError:
+                return TrialResult("failed", reason=_oom_reason(cfg, step, "the evaluation"), steps_done=step)
+            report(mid, step)
+            counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
+        if cfg.probe_every and step % cfg.probe_every == 0:  # the probe's G* as the policy moves
+            report(_probe_now(policy, task, cfg, step), step)
+        if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            # Points first, then the checkpoint: a worker killed in between resumes from the previous
+            # checkpoint and logs some steps twice, but never skips one (the other order could lose
+            # every point since the last flush).
+            if hasattr(report, "flush"):
+                report.flush()
+            save_checkpoint(
+                cfg.checkpoint_dir,
+                {
+                    "step": step,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "torch_rng": torch.get_rng_state(),
+                    "numpy_rng": rng.bit_generator.state,
+                    "counters": counters,
+                    "initial": initial,
+                    "samples": samples,
+                },
+            )
+    if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
+        reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
+        return TrialResult(
+            "no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps
+        )
+    try:
+        final, last = evaluate(policy, task, cfg, cfg.steps)
+    except (RewardError, FloatingPointError) as e:
+        return TrialResult("failed", reason=f"{e} at the final evaluation (step {cfg.steps})", steps_done=cfg.steps)
+    except torch.OutOfMemoryError:
+        return TrialResult("failed", reason=_oom_reason(cfg, cfg.steps, "the evaluation"), steps_done=cfg.steps)
+    report(final, cfg.steps)
+    if hasattr(report, "log_table") and samples + last:
+        report.log_table(samples + last)
+    at_steps = {f"{k}@{t}": v for t, values in counters.get("evals", {}).items() for k, v in values.items()}
+    metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}, **at_steps}
+    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
