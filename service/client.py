@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import httpx
@@ -35,9 +36,19 @@ class Client:
             raise ApiError(r.status_code, body.get("detail", body) if isinstance(body, dict) else body)
         return r.json()
 
-    def submit(self, spec: dict, idempotency_key: str | None = None) -> dict:
+    def submit(self, spec: dict, idempotency_key: str | None = None, attempts: int = 3) -> dict:
+        """POST /v1/sweeps. With an Idempotency-Key, a request whose answer was lost (connection reset,
+        timeout) is sent again up to ``attempts`` times: the server answers a replay with the sweep the
+        first one stored, so a retried submit never makes two sweeps."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        return self._call("POST", "/v1/sweeps", json=spec, headers=headers)
+        for attempt in range(attempts if idempotency_key else 1):
+            try:
+                return self._call("POST", "/v1/sweeps", json=spec, headers=headers)
+            except httpx.TransportError:
+                if attempt == attempts - 1 or not idempotency_key:
+                    raise
+                time.sleep(0.5 * 2**attempt)
+        raise AssertionError("unreachable")
 
     def sweeps(self) -> list[dict]:
         return self._call("GET", "/v1/sweeps")

@@ -17,7 +17,29 @@ from rich.console import Console
 from service.client import ApiError
 from sweeps.spec import SweepSpec, error_message, load_spec
 
-app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"groupscale {version('groupscale')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("groupscale (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """groupscale: choose the GRPO group size G."""
+
+
 law_app = typer.Typer(help="The group-size law, offline.", no_args_is_help=True)
 app.add_typer(law_app, name="law")
 models_app = typer.Typer(help="Built-in model presets.", no_args_is_help=True)

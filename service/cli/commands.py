@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -43,7 +44,7 @@ def submit(
     """Submit a sweep; prints its id (last line)."""
     spec = _read_spec(spec_path)
     client = Client(url)
-    sweep = _api(client.submit, spec.model_dump(mode="json"))
+    sweep = _api(client.submit, spec.model_dump(mode="json"), str(uuid.uuid4()))  # a retry under this key never makes two
     if sweep["mlflow"]["url"]:
         err.print(f"MLflow: {sweep['mlflow']['url']}")
     typer.echo(sweep["id"])
@@ -108,10 +109,87 @@ def cancel(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt =
 
 
 @app.command()
-def fit(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
+def fit(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="also write gap vs G with the fitted curves to this PNG")] = None,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """The law fit of a sweep (provisional while it runs)."""
     doc = _api(Client(url).fit, sweep_id)
     _print_json(doc) if as_json else print_fit(doc)
+    if plot is not None:
+        from sweeps.law import LawFit  # scipy and matplotlib: only when a plot is asked for
+        from sweeps.plots import plot_fit
+
+        try:
+            plot_fit(LawFit.model_validate(doc), title=sweep_id).savefig(plot, format="png")
+        except OSError as e:
+            _fail(f"--plot: cannot write {plot}: {e.strerror or e}", 2)
+        err.print(f"plot written to {plot}")
+
+
+@app.command()
+def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
+    """A sweep's trials: G, B, seed, status, the final metric and the MLflow run."""
+    rows = _api(Client(url).trials, sweep_id)
+    if as_json:
+        return _print_json(rows)
+    t = Table(title=f"trials of {sweep_id}")
+    for col in ("G", "B", "seed", "status", "gap / grad_mse", "attempts", "MLflow run"):
+        t.add_column(col)
+    for r in rows:
+        metrics = r.get("metrics") or {}
+        value = metrics.get("gap", metrics.get("grad_mse"))
+        t.add_row(
+            str(r["group_size"]),
+            str(r["samples_per_step"]),
+            str(r["seed"]),
+            r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
+            _fmt(value, 4),
+            str(r["attempts"]),
+            r.get("mlflow_run_id") or "-",
+        )
+    out.print(t)
+    return None
+
+
+@app.command()
+def compare(
+    first: Annotated[str, typer.Argument(metavar="ID1")],
+    second: Annotated[str, typer.Argument(metavar="ID2")],
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Two sweeps' fits side by side: G*, intervals, evidence, and whether the intervals overlap."""
+    client = Client(url)
+    fits = {sid: _api(client.fit, sid) for sid in (first, second)}
+    a, b = (fits[first].get("g_star_ci95"), fits[second].get("g_star_ci95"))
+    closed = all(ci and None not in ci for ci in (a, b))
+    overlap = bool(closed and a[0] <= b[1] and b[0] <= a[1])
+    verdict = (
+        ("the G* intervals overlap: the data do not tell the two G* apart" if overlap else "the G* intervals do not overlap")
+        if closed
+        else "no comparison of intervals: a fit has no closed interval (see its status)"
+    )
+    if as_json:
+        return _print_json({"fits": fits, "intervals_overlap": overlap if closed else None, "message": verdict})
+    t = Table()
+    for col in ("sweep", "status", "G*", "95% CI", "use G", "evidence"):
+        t.add_column(col)
+    for sid, f in fits.items():
+        ci = f.get("g_star_ci95")
+        t.add_row(
+            sid,
+            f["status"],
+            _fmt(f.get("g_star")),
+            "[" + ", ".join(_fmt(v) for v in ci) + "]" if ci else "-",
+            str(f.get("recommended_group_size") or "-"),
+            str(f.get("evidence") or "-"),
+        )
+    out.print(t)
+    out.print(verdict, highlight=False)
+    return None
 
 
 @app.command()

@@ -1,0 +1,133 @@
+"""The sweep-management commands over the real app (FastAPI TestClient as the HTTP transport):
+trials, compare, fit --plot, --version, and a submit whose lost answer is retried under one key."""
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from service.cli import app as cli
+from service.client import Client
+from service.main import create_app
+from service.settings import Settings
+from service.store import Sweep, Trial
+
+GRID = (2, 3, 4, 6, 8, 12, 16)
+
+
+def _spec(name):
+    return {
+        "name": name,
+        "task": {"name": "arithmetic"},
+        "model": {"preset": "tiny-llama"},
+        "group_sizes": list(GRID),
+        "samples_per_step": [48],
+        "seeds": [0, 1],
+        "steps": 1,
+    }
+
+
+@pytest.fixture
+def app_client(tmp_path, monkeypatch):
+    """The app with two finished sweeps whose trials follow the law with G* = 4 and G* = 9, and the CLI
+    pointed at it."""
+    with TestClient(create_app(Settings(data_dir=tmp_path / "state"), run_scheduler=False)) as c:
+        with c.app.state.store.session() as s:
+            rng = np.random.default_rng(0)
+            for sid, c_coef in (("s4", 0.09), ("s9", 0.64)):
+                sweep = Sweep(
+                    id=sid, name=sid, status="running", spec=_spec(sid), task_name="arithmetic", model_name="tiny-llama"
+                )
+                s.add(sweep)
+                for i, (g, seed) in enumerate((g, seed) for g in GRID for seed in (0, 1)):
+                    gap = 0.2 + 0.01 * g + c_coef / (g - 1) + 0.001 * float(rng.standard_normal())
+                    s.add(
+                        Trial(
+                            sweep_id=sid,
+                            position=i,
+                            group_size=g,
+                            samples_per_step=48,
+                            seed=seed,
+                            status="succeeded",
+                            metrics={"gap": gap},
+                            attempts=1,
+                            mlflow_run_id=f"run-{sid}-{i}",
+                        )
+                    )
+
+        def over_the_app(url=None, token=None, timeout_s=30.0):
+            client = Client("http://testserver")
+            client._http = c
+            return client
+
+        monkeypatch.setattr("service.cli.commands.Client", over_the_app)
+        yield c
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_trials_lists_each_trial_with_its_metric(app_client):
+    r = run("trials", "s4", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 14 and {t["group_size"] for t in rows} == set(GRID)
+    text = run("trials", "s4").stdout
+    assert "run-s4-0" in text and "succeeded" in text
+    assert run("trials", "nope").exit_code == 2
+
+
+def test_compare_says_whether_the_intervals_overlap(app_client):
+    r = run("compare", "s4", "s9", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["fits"]["s4"]["g_star"] == pytest.approx(4.0, abs=0.3) and doc["fits"]["s9"]["g_star"] == pytest.approx(
+        9.0, abs=0.8
+    )
+    assert doc["intervals_overlap"] is False and "do not overlap" in doc["message"]
+    same = json.loads(run("compare", "s4", "s4", "--json").stdout)
+    assert same["intervals_overlap"] is True
+
+
+def test_fit_plot_writes_a_png(app_client, tmp_path):
+    png = tmp_path / "fit.png"
+    r = run("fit", "s4", "--plot", str(png))
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    bad = run("fit", "s4", "--plot", str(tmp_path / "missing" / "fit.png"))
+    assert bad.exit_code == 2 and "--plot" in bad.output
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("groupscale ")
+
+
+def test_a_submit_whose_answer_was_lost_is_retried_and_makes_one_sweep(tmp_path):
+    """The first POST reaches the server and stores the sweep, then the connection drops before the answer;
+    the client sends it again under the same Idempotency-Key and gets the same sweep back."""
+    with TestClient(create_app(Settings(data_dir=tmp_path / "state"), run_scheduler=False)) as c:
+        calls = []
+
+        class DropFirstAnswer(httpx.BaseTransport):
+            def handle_request(self, request):
+                calls.append(request.headers.get("idempotency-key"))
+                answer = c._transport.handle_request(request)
+                body = answer.read()
+                if len(calls) == 1:
+                    raise httpx.ReadError("connection reset after the server answered")
+                return httpx.Response(answer.status_code, headers=answer.headers, content=body)
+
+        client = Client("http://testserver")
+        client._http = httpx.Client(base_url="http://testserver", transport=DropFirstAnswer())
+        sweep = client.submit(_spec("retried"), "key-1")
+        assert len(calls) == 2 and calls[0] == calls[1] == "key-1"
+        assert [s["id"] for s in c.get("/v1/sweeps").json()] == [sweep["id"]]
+        with pytest.raises(httpx.ReadError):  # without a key a lost answer is not retried: it could make two
+            calls.clear()
+            client.submit(_spec("unkeyed"))
+        assert len(calls) == 1
