@@ -56,6 +56,9 @@ class Client:
     def sweep(self, sweep_id: str) -> dict:
         return self._call("GET", f"/v1/sweeps/{sweep_id}")
 
+    def extend(self, sweep_id: str, group_sizes: list[int], seeds: list[int]) -> dict:
+        return self._call("POST", f"/v1/sweeps/{sweep_id}/extend", json={"group_sizes": group_sizes, "seeds": seeds})
+
     def trials(self, sweep_id: str) -> list[dict]:
         return self._call("GET", f"/v1/sweeps/{sweep_id}/trials")
 

@@ -8,6 +8,7 @@ completion) exactly one wins and the other sees ``False`` instead of overwriting
     Sweep    queued -> running -> fitting -> succeeded | failed
              queued | running | fitting -> cancelled
              fitting -> running               (a restart in the middle of a fit fits again)
+             succeeded | failed -> running    (extend: new trials beside the finished ones, service.extend)
 
     Trial    pending -> running -> succeeded | failed | no_signal | cancelled
              pending -> cancelled
@@ -69,6 +70,8 @@ TRANSITIONS: dict[type[StrEnum], dict[StrEnum, frozenset[StrEnum]]] = {
         _S.QUEUED: frozenset({_S.RUNNING, _S.CANCELLED}),
         _S.RUNNING: frozenset({_S.FITTING, _S.CANCELLED}),
         _S.FITTING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.RUNNING}),
+        _S.SUCCEEDED: frozenset({_S.RUNNING}),
+        _S.FAILED: frozenset({_S.RUNNING}),
     },
     TrialStatus: {
         _T.PENDING: frozenset({_T.RUNNING, _T.CANCELLED}),
@@ -90,7 +93,7 @@ def terminal(kind: type[StrEnum]) -> frozenset[StrEnum]:
     return frozenset(st for st in kind if st not in TRANSITIONS[kind])
 
 
-SWEEP_TERMINAL = terminal(SweepStatus)
+SWEEP_TERMINAL = terminal(SweepStatus) | {SweepStatus.SUCCEEDED, SweepStatus.FAILED}  # final unless extended
 TRIAL_TERMINAL = terminal(TrialStatus)
 TUNING_TERMINAL = terminal(TuningStatus)
 TRIAL_USABLE = frozenset({TrialStatus.SUCCEEDED, TrialStatus.NO_SIGNAL})  # ended with a measurement (or a reason none)

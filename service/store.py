@@ -215,8 +215,13 @@ class Store:
         with self._reads() as s, s.begin():
             yield s
 
+    def set_spec(self, row: Sweep, spec: SweepSpec) -> None:
+        """Replace a sweep's stored spec (service.extend: the only change a stored spec gets)."""
+        row.spec = spec.model_dump(mode="json")
+        self._specs[(type(row).__name__, row.id)] = spec
+
     def spec(self, row: Sweep | Probe) -> SweepSpec:
-        """The row's stored spec, parsed once per sweep or probe (a stored spec never changes)."""
+        """The row's stored spec, parsed once per sweep or probe (it changes only through set_spec)."""
         key = (type(row).__name__, row.id)
         if key not in self._specs:
             if len(self._specs) > 4096:  # bounded: a long-lived controller sees many sweeps

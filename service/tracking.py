@@ -131,6 +131,17 @@ class Tracking:
             self.client.log_text(run_id, render_report(fit, title), "report.html")
         self.client.set_terminated(run_id, status)
 
+    def reopen_sweep(self, run_id: str, spec: SweepSpec, added: int) -> None:
+        """An extended sweep's parent run runs again (service.extend); its params keep the first grid (MLflow
+        params cannot change), the tags give the grid now."""
+        tags = {
+            "groupscale.group_sizes": ",".join(map(str, spec.group_sizes)),
+            "groupscale.seeds": ",".join(map(str, spec.seeds)),
+            "groupscale.extended_trials": str(added),
+        }
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        self.client.update_run(run_id, status="RUNNING")
+
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
         """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}

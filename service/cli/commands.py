@@ -129,6 +129,33 @@ def fit(
         err.print(f"plot written to {plot}")
 
 
+def _ints(option: str, text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{option}: {text!r} is not a comma-separated list of integers, e.g. 24,32", 2)
+
+
+@app.command()
+def extend(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    group_sizes: Annotated[str, typer.Option(help="group sizes to add, comma-separated (e.g. 24,32)")] = "",
+    seeds: Annotated[str, typer.Option(help="seeds to add, comma-separated (e.g. 3,4)")] = "",
+    watch: Annotated[bool, typer.Option("--watch", help="show progress until the sweep ends")] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Add group sizes or seeds to a finished sweep: only the new trials run, then all are fitted again."""
+    if not group_sizes and not seeds:
+        _fail("give --group-sizes or --seeds (or both)", 2)
+    client = Client(url)
+    sweep = _api(client.extend, sweep_id, _ints("--group-sizes", group_sizes), _ints("--seeds", seeds))
+    p = sweep["progress"]
+    out.print(f"{sweep['id']}: {sweep['status']}, {p['done']} of {p['total']} trials done (the new ones run now)")
+    if watch:
+        final = watch_sweep(client, sweep["id"])
+        raise typer.Exit(0 if final["status"] == "succeeded" else 1)
+
+
 @app.command()
 def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
     """A sweep's trials: G, B, seed, status, the final metric and the MLflow run."""

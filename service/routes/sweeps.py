@@ -1,15 +1,18 @@
-"""/v1/sweeps: submit, list, inspect, cancel, trials, fit."""
+"""/v1/sweeps: submit, list, inspect, cancel, extend, trials, fit."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from service import lifecycle
 from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
+from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
 from service.results import fit_from_trials, sweep_public, trial_public
@@ -112,6 +115,48 @@ def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep, schedule
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
         lifecycle.cancel_sweep(s, sweep)
+        public = _public(sweep, store, tracking)
+    if scheduler is not None:
+        scheduler.wake()
+    return public
+
+
+class Extension(BaseModel):
+    """What ``POST /v1/sweeps/{id}/extend`` adds to a finished sweep."""
+
+    model_config = {"extra": "forbid"}
+    group_sizes: list[int] = Field(default_factory=list, max_length=256, description="group sizes to add (each divides B)")
+    seeds: list[int] = Field(default_factory=list, max_length=1000, description="seeds to add at every (G, B)")
+
+
+@router.post("/{sweep_id}/extend", dependencies=[Authorized])
+def extend(
+    sweep_id: str,
+    body: Extension,
+    store: StoreDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    tracking: TrackingDep,
+) -> SweepPublic:
+    """Add group sizes or seeds to a succeeded or failed grid sweep (service.extend): only the new trials run,
+    then every trial is fitted again. 409 while the sweep is not finished; 422 for a spec it would make invalid."""
+    with store.read() as s:
+        sweep = _get(store, s, sweep_id)
+        try:
+            new = extended_spec(store.spec(sweep), body.group_sizes, body.seeds)
+        except ValidationError as e:
+            raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in e.errors()]) from None
+        except ExtendRefused as e:
+            raise HTTPException(e.status, e.message) from None
+    preflight_or_422(new, settings, scheduler)  # trial and step limits, the data and model files
+    with store.session() as s:
+        sweep = _get(store, s, sweep_id)
+        try:
+            added = extend_sweep(s, store, sweep, new)
+        except ExtendRefused as e:
+            raise HTTPException(e.status, e.message) from None
+        if tracking and sweep.mlflow_parent_run_id:
+            tracking.reopen_sweep(sweep.mlflow_parent_run_id, new, len(added))
         public = _public(sweep, store, tracking)
     if scheduler is not None:
         scheduler.wake()

@@ -244,3 +244,38 @@ def test_twenty_clients_submit_at_once_and_every_sweep_succeeds(stack):
     for sid in ids:
         assert stack.wait(sid, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"
     assert "database is locked" not in stack.log.read_text()
+
+
+@SQLITE_ONLY
+def test_an_extended_sweep_runs_only_its_new_trials_and_refits_all(stack):
+    """`groupscale extend`: a finished sweep gets a larger G; only its trial runs (MLflow has one child run
+    more, not a new set), and the fit covers every G."""
+    spec = {**SPEC, "name": "e2e-extend", "group_sizes": [2, 4, 8], "steps": 5}
+    sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+    first = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+    assert first["status"] == "succeeded", first
+    client = MlflowClient(stack.mlflow_uri)
+    parent = first["mlflow"]["parent_run_id"]
+
+    def children() -> list:
+        found = client.search_runs([first["mlflow"]["experiment_id"]], f"tags.mlflow.parentRunId = '{parent}'")
+        return sorted(r.info.run_id for r in found)
+
+    before = children()
+    assert len(before) == 3
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "extend", sid, "--group-sizes", "16"],
+        env={**os.environ, "GROUPSCALE_URL": stack.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=300)
+    assert sweep["status"] == "succeeded", sweep
+    after = children()
+    assert len(after) == 4 and set(before) < set(after)  # one new child run; the old ones untouched
+    fit = stack.http.get(f"/v1/sweeps/{sid}/fit").json()
+    assert sorted(p["group_size"] for p in fit["per_budget"][0]["points"]) == [2, 4, 8, 16]
+    assert client.get_run(parent).info.status == "FINISHED"
+    assert client.get_run(parent).data.tags["groupscale.group_sizes"] == "2,4,8,16"

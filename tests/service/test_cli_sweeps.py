@@ -131,3 +131,39 @@ def test_a_submit_whose_answer_was_lost_is_retried_and_makes_one_sweep(tmp_path)
             calls.clear()
             client.submit(_spec("unkeyed"))
         assert len(calls) == 1
+
+
+def test_extend_adds_only_the_new_trials_and_reopens_the_sweep(app_client):
+    c = app_client
+    with c.app.state.store.session() as s:
+        s.get(Sweep, "s4").status = "succeeded"
+    r = run("extend", "s4", "--group-sizes", "24", "--seeds", "2")
+    assert r.exit_code == 0, r.output
+    trials = c.get("/v1/sweeps/s4/trials").json()
+    new = [t for t in trials if t["status"] == "pending"]
+    # G = 24 at seeds 0, 1, 2 and seed 2 at the 7 old G: 10 new; the 14 finished ones are kept as they were
+    assert len(trials) == 24 and len(new) == 10
+    assert {(t["group_size"], t["seed"]) for t in new} == {(24, 0), (24, 1), (24, 2)} | {(g, 2) for g in GRID}
+    with c.app.state.store.read() as s:
+        assert sorted(t.position for t in s.get(Sweep, "s4").trials) == list(range(24))  # the run order goes on
+    sweep = c.get("/v1/sweeps/s4").json()
+    assert sweep["status"] == "running" and sweep["spec"]["group_sizes"] == [*GRID, 24] and sweep["spec"]["seeds"] == [0, 1, 2]
+    again = c.post("/v1/sweeps/s4/extend", json={"seeds": [3]})
+    assert again.status_code == 409 and "running" in again.json()["detail"]  # not while its new trials run
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({"group_sizes": [5]}, 422, "valid group sizes for B=48"),
+        ({"group_sizes": [4], "seeds": [0]}, 422, "nothing to add"),
+        ({"group_sizes": [24], "extra": 1}, 422, "unknown field"),
+    ],
+)
+def test_extend_refuses_bad_input_naming_it(app_client, body, status, words):
+    with app_client.app.state.store.session() as s:
+        s.get(Sweep, "s4").status = "succeeded"
+    r = app_client.post("/v1/sweeps/s4/extend", json=body)
+    assert r.status_code == status and words in json.dumps(r.json()), r.json()
+    assert len(app_client.get("/v1/sweeps/s4/trials").json()) == 14  # nothing accepted
+    assert app_client.get("/v1/sweeps/s4").json()["status"] == "succeeded"
