@@ -56,6 +56,9 @@ class Client:
     def sweep(self, sweep_id: str) -> dict:
         return self._call("GET", f"/v1/sweeps/{sweep_id}")
 
+    def delete(self, sweep_id: str) -> dict:
+        return self._call("DELETE", f"/v1/sweeps/{sweep_id}", params={"purge": "true"})
+
     def extend(self, sweep_id: str, group_sizes: list[int], seeds: list[int]) -> dict:
         return self._call("POST", f"/v1/sweeps/{sweep_id}/extend", json={"group_sizes": group_sizes, "seeds": seeds})
 

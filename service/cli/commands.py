@@ -157,6 +157,19 @@ def extend(
 
 
 @app.command()
+def delete(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Delete a finished sweep: its trials and fit, its MLflow runs (to MLflow's deleted stage), its checkpoints."""
+    if not yes and not typer.confirm(f"delete sweep {sweep_id} and its MLflow runs?"):
+        _fail("not deleted", 1)
+    done = _api(Client(url).delete, sweep_id)
+    out.print(f"{done['id']}: deleted ({done['mlflow_runs_deleted']} MLflow runs moved to the deleted stage)")
+
+
+@app.command()
 def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
     """A sweep's trials: G, B, seed, status, the final metric and the MLflow run."""
     rows = _api(Client(url).trials, sweep_id)

@@ -1,4 +1,4 @@
-"""/v1/sweeps: submit, list, inspect, cancel, extend, trials, fit."""
+"""/v1/sweeps: submit, list, inspect, cancel, extend, delete (purge), trials, fit."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, Tracki
 from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
+from service.purge import PurgeRefused, clean_up, purge_sweep
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import Sweep, Trial
@@ -108,10 +109,27 @@ def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPub
         return _public(_get(store, s, sweep_id), store, tracking)
 
 
-@router.delete("/{sweep_id}", dependencies=[Authorized])
-def cancel_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep, scheduler: SchedulerDep) -> SweepPublic:
+@router.delete("/{sweep_id}", dependencies=[Authorized], response_model=None)
+def cancel_sweep(
+    sweep_id: str,
+    store: StoreDep,
+    settings: SettingsDep,
+    tracking: TrackingDep,
+    scheduler: SchedulerDep,
+    purge: Annotated[bool, Query(description="delete a finished sweep (service.purge) instead of cancelling it")] = False,
+) -> SweepPublic | dict:
     """Cancel: the sweep, its trials and lr tunings are cancelled now (service.lifecycle.cancel_sweep); the
-    scheduler stops the running ones' workers within seconds and then ends the MLflow runs."""
+    scheduler stops the running ones' workers within seconds and then ends the MLflow runs. With
+    ``purge=true``: delete a finished sweep, its MLflow runs (to the deleted stage) and checkpoints (409 while it runs)."""
+    if purge:
+        with store.session() as s:
+            sweep = _get(store, s, sweep_id)
+            try:
+                left = purge_sweep(s, sweep, store.spec(sweep))
+            except PurgeRefused as e:
+                raise HTTPException(409, str(e)) from None
+        runs = clean_up(left, tracking, settings.data_dir, settings.resolved_database_url)  # after the commit
+        return {"id": sweep_id, "deleted": True, "mlflow_runs_deleted": runs}
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
         lifecycle.cancel_sweep(s, sweep)

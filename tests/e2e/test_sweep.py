@@ -247,9 +247,9 @@ def test_twenty_clients_submit_at_once_and_every_sweep_succeeds(stack):
 
 
 @SQLITE_ONLY
-def test_an_extended_sweep_runs_only_its_new_trials_and_refits_all(stack):
+def test_an_extended_sweep_runs_only_its_new_trials_refits_all_and_can_be_deleted(stack):
     """`groupscale extend`: a finished sweep gets a larger G; only its trial runs (MLflow has one child run
-    more, not a new set), and the fit covers every G."""
+    more, not a new set), and the fit covers every G; `groupscale delete` then removes it and its runs."""
     spec = {**SPEC, "name": "e2e-extend", "group_sizes": [2, 4, 8], "steps": 5}
     sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
     first = stack.wait(sid, {"succeeded", "failed", "cancelled"})
@@ -279,3 +279,13 @@ def test_an_extended_sweep_runs_only_its_new_trials_and_refits_all(stack):
     assert sorted(p["group_size"] for p in fit["per_budget"][0]["points"]) == [2, 4, 8, 16]
     assert client.get_run(parent).info.status == "FINISHED"
     assert client.get_run(parent).data.tags["groupscale.group_sizes"] == "2,4,8,16"
+    gone = subprocess.run(
+        [sys.executable, "-m", "service", "delete", sid, "--yes"],
+        env={**os.environ, "GROUPSCALE_URL": stack.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert stack.http.get(f"/v1/sweeps/{sid}").status_code == 404
+    assert {client.get_run(r).info.lifecycle_stage for r in [parent, *after]} == {"deleted"}  # `mlflow gc` removes them

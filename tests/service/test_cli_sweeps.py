@@ -67,8 +67,8 @@ def app_client(tmp_path, monkeypatch):
         yield c
 
 
-def run(*args):
-    return CliRunner().invoke(cli, list(args))
+def run(*args, input=None):
+    return CliRunner().invoke(cli, list(args), input=input)
 
 
 def test_trials_lists_each_trial_with_its_metric(app_client):
@@ -167,3 +167,24 @@ def test_extend_refuses_bad_input_naming_it(app_client, body, status, words):
     assert r.status_code == status and words in json.dumps(r.json()), r.json()
     assert len(app_client.get("/v1/sweeps/s4/trials").json()) == 14  # nothing accepted
     assert app_client.get("/v1/sweeps/s4").json()["status"] == "succeeded"
+
+
+def test_delete_removes_a_finished_sweep_and_refuses_a_running_one(app_client, tmp_path):
+    c = app_client
+    refused = run("delete", "s9", "--yes")
+    assert refused.exit_code == 2 and "running" in refused.output  # s9 still runs: nothing removed
+    assert c.get("/v1/sweeps/s9").status_code == 200
+    with c.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.status, sweep.mlflow_closed = "succeeded", True
+        trial_id = sweep.trials[0].id
+    ckpt = tmp_path / "state" / "checkpoints" / trial_id
+    ckpt.mkdir(parents=True)
+    (ckpt / "checkpoint.pt").write_bytes(b"x")
+    assert run("delete", "s4", input="n\n").exit_code == 1  # asked, and declined
+    r = run("delete", "s4", "--yes")
+    assert r.exit_code == 0, r.output
+    assert c.get("/v1/sweeps/s4").status_code == 404 and not ckpt.exists()
+    with c.app.state.store.read() as s:
+        assert s.query(Trial).filter_by(sweep_id="s4").count() == 0
+    assert [w["id"] for w in c.get("/v1/sweeps").json()] == ["s9"]

@@ -1,0 +1,75 @@
+"""Deleting a finished sweep: its store rows, its MLflow runs (to MLflow's deleted stage), checkpoints and Optuna studies.
+
+``DELETE /v1/sweeps/{id}?purge=true`` (plain DELETE cancels). Refused while the sweep is queued,
+running or fitting, and while a cancelled sweep's runs are still being closed, so nothing that is
+still written to is removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from service.lifecycle import SWEEP_TERMINAL
+from service.store import Sweep
+from service.tracking import Tracking
+from sweeps.spec import SweepSpec
+
+log = logging.getLogger(__name__)
+
+
+class PurgeRefused(Exception):
+    """The sweep is still running (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a purged sweep leaves outside the store, removed by ``clean_up`` once the deletion is committed."""
+
+    run_ids: list[str]
+    trial_ids: list[str]
+    study_prefix: str | None  # the Optuna studies of an adaptive or lr-tuned sweep
+
+
+def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
+    """Delete ``sweep``, its trials and lr tunings from the store (in ``s``'s transaction).
+
+    Raises:
+        PurgeRefused: the sweep has not ended, or its MLflow runs are not closed yet.
+    """
+    if sweep.status not in SWEEP_TERMINAL or not sweep.mlflow_closed:
+        raise PurgeRefused(f"sweep {sweep.id} is {sweep.status}: cancel it and wait until it has ended, then delete it")
+    left = Leftovers(
+        run_ids=[r for r in [sweep.mlflow_parent_run_id, *(t.mlflow_run_id for t in sweep.trials)] if r],
+        trial_ids=[t.id for t in sweep.trials],
+        study_prefix=f"groupscale-{sweep.id}" if spec.mode == "adaptive" or spec.tune_lr is not None else None,
+    )
+    for row in [*sweep.trials, *sweep.lr_tunings, sweep]:
+        s.delete(row)
+    return left
+
+
+def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, database_url: str) -> int:
+    """Move the runs to MLflow's deleted stage (``mlflow gc`` removes them for good), remove the checkpoints
+    and the Optuna studies. Returns the number of runs deleted; a run that cannot be deleted is logged."""
+    deleted = 0
+    for run_id in left.run_ids if tracking is not None else []:
+        try:
+            tracking.client.delete_run(run_id)  # type: ignore[union-attr]
+            deleted += 1
+        except Exception:  # noqa: BLE001 - the sweep is gone from the store; say which run is left behind
+            log.exception("MLflow run %s of a deleted sweep could not be deleted", run_id)
+    for trial_id in left.trial_ids:
+        shutil.rmtree(data_dir.resolve() / "checkpoints" / trial_id, ignore_errors=True)
+    if left.study_prefix:
+        import optuna
+
+        storage = optuna.storages.RDBStorage(database_url)
+        for name in optuna.get_all_study_names(storage):
+            if name == left.study_prefix or name.startswith(left.study_prefix + "-"):
+                optuna.delete_study(study_name=name, storage=storage)
+    return deleted
