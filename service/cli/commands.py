@@ -66,7 +66,8 @@ def status(
         p = sweep["progress"]
         out.print(
             f"{sweep['id']} {sweep['name']}: [bold]{sweep['status']}[/bold]  done {p['done']}/{p['total']}, "
-            f"running {p['running']}, failed {p['failed']}" + (f"  error: {sweep['error']}" if sweep["error"] else "")
+            f"running {p['running']}, failed {p['failed']}, cancelled {p['cancelled']}"
+            + (f"  error: {sweep['error']}" if sweep["error"] else "")
         )
         if sweep["mlflow"]["url"]:
             out.print(f"MLflow: {sweep['mlflow']['url']}")
@@ -74,10 +75,11 @@ def status(
     sweeps = _api(client.sweeps)
     if as_json:
         return _print_json(sweeps)
-    t = Table()
+    t = Table(padding=(0, 1), pad_edge=False)  # fits 80 columns with a 12-character id
     t.add_column("id", no_wrap=True, min_width=12)  # ids must stay whole to be copied
-    for col in ("name", "status", "done/total", "fit", "G*", "created"):
-        t.add_column(col)
+    t.add_column("name", max_width=18, overflow="ellipsis", no_wrap=True)
+    for col in ("status", "done", "cancel", "fit", "G*", "created"):
+        t.add_column(col, no_wrap=True)
     for w in sweeps:
         p = w["progress"]
         t.add_row(
@@ -85,9 +87,10 @@ def status(
             w["name"],
             w["status"],
             f"{p['done']}/{p['total']}",
+            str(p["cancelled"]),
             w["fit_status"] or "-",
             _fmt(w["g_star"]),
-            w["created_at"][:19],
+            w["created_at"][5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
         )
     out.print(t)
     return None

@@ -188,3 +188,15 @@ def test_delete_removes_a_finished_sweep_and_refuses_a_running_one(app_client, t
     with c.app.state.store.read() as s:
         assert s.query(Trial).filter_by(sweep_id="s4").count() == 0
     assert [w["id"] for w in c.get("/v1/sweeps").json()] == ["s9"]
+
+
+def test_status_shows_cancelled_counts_within_80_columns(app_client):
+    with app_client.app.state.store.session() as s:
+        s.get(Sweep, "s9").trials[0].status = "cancelled"
+    r = CliRunner().invoke(cli, ["status"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, r.stdout
+    assert "cancel" in lines[1] and any("s9" in line and " 1 " in line for line in lines)
+    one = run("status", "s9").stdout
+    assert "cancelled 1" in one
