@@ -107,6 +107,7 @@ class Tracking:
             "lr": spec.grpo.lr if lr is None else lr,
         }
         tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
+        tags["mlflow.note.content"] = _trial_note(spec)  # the run's description in the MLflow UI
         return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
 
     def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
@@ -213,3 +214,19 @@ class Tracking:
             return httpx.get(f"{self.uri}/health", timeout=timeout_s).status_code == 200
         except httpx.HTTPError:
             return False
+
+
+def _trial_note(spec: SweepSpec) -> str:
+    """What a person reading a trial's charts should know: which ones are flat by construction."""
+    g = spec.grpo
+    flat = []
+    if g.inner_steps == 1:
+        flat.append(
+            "`loss` is the PPO-clip loss at ratio 1 (one optimizer step per batch, on-policy): it is 0 or near 0 "
+            "because a group's advantages sum to 0, and `clip_frac_low`/`clip_frac_high` and "
+            "`momentum_overshoot_frac` are 0 since nothing moves before the step"
+        )
+    if g.kl_beta == 0:
+        flat.append("`kl` is 0: kl_beta is 0, so no reference policy is kept")
+    lines = [f"groupscale trial of sweep {spec.name}: the learning signal is in `reward_mean`, `grad_norm` and `gap`."]
+    return "\n\n".join(lines + [f"Flat by construction: {text}." for text in flat])

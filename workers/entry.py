@@ -19,6 +19,7 @@ from typing import Any
 from workers.config import Report, TrialConfig, TrialResult
 
 # spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
+SYSTEM_METRICS_EVERY_S = 5  # seconds between samples of a trial's system metrics
 TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again (_keep_title)
 MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
 
@@ -51,6 +52,19 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
     )
 
 
+def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) -> Any:
+    """MLflow's system metrics of this worker (system/cpu_utilization_percentage, memory, disk, network, and
+    GPU with pynvml) on the trial's run, every MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default
+    SYSTEM_METRICS_EVERY_S). Started here; ``finish()`` stops it."""
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    monitor = SystemMetricsMonitor(
+        run_id, sampling_interval=SYSTEM_METRICS_EVERY_S, resume_logging=resume, tracking_uri=tracking_uri
+    )
+    monitor.start()
+    return monitor
+
+
 def run_trial(
     config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, worker_starts: int = 1
 ) -> dict[str, Any]:
@@ -72,12 +86,16 @@ def run_trial(
         logger = RunLogger(tracking_uri, run_id, resume=resume)
         if worker_starts > 1:
             logger({"worker_starts": float(worker_starts)}, 0)
+    monitor = _system_metrics(tracking_uri, run_id, resume) if logger is not None else None
     try:
         result = run_measure(cfg, logger or (lambda m, s: None))
     except BaseException:
         if logger is not None:
             logger.flush()  # best effort: the trial's own error is the one to report
         raise
+    finally:
+        if monitor is not None:
+            monitor.finish()
     if logger is not None:
         logger.flush(final=True)  # the trial ends only once every metric point is stored
     return {**asdict(result), "seconds": time.perf_counter() - start}
@@ -183,6 +201,7 @@ class TrialWorker:
         for kind in MEASURES:  # imported once, at the worker's start, not inside a trial's timed run
             measure_function(kind)
         importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
+        importlib.import_module("mlflow.system_metrics.system_metrics_monitor")  # and its system metrics
         self.name = name
         self._state = Path(state_dir) / f"{name}.json"
         self._lock = threading.Condition()

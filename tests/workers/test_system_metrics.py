@@ -1,0 +1,49 @@
+"""A logged trial records MLflow's system metrics (CPU, memory) on its run, beside its training metrics."""
+
+from mlflow import MlflowClient
+
+from workers.config import TrialConfig
+from workers.entry import run_trial
+
+
+def test_a_logged_trial_has_system_metrics(tmp_path, monkeypatch):
+    # a sample is published after each interval the trial outlasts: 0.1 s, far below this trial's seconds
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.1")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a real MLflow store, no server needed
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("e", artifact_location=str(tmp_path / "art"))).info.run_id
+    cfg = TrialConfig.flat(
+        task={"name": "bandit"},
+        model={"preset": "tabular"},
+        group_size=4,
+        samples_per_step=16,
+        seed=0,
+        steps=200,
+        cache_dir=str(tmp_path / "models"),
+    )
+    out = run_trial(cfg.to_dict(), uri, run_id)
+    assert out["status"] == "succeeded" and out["seconds"] > 0.5, out
+    metrics = client.get_run(run_id).data.metrics
+    assert "reward_mean" in metrics
+    assert 0.0 <= metrics["system/cpu_utilization_percentage"] <= 100.0 * 64
+    assert metrics["system/system_memory_usage_megabytes"] > 0
+
+
+def test_a_trial_run_says_which_charts_are_flat_by_construction(tmp_path):
+    from service.tracking import Tracking
+    from sweeps.spec import SweepSpec
+
+    base = {"name": "n", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4]}
+    base |= {"samples_per_step": [16], "seeds": [0], "steps": 1}
+    tracking = Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = tracking.client.create_experiment("e", artifact_location=str(tmp_path / "art"))
+    parent = tracking.client.create_run(exp).info.run_id
+
+    def note(grpo: dict) -> str:
+        run_id = tracking.start_trial(exp, parent, SweepSpec.model_validate({**base, "grpo": grpo}), "t", 2, 16, 0)
+        return tracking.client.get_run(run_id).data.tags["mlflow.note.content"]
+
+    on_policy = note({})
+    assert "`loss` is the PPO-clip loss at ratio 1" in on_policy and "`kl` is 0" in on_policy
+    off_policy = note({"inner_steps": 2, "kl_beta": 0.1})
+    assert "Flat by construction" not in off_policy and "reward_mean" in off_policy
