@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 
 from service.routes import health, probes, recommendations, sweeps
@@ -44,7 +45,7 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
                 app.state.scheduler.stop()
             app.state.store.engine.dispose()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # FastAPI with /docs and /redoc served from the package, no CDN (offline clusters)
         title="groupscale",
         summary="Choose the GRPO group size G: sweeps, the group-size law fit, recommendations.",
         version="0.1.0",

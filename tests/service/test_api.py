@@ -189,3 +189,15 @@ def test_no_secret_of_the_tracking_uri_reaches_an_answer(make_client):
     for r in (health, created, listed):
         assert "s3cret-pw" not in r.text
     assert health.json()["mlflow"]["detail"] == "http://alice:***@127.0.0.1:9"
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_docs_load_nothing_from_the_internet(client, page):
+    """GPU clusters are often offline: the docs' scripts and styles come from the app (fastapi-offline)."""
+    import re
+
+    r = client.get(page)
+    assert r.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', r.text)
+    assert assets and all(a.startswith("/") for a in assets), assets  # no CDN
+    assert all(client.get(a).status_code == 200 for a in assets)
