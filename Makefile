@@ -8,11 +8,14 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# torch first, from the pinned CPU build (a range alone would pull a multi-GB CUDA build).
+# torch first, pinned. Without an NVIDIA GPU (no nvidia-smi) from PyTorch's CPU index (PyPI's torch
+# brings several GB of CUDA libraries), falling back to the default index when that one cannot be
+# reached; with a GPU from the default index (a CUDA build). TORCH_INDEX=URL make setup chooses.
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
+	$(if $(TORCH_INDEX),$(BIN)/pip install -q --index-url $(TORCH_INDEX) --retries 1 --timeout 20 torch==2.13.0 || )$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 
