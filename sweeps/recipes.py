@@ -118,15 +118,26 @@ _TRL_READ = {"temperature", "model_name_or_path", "generation_batch_size", "num_
 _TRL_BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation")
 
 
+def _whole(config: dict[str, Any], key: str, minimum: int) -> int | None:
+    """config[key] as an int >= minimum (None when absent). Raises ValueError naming the key."""
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key}: {value!r} is not a whole number >= {minimum}")
+    return value
+
+
 def _budget(config: dict[str, Any]) -> int | None:
     """B of a TRL config: generation_batch_size, else per_device_train_batch_size x gradient_accumulation_steps
-    (x steps_per_generation when given) on one process, as GRPOConfig computes it."""
-    if config.get("generation_batch_size"):
-        return int(config["generation_batch_size"])
-    if not config.get("per_device_train_batch_size"):
-        return None
-    steps = config.get("steps_per_generation") or config.get("gradient_accumulation_steps") or 1
-    return int(config["per_device_train_batch_size"]) * int(steps)
+    (x steps_per_generation when given) on one process, as GRPOConfig computes it. Raises ValueError
+    naming a field that is not a positive whole number."""
+    given = _whole(config, "generation_batch_size", 2)
+    per_device = _whole(config, "per_device_train_batch_size", 1)
+    steps = _whole(config, "steps_per_generation", 1) or _whole(config, "gradient_accumulation_steps", 1) or 1
+    if given is not None:
+        return given
+    return None if per_device is None else per_device * steps
 
 
 def spec_from_trl(
@@ -147,7 +158,9 @@ def spec_from_trl(
         (spec dict, lines "key: value (why not mapped)"). The task is left for the user to fill: TRL
         names a hub dataset and reward functions by import path, which groupscale does not load.
     Raises:
-        ValueError: no model, no budget, or a G that does not divide B (names the values).
+        ValueError: no model, no budget, a G that does not divide B, a GRPO value groupscale refuses
+            (an invalid one, loss_type cispo, scale_rewards batch, ...), a count that is not a whole
+            number (each names the key and the value).
     """
     model = model or config.get("model_name_or_path")
     if not model:
@@ -155,7 +168,11 @@ def spec_from_trl(
     budget = _budget(config)
     if not budget:
         raise ValueError("the TRL config gives no budget: set generation_batch_size (or per_device_train_batch_size)")
-    bad = [g for g in group_sizes if g < 2 or budget % g]
+    if not group_sizes or len(set(group_sizes)) != len(group_sizes) or min(group_sizes) < 2:
+        raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
+    if budget < 2:
+        raise ValueError(f"the recipe's budget B = {budget} is below 2 completions per step")
+    bad = [g for g in group_sizes if budget % g]
     if bad:
         divisors = [g for g in range(2, budget + 1) if budget % g == 0]
         raise ValueError(f"group sizes {bad} do not divide B = {budget}; allowed: {', '.join(map(str, divisors))}")
@@ -165,13 +182,12 @@ def spec_from_trl(
         value = config.get(key)
         if value is None:
             continue
-        try:
+        try:  # an invalid value, or a TRL setting groupscale does not run, would change the objective: refused
             GRPOSpec.model_validate({key: value})
         except ValidationError as e:
-            skipped.append(f"{key}: {value!r} ({e.errors()[0]['msg']})")
-            continue
+            raise ValueError(f"{key}: {value!r}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
         grpo[key] = value
-    max_steps = config.get("max_steps")
+    max_steps = _whole(config, "max_steps", -1)
     spec = {
         "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
         "task": {
@@ -184,7 +200,7 @@ def spec_from_trl(
         "group_sizes": sorted(group_sizes),
         "samples_per_step": [budget],
         "seeds": list(range(seeds)),
-        "steps": steps or (int(max_steps) if max_steps and int(max_steps) > 0 else 200),
+        "steps": steps or (max_steps if max_steps and max_steps > 0 else 200),
         "grpo": GRPOSpec.model_validate(grpo).model_dump(include={TRL_ALIASES.get(k, k) for k in grpo}),
     }
     why = {
@@ -193,7 +209,7 @@ def spec_from_trl(
     }
     mapped = {*TRL_ALIASES, *_TRL_READ, *_TRL_BATCH}
     skipped += [f"{k}: {config[k]!r} ({why.get(k, 'not a setting a sweep varies or keeps')})" for k in config if k not in mapped]
-    recipe_g = config.get("num_generations")
-    if recipe_g and int(recipe_g) not in group_sizes:
+    recipe_g = _whole(config, "num_generations", 2)
+    if recipe_g and recipe_g not in group_sizes:
         skipped.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")
     return spec, skipped

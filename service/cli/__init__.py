@@ -10,7 +10,16 @@ from service.cli.app import app
 
 
 def main() -> None:
-    app()
+    """The ``groupscale`` command. A malformed controller URL is bad input (exit 2), not a traceback."""
+    import httpx
+
+    try:
+        app()
+    except httpx.InvalidURL as e:
+        from service.cli.app import err
+
+        err.print(f"[red]error:[/red] --url / GROUPSCALE_URL is not a valid URL: {e}", highlight=False)
+        raise SystemExit(2) from None
 
 
 __all__ = ["app", "main"]

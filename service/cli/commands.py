@@ -136,7 +136,7 @@ def _ints(option: str, text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        _fail(f"{option}: {text!r} is not a comma-separated list of integers, e.g. 24,32", 2)
+        _fail(f"{option}: {text!r} is not a comma-separated list of integers, e.g. {'24,32' if 'group' in option else '3,4'}", 2)
 
 
 @app.command()

@@ -54,9 +54,12 @@ def read_results(path: Path, y: str) -> tuple[list[int], list[int], list[int], l
         for i, row in enumerate(reader, start=2):
             for col, name in zip(cols[:3], need[:3]):
                 try:
-                    col.append(int(float(row[name])))
-                except (TypeError, ValueError):
-                    raise ValueError(f"{path}:{i}: {name} must be an integer, got {row[name]!r}") from None
+                    number = float(row[name])
+                    if not number.is_integer():  # 2.5 is not a group size: never truncated to 2
+                        raise ValueError(name)
+                    col.append(int(number))
+                except (TypeError, ValueError, OverflowError):
+                    raise ValueError(f"{path}:{i}: {name} must be a whole number, got {row[name]!r}") from None
             value = (row[y] or "").strip()
             try:  # an empty cell or NaN is a missing value (dropped and counted); other text is an error
                 cols[3].append(float(value) if value else math.nan)

@@ -103,3 +103,20 @@ def test_law_fit_refuses_a_repeated_trial_naming_its_rows(tmp_path):
     p.write_text("group_size,samples_per_step,seed,gap\n2,48,0,0.5\n4,48,0,0.4\n2,48,0,0.6\n2,48,1,0.5\n")
     r = law(p, "--y", "gap")
     assert r.exit_code == 2 and "G=2 B=48 seed=0 on rows 2, 4" in " ".join(r.output.split())
+
+
+def test_law_fit_refuses_a_group_size_that_is_not_whole(tmp_path):
+    p = write_csv(tmp_path / "r.csv", lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), [2, 3, 4, 6, 8, 12, 16])
+    p.write_text(p.read_text().replace("\n2,48,", "\n2.5,48,"))  # never truncated to 2
+    r = law(p, "--y", "gap")
+    assert r.exit_code == 2 and "group_size must be a whole number, got '2.5'" in r.output
+
+
+def test_a_malformed_controller_url_is_bad_input_not_a_traceback():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GROUPSCALE_URL": "http://[::1"}
+    r = subprocess.run([sys.executable, "-m", "service", "trials", "abc"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and "GROUPSCALE_URL is not a valid URL" in r.stderr and "Traceback" not in r.stderr

@@ -119,9 +119,29 @@ def test_spec_from_a_grpo_config_dump(tmp_path):
         spec_from_trl(dump, [3], model="/m")
 
 
-def test_a_trl_setting_groupscale_does_not_run_is_listed_not_mapped():
-    recipe = {**yaml.safe_load(TRL_CLI_RECIPE), "scale_rewards": "batch", "loss_type": "cispo"}
-    spec, skipped = spec_from_trl(recipe, [4])
-    assert "advantage" not in spec["grpo"] and "loss_aggregation" not in spec["grpo"]
-    assert any(s.startswith("scale_rewards: 'batch'") and "refused" in s for s in skipped)
-    assert any(s.startswith("loss_type: 'cispo'") for s in skipped)
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"scale_rewards": "batch"}, "scale_rewards: 'batch': scale_rewards 'batch' is refused"),
+        ({"loss_type": "cispo"}, "loss_type: 'cispo'"),
+        ({"learning_rate": "abc"}, "learning_rate: 'abc'"),
+        ({"epsilon": -1}, "epsilon: -1"),
+        ({"generation_batch_size": [16]}, "generation_batch_size: [16] is not a whole number"),
+        ({"generation_batch_size": 0}, "generation_batch_size: 0 is not a whole number >= 2"),
+        ({"gradient_accumulation_steps": 0}, "gradient_accumulation_steps: 0"),
+        ({"per_device_train_batch_size": "eight"}, "per_device_train_batch_size: 'eight'"),
+        ({"max_steps": [100]}, "max_steps: [100]"),
+        ({"num_generations": {"a": 1}}, "num_generations: {'a': 1}"),
+    ],
+)
+def test_a_trl_value_groupscale_cannot_run_as_given_is_refused_naming_it(over, words):
+    """Silently dropping it would sweep another objective than the recipe's."""
+    with pytest.raises(ValueError) as e:
+        spec_from_trl({**yaml.safe_load(TRL_CLI_RECIPE), **over}, [4])
+    assert words in str(e.value) and "Value error" not in str(e.value)
+
+
+@pytest.mark.parametrize("gs", [[], [4, 4], [0, 4], [-2]])
+def test_group_sizes_must_be_distinct_and_at_least_2(gs):
+    with pytest.raises(ValueError, match="--group-sizes"):
+        spec_from_trl(yaml.safe_load(TRL_CLI_RECIPE), gs)
