@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import httpx
 import typer
@@ -15,7 +15,9 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from service.client import ApiError
-from sweeps.spec import SweepSpec, error_message, load_spec
+
+if TYPE_CHECKING:  # the spec's pydantic models cost ~0.3 s to build: imported by the commands that read one
+    from sweeps.spec import SweepSpec
 
 app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True)
 
@@ -85,6 +87,8 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 def _read_spec(spec_path: Path) -> SweepSpec:
     """Load and validate a spec file; bad input exits 2 with every field error."""
+    from sweeps.spec import error_message, load_spec
+
     if not spec_path.is_file():
         _fail(f"SPEC.yaml: {spec_path} is {'a directory' if spec_path.is_dir() else 'not there'}; give a spec file", 2)
     try:

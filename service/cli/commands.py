@@ -15,8 +15,6 @@ from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
 from sweeps.finite import finite_or_none
-from sweeps.recipes import trl_config, verl_overrides
-from sweeps.spec import SweepSpec
 
 
 @app.command()
@@ -289,6 +287,9 @@ def recommend(
     g = rec["recommended_group_size"]
     if g is None:
         _fail(f"no recommended G to export: {rec['message']}")
+    from sweeps.recipes import trl_config, verl_overrides
+    from sweeps.spec import SweepSpec
+
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
     budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
     head = (

@@ -13,7 +13,6 @@ from rich.table import Table
 from service.cli.app import EXAMPLES, _api, _fail, app, err, out
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
-from sweeps.spec import load_spec
 
 
 def _free_port(preferred: int) -> int:
@@ -52,6 +51,8 @@ def demo(
             _fail(f"{e}; see {log_path}")
         if not up:
             _fail(f"the stack did not answer within 300 s; see {log_path}")
+        from sweeps.spec import load_spec
+
         spec = load_spec(spec_path)
         sweep = _api(client.submit, spec.model_dump(mode="json"))
         err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")
