@@ -25,7 +25,8 @@ def print_fit(fit: dict) -> None:
             _fmt(b["b"]),
             _fmt(b["c"]),
             _fmt(b["r2"]),
-            str(b["recommended_group_size"] or "-"),
+            # none: the data do not support a G at all, so no budget's curve recommends one either
+            str(b["recommended_group_size"] or "-") if fit.get("evidence") != "none" else "-",
         )
     out.print(t)
     ci = fit.get("g_star_ci95")

@@ -120,3 +120,13 @@ def test_a_malformed_controller_url_is_bad_input_not_a_traceback():
     env = {**os.environ, "GROUPSCALE_URL": "http://[::1"}
     r = subprocess.run([sys.executable, "-m", "service", "trials", "abc"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "GROUPSCALE_URL is not a valid URL" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_law_fit_with_no_evidence_recommends_no_g_anywhere(tmp_path):
+    rng = __import__("numpy").random.default_rng(0)
+    p = write_csv(tmp_path / "r.csv", lambda g: 0.5 + 0.05 * rng.standard_normal(), [2, 3, 4, 6, 8, 12, 16])
+    r = law(p, "--y", "gap")
+    assert r.exit_code == 0, r.output
+    assert "evidence: none" in r.output and "recommended G = -" in r.output
+    table_rows = [line for line in r.output.splitlines() if line.startswith("│ 48")]
+    assert table_rows and all(line.rstrip("│ ").endswith("-") for line in table_rows), r.output
