@@ -1,1 +1,0 @@
-"""Sweep specs, trial planning and the group-size law (no Ray, MLflow or FastAPI here)."""

@@ -1,1 +1,0 @@
-"""Policies: built-in presets and local Hugging Face folders."""
