@@ -68,21 +68,13 @@ def model_and_batch(tmp_path_factory):
         truncated=torch.tensor([n == L for n in LENGTHS]),
         group_size=G,
     )
-    return policy, rollout
+    return policy, rollout, cfg
 
 
-def _groupscale(policy, rollout: Rollout, advantages: torch.Tensor, grpo: dict) -> tuple[float, dict]:
+def _groupscale(policy, rollout: Rollout, cfg: TrialConfig, advantages: torch.Tensor, grpo: dict) -> tuple[float, dict]:
     policy = copy.deepcopy(policy)
     spec = GRPOSpec.model_validate({**grpo, "max_grad_norm": 1e6})  # no clipping: compare raw gradients
-    cfg = TrialConfig(
-        task={"name": "arithmetic"},
-        model={"preset": "tiny-llama"},
-        group_size=G,
-        samples_per_step=N * G,
-        seed=0,
-        steps=1,
-        grpo=spec,
-    )
+    cfg = cfg.with_grpo(**spec.model_dump())
     batch = Batch(problems=[], rollout=rollout, rewards=REWARDS, advantages=advantages)
     opt = torch.optim.SGD(policy.module.parameters(), lr=0.0)  # a step that leaves the weights (and .grad) as they are
     stats = grpo_update(policy, None, opt, batch, cfg)
@@ -130,10 +122,10 @@ def _trl(policy, rollout: Rollout, advantages: torch.Tensor, grpo: dict, tmp_pat
 @pytest.mark.parametrize("scale", ["group", "none"])
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
 def test_one_step_matches_trl_loss_and_gradients(model_and_batch, tmp_path, loss_type, scale):
-    policy, rollout = model_and_batch
+    policy, rollout, cfg = model_and_batch
     grpo = {"loss_type": loss_type, "scale_rewards": scale, "epsilon": 0.2, "beta": 0.0, "num_iterations": 1}
     adv = _trl_advantages(REWARDS, scale)
-    ours_loss, ours = _groupscale(policy, rollout, adv, {**grpo, "max_completion_length": MAX_NEW})
+    ours_loss, ours = _groupscale(policy, rollout, cfg, adv, {**grpo, "max_completion_length": MAX_NEW})
     trl_loss, theirs = _trl(policy, rollout, adv, grpo, tmp_path)
     assert ours_loss == pytest.approx(trl_loss, abs=1e-5)
     assert ours.keys() == theirs.keys() and ours
