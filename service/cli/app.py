@@ -77,6 +77,14 @@ def _api(fn, *args: Any) -> Any:
         _fail(f"cannot reach the controller ({e}); start it with `groupscale up` or set GROUPSCALE_URL")
 
 
+def _ints(option: str, text: str) -> list[int]:
+    """A comma-separated option as integers; anything else exits 2 naming the option."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{option}: {text!r} is not a comma-separated list of integers, e.g. {'24,32' if 'group' in option else '3,4'}", 2)
+
+
 def _print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2, allow_nan=False))
 

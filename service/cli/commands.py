@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
+from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _ints, _print_json, _read_spec, app, err, out
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
 from sweeps.finite import finite_or_none
@@ -128,13 +128,6 @@ def fit(
         except OSError as e:
             _fail(f"--plot: cannot write {plot}: {e.strerror or e}", 2)
         err.print(f"plot written to {plot}")
-
-
-def _ints(option: str, text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        _fail(f"{option}: {text!r} is not a comma-separated list of integers, e.g. {'24,32' if 'group' in option else '3,4'}", 2)
 
 
 @app.command()

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.app import JsonOpt, _fail, _print_json, law_app, models_app, out, spec_app
+from service.cli.app import JsonOpt, _fail, _ints, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
 
 
@@ -119,11 +119,7 @@ def spec_from_trl_command(
     if not isinstance(data, dict):
         _fail(f"CONFIG.yaml: {config} holds no mapping of TRL settings", 2)
     try:
-        gs = [int(v) for v in group_sizes.split(",") if v.strip()]
-    except ValueError:
-        _fail(f"--group-sizes: {group_sizes!r} is not a comma-separated list of integers, e.g. 2,4,8,16", 2)
-    try:
-        spec, skipped = spec_from_trl(data, gs, seeds=seeds, steps=steps, model=model)
+        spec, skipped = spec_from_trl(data, _ints("--group-sizes", group_sizes), seeds=seeds, steps=steps, model=model)
     except ValueError as e:
         _fail(str(e), 2)
     out.print(yaml.safe_dump(spec, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True)
