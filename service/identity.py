@@ -19,7 +19,8 @@ from workers.data import content_digest
 DIGEST_CHARS = 16
 
 
-def _short(data: str | bytes) -> str:
+def short_digest(data: str | bytes) -> str:
+    """The first DIGEST_CHARS hex digits of the sha256 of ``data`` (a str is UTF-8 encoded)."""
     return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()[:DIGEST_CHARS]
 
 
@@ -33,10 +34,10 @@ def task_key(spec: SweepSpec) -> str:
     options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
     if task.name in ("jsonl", "dataset"):
         files = [task.path, *([task.eval_path] if getattr(task, "eval_path", None) else [])]
-        digest = _short(content_digest(*files) + json.dumps(options, sort_keys=True))
+        digest = short_digest(content_digest(*files) + json.dumps(options, sort_keys=True))
         return f"{getattr(task, 'label', None) or task.name}:{digest}"
     defaults = type(task).model_validate({"name": task.name}).model_dump(exclude={"name"}, mode="json")
-    return task.name if options == defaults else f"{task.name}:{_short(json.dumps(options, sort_keys=True))}"
+    return task.name if options == defaults else f"{task.name}:{short_digest(json.dumps(options, sort_keys=True))}"
 
 
 def model_key(spec: SweepSpec) -> str:
@@ -44,4 +45,4 @@ def model_key(spec: SweepSpec) -> str:
     if spec.model.preset is not None:
         return spec.model.preset
     folder = Path(spec.model.path).expanduser().resolve()
-    return f"{folder}@{_short((folder / 'config.json').read_bytes())}"
+    return f"{folder}@{short_digest((folder / 'config.json').read_bytes())}"

@@ -13,9 +13,9 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 
-from service.identity import task_key
+from service.identity import short_digest, task_key
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
@@ -81,6 +81,7 @@ class Tracking:
             exp_id, f"{spec.name} ({sweep_id})", {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params
         )
         self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
+        self.client.log_inputs(run_id, datasets=[dataset_input(spec, key)])
         return exp_id, run_id
 
     def start_trial(
@@ -93,10 +94,13 @@ class Tracking:
         samples_per_step: int,
         seed: int,
         lr: float | None = None,
+        key: str | None = None,
     ) -> str:
-        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run).
+        """A child run of the sweep's parent (explicit mlflow.parentRunId tag, no active run), with the
+        task as its dataset input (``dataset_input``).
 
         ``lr``: the learning rate the trial trains with (the tuned one under tune_lr; param ``lr``).
+        ``key``: the sweep's stored task_key (default: computed again, reading the data files).
         """
         params = {
             **_spec_params(spec),
@@ -108,7 +112,9 @@ class Tracking:
         }
         tags = {"mlflow.parentRunId": parent_run_id, "groupscale.trial_id": trial_id, "groupscale.kind": "trial"}
         tags["mlflow.note.content"] = _trial_note(spec)  # the run's description in the MLflow UI
-        return self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
+        run_id = self._create_run(experiment_id, f"G={group_size} B={samples_per_step} seed={seed}", tags, params)
+        self.client.log_inputs(run_id, datasets=[dataset_input(spec, key or task_key(spec))])
+        return run_id
 
     def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
         self.client.set_tag(run_id, "groupscale.status", status)
@@ -214,6 +220,26 @@ class Tracking:
             return httpx.get(f"{self.uri}/health", timeout=timeout_s).status_code == 200
         except httpx.HTTPError:
             return False
+
+
+def dataset_input(spec: SweepSpec, key: str) -> DatasetInput:
+    """The task as an MLflow dataset input (the run page's "Datasets used"; context ``training``).
+
+    name and digest are the two parts of the sweep's task_key (service.identity: the digest covers a data
+    task's file bytes and settings; a built-in task with default options gets the digest of its options),
+    so runs on the same data show the same digest. Source: the data file(s) (type ``local``), or the
+    built-in task (type ``code``). Profile: the task's settings (JSON).
+    """
+    task = spec.task
+    options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
+    name, digest = key.rsplit(":", 1) if ":" in key else (key, short_digest(json.dumps(options, sort_keys=True)))
+    paths = [p for p in (getattr(task, "path", None), getattr(task, "eval_path", None)) if p]
+    if paths:
+        source_type, source = "local", {"uri": str(paths[0]), **({"eval_uri": str(paths[1])} if len(paths) > 1 else {})}
+    else:
+        source_type, source = "code", {"tags": {"groupscale.task": task.name}}
+    dataset = Dataset(name, digest, source_type, json.dumps(source), profile=json.dumps(options, sort_keys=True))
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])
 
 
 def _trial_note(spec: SweepSpec) -> str:

@@ -12,12 +12,13 @@ also in prompts, actor.loss_agg_mode, algorithm.norm_adv_by_std_in_grpo, algorit
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from sweeps.spec import TRL_ALIASES, TRL_LOSS_TYPES, GRPOSpec
+from sweeps.spec import TRL_ALIASES, TRL_LOSS_TYPES, GRPOSpec, valid_group_sizes
 
 # our loss_aggregation -> TRL loss_type (dapo for token_mean: TRL's default and its global-token normaliser)
 TO_TRL_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
@@ -30,8 +31,12 @@ assert set(TO_TRL_LOSS.values()) <= set(TRL_LOSS_TYPES)
 
 
 def _check(group_size: int, samples_per_step: int) -> None:
-    if group_size < 2 or samples_per_step % group_size:
-        raise ValueError(f"group_size {group_size} must be >= 2 and divide samples_per_step {samples_per_step}")
+    allowed = valid_group_sizes(samples_per_step)
+    if group_size not in allowed:
+        raise ValueError(
+            f"group_size {group_size} must be >= 2 and divide samples_per_step {samples_per_step}; "
+            f"allowed: {', '.join(map(str, allowed)) or 'none (B < 2)'}"
+        )
 
 
 def trl_settings(group_size: int, samples_per_step: int, grpo: GRPOSpec) -> tuple[dict[str, Any], list[str]]:
@@ -162,6 +167,7 @@ def spec_from_trl(
             (an invalid one, loss_type cispo, scale_rewards batch, ...), a count that is not a whole
             number (each names the key and the value).
     """
+    from_recipe = model is None
     model = model or config.get("model_name_or_path")
     if not model:
         raise ValueError("the TRL config names no model (model_name_or_path): pass --model with a local model folder")
@@ -172,10 +178,10 @@ def spec_from_trl(
         raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
     if budget < 2:
         raise ValueError(f"the recipe's budget B = {budget} is below 2 completions per step")
-    bad = [g for g in group_sizes if budget % g]
+    allowed = valid_group_sizes(budget)
+    bad = [g for g in group_sizes if g not in allowed]
     if bad:
-        divisors = [g for g in range(2, budget + 1) if budget % g == 0]
-        raise ValueError(f"group sizes {bad} do not divide B = {budget}; allowed: {', '.join(map(str, divisors))}")
+        raise ValueError(f"group sizes {bad} do not divide B = {budget}; allowed: {', '.join(map(str, allowed))}")
     skipped = []
     grpo: dict[str, Any] = {}
     for key in (*TRL_ALIASES, "temperature"):
@@ -209,6 +215,11 @@ def spec_from_trl(
     }
     mapped = {*TRL_ALIASES, *_TRL_READ, *_TRL_BATCH}
     skipped += [f"{k}: {config[k]!r} ({why.get(k, 'not a setting a sweep varies or keeps')})" for k in config if k not in mapped]
+    if from_recipe and not Path(str(model)).expanduser().is_dir():
+        skipped.append(
+            f"model_name_or_path: {model!r} is not a local folder here: groupscale never downloads weights; download it "
+            f"(e.g. `hf download {model} --local-dir DIR`) and pass --model DIR, or set model.path"
+        )
     recipe_g = _whole(config, "num_generations", 2)
     if recipe_g and recipe_g not in group_sizes:
         skipped.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")

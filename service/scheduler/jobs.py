@@ -116,6 +116,7 @@ class TrialJob:
             trial.samples_per_step,
             trial.seed,
             spec.grpo.lr if lr is None else lr,
+            sweep.task_name,  # the stored task_key: the data files are not read again
         )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:

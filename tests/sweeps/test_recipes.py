@@ -145,3 +145,20 @@ def test_a_trl_value_groupscale_cannot_run_as_given_is_refused_naming_it(over, w
 def test_group_sizes_must_be_distinct_and_at_least_2(gs):
     with pytest.raises(ValueError, match="--group-sizes"):
         spec_from_trl(yaml.safe_load(TRL_CLI_RECIPE), gs)
+
+
+def test_a_recipes_hub_model_id_is_kept_and_flagged_a_local_folder_is_not(tmp_path):
+    recipe = yaml.safe_load(TRL_CLI_RECIPE) | {"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"}
+    spec, skipped = spec_from_trl(recipe, [2, 4])
+    assert spec["model"] == {"path": "Qwen/Qwen2.5-0.5B-Instruct"}
+    (note,) = [line for line in skipped if line.startswith("model_name_or_path:")]
+    assert "not a local folder" in note and "hf download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR" in note
+    _, skipped = spec_from_trl(recipe | {"model_name_or_path": str(tmp_path)}, [2, 4])
+    assert not [line for line in skipped if line.startswith("model_name_or_path:")]
+    _, skipped = spec_from_trl(recipe, [2, 4], model=str(tmp_path / "absent"))  # --model: the user's own choice
+    assert not [line for line in skipped if line.startswith("model_name_or_path:")]
+
+
+def test_a_recommendation_that_does_not_divide_b_names_the_allowed_group_sizes():
+    with pytest.raises(ValueError, match=r"divide samples_per_step 12; allowed: 2, 3, 4, 6, 12"):
+        trl_settings(5, 12, GRPOSpec())

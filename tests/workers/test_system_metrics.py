@@ -1,4 +1,4 @@
-"""A logged trial records MLflow's system metrics (CPU, memory) on its run, beside its training metrics."""
+"""What a trial's MLflow run shows beside its training metrics: system metrics, which charts are flat, its dataset."""
 
 from mlflow import MlflowClient
 
@@ -47,3 +47,38 @@ def test_a_trial_run_says_which_charts_are_flat_by_construction(tmp_path):
     assert "`loss` is the PPO-clip loss at ratio 1" in on_policy and "`kl` is 0" in on_policy
     off_policy = note({"inner_steps": 2, "kl_beta": 0.1})
     assert "Flat by construction" not in off_policy and "reward_mean" in off_policy
+
+
+def test_a_trial_run_records_its_task_as_a_dataset_input_with_the_task_keys_digest(tmp_path):
+    import json
+
+    from service.identity import task_key
+    from service.tracking import Tracking
+    from sweeps.spec import SweepSpec
+    from workers.data import content_digest
+
+    rows = [{"prompt": f"q{i}", "answer": str(i)} for i in range(4)]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = {"name": "dataset", "path": str(data), "label": "my-task", "rewards": [{"name": "exact_match"}]}
+    base = {"name": "n", "group_sizes": [2, 4], "samples_per_step": [16]}
+    tracking = Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = tracking.client.create_experiment("e", artifact_location=str(tmp_path / "art"))
+    parent = tracking.client.create_run(exp).info.run_id
+
+    def dataset(spec: SweepSpec):
+        run_id = tracking.start_trial(exp, parent, spec, "t", 2, 16, 0)
+        (inp,) = tracking.client.get_run(run_id).inputs.dataset_inputs
+        assert {t.key: t.value for t in inp.tags} == {"mlflow.data.context": "training"}
+        return inp.dataset
+
+    spec = SweepSpec.model_validate({**base, "task": task, "model": {"preset": "chat-tiny"}})
+    got = dataset(spec)
+    assert f"{got.name}:{got.digest}" == task_key(spec)  # the experiment's key, split into name and digest
+    assert (got.source_type, json.loads(got.source)) == ("local", {"uri": str(data)})
+    assert json.loads(got.profile)["prompt_column"] == "prompt"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))  # other bytes: another digest
+    assert dataset(spec).digest not in (got.digest, content_digest(data)[:16])
+
+    builtin = dataset(SweepSpec.model_validate({**base, "task": {"name": "bandit"}, "model": {"preset": "tabular"}}))
+    assert builtin.name == "bandit" and builtin.source_type == "code" and len(builtin.digest) == 16
