@@ -31,12 +31,13 @@ WORKDIR /opt/groupscale
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
  && pip install "ray[default]==${RAY_VERSION}" "psycopg[binary]>=3.1"
 
-# The project's dependencies in their own layer, so that a source change does not reinstall them.
+# The project's dependencies (the base ones and the extras server, worker, math) in their own layer,
+# so that a source change does not reinstall them.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-      > /tmp/requirements.txt \
+COPY docker/requirements.py /tmp/requirements.py
+RUN python /tmp/requirements.py server worker math > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt "ray[default]==${RAY_VERSION}" "torch==${TORCH_VERSION}" \
- && rm /tmp/requirements.txt
+ && rm /tmp/requirements.txt /tmp/requirements.py
 
 COPY README.md ./
 COPY service ./service
@@ -48,8 +49,8 @@ RUN pip install --no-deps . \
 COPY docker/controller-entrypoint.sh /usr/local/bin/groupscale-entrypoint
 RUN chmod 0755 /usr/local/bin/groupscale-entrypoint \
  && useradd --uid "${APP_UID}" --create-home --shell /bin/bash groupscale \
- && mkdir -p /data /models /mlflow/artifacts \
- && chown groupscale:groupscale /data /models /mlflow/artifacts
+ && mkdir -p /data /models /mlflow/artifacts /mlflow/auth \
+ && chown groupscale:groupscale /data /models /mlflow/artifacts /mlflow/auth
 
 # /data: trial checkpoints and the model cache, written by the Ray workers at this same absolute
 # path (mount one shared volume here on every Ray node); /models: local model folders (model.path).

@@ -38,11 +38,12 @@ RUN index=(); if [ -n "${TORCH_INDEX_URL}" ]; then index=(--index-url "${TORCH_I
  && pip install "${index[@]}" "torch==${TORCH_VERSION}" \
  && pip install "ray[default]==${RAY_VERSION}"
 
+# The project's dependencies (the base ones and the extras worker, math) in their own layer.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-      > /tmp/requirements.txt \
+COPY docker/requirements.py /tmp/requirements.py
+RUN python /tmp/requirements.py worker math > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt "ray[default]==${RAY_VERSION}" "torch==${TORCH_VERSION}" \
- && rm /tmp/requirements.txt
+ && rm /tmp/requirements.txt /tmp/requirements.py
 
 COPY README.md ./
 COPY service ./service

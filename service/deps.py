@@ -1,12 +1,13 @@
-"""FastAPI dependencies: the store, the scheduler, tracking, and the bearer-token check."""
+"""FastAPI dependencies: the store, the scheduler, tracking, and the bearer-token checks."""
 
 from __future__ import annotations
 
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.preflight import SpecError, preflight
 from service.scheduler import Scheduler
@@ -32,17 +33,43 @@ def _tracking(request: Request) -> Tracking | None:
     return request.app.state.tracking
 
 
-def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    """Mutating endpoints: ``Authorization: Bearer $GROUPSCALE_API_TOKEN`` when a token is set."""
+# The bearer scheme in the OpenAPI page (so /docs can authorize); a missing header is ours to refuse.
+bearer = HTTPBearer(auto_error=False, description="GROUPSCALE_API_TOKEN, when the server sets one")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def token_ok(request: Request, credentials: HTTPAuthorizationCredentials | None) -> bool:
+    """True when the server sets no token, or the request's bearer credentials are that token
+    (compared in constant time)."""
     token = request.app.state.settings.api_token
     if not token:
-        return
-    if not authorization or not secrets.compare_digest(authorization, f"Bearer {token}"):
-        raise HTTPException(
-            401,
-            "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return True
+    return credentials is not None and secrets.compare_digest(credentials.credentials.encode(), token.encode())
+
+
+def reads_open(request: Request, credentials: HTTPAuthorizationCredentials | None) -> bool:
+    """Whether this request may read: the token, or no token set, or GROUPSCALE_PUBLIC_READS=1."""
+    return request.app.state.settings.public_reads or token_ok(request, credentials)
+
+
+def _refuse() -> None:
+    raise HTTPException(
+        401,
+        "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def require_token(request: Request, credentials: Credentials) -> None:
+    """Mutating endpoints: 401 unless ``Authorization: Bearer $GROUPSCALE_API_TOKEN`` when a token is set."""
+    if not token_ok(request, credentials):
+        _refuse()
+
+
+def require_read_token(request: Request, credentials: Credentials) -> None:
+    """Read endpoints: the same token, unless GROUPSCALE_PUBLIC_READS=1 opens them deliberately."""
+    if not reads_open(request, credentials):
+        _refuse()
 
 
 def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> None:
@@ -58,3 +85,4 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 SchedulerDep = Annotated[Scheduler | None, Depends(_scheduler)]
 TrackingDep = Annotated[Tracking | None, Depends(_tracking)]
 Authorized = Depends(require_token)
+ReadAuthorized = Depends(require_read_token)

@@ -23,7 +23,10 @@ class Settings(BaseSettings):
         None, description="backend store of the MLflow server that `groupscale up` starts; default SQLite under data_dir"
     )
     ray_address: str | None = Field(None, validation_alias=AliasChoices("RAY_ADDRESS", "GROUPSCALE_RAY_ADDRESS"))
-    api_token: str | None = Field(None, description="bearer token required on mutating endpoints when set")
+    api_token: str | None = Field(
+        None, description="bearer token every /v1 endpoint but health requires when set (writes only, with public_reads)"
+    )
+    public_reads: bool = Field(False, description="with api_token set, the read endpoints answer without it")
     max_trials: int = Field(1000, ge=1, description="largest sweep accepted (trials)")
     max_steps: int = Field(100_000, ge=1, description="most optimizer steps T a trial may ask for")
     model_root: Path | None = Field(None, description="model.path must lie under this folder when set")

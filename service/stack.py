@@ -73,10 +73,18 @@ def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
 
 
 def start_mlflow(
-    data_dir: Path, host: str, port: int, timeout_s: float = 120.0, backend_store_uri: str | None = None
+    data_dir: Path,
+    host: str,
+    port: int,
+    timeout_s: float = 120.0,
+    backend_store_uri: str | None = None,
+    app_name: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
     backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
+    ``app_name``: MLflow's ``--app-name`` (``basic-auth``: MLflow's basic authentication, configured by
+    ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as docker/compose.yaml runs it).
 
     Raises:
         StackError: the server exited or did not answer within timeout_s.
@@ -97,11 +105,12 @@ def start_mlflow(
         str(port),
         "--workers",
         "1",
+        *(["--app-name", app_name] if app_name else []),
     ]
     # The job runner (huey consumers) serves MLflow's GenAI jobs, which groupscale does not use.
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    full_env = {**os.environ, **(env or {}), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
     url = f"http://{host}:{port}/health"
     if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
         return proc
@@ -158,6 +167,18 @@ def up_command(port: int, mlflow_port: int, data_dir: Path) -> list[str]:
     ]
 
 
+def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
+    """The line `up` prints once it serves: where the API and MLflow are, and who may use them."""
+    if not settings.api_token:
+        access = "no token: open to whoever reaches the port"
+    else:
+        access = "token required" + ("; reads public (GROUPSCALE_PUBLIC_READS)" if settings.public_reads else "")
+    mlflow = redact(settings.mlflow_tracking_uri or "")
+    if own_mlflow:
+        mlflow += " (on 127.0.0.1 only, without a login; docker/ runs MLflow with one)"
+    return f"groupscale: API http://{host}:{port} (docs /docs; {access}), MLflow {mlflow}, data {settings.data_dir}"
+
+
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +191,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
-        print(f"groupscale: API http://{host}:{port} (docs /docs), MLflow {redact(tracking_uri)}, data {data_dir}", flush=True)
+        print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
         disconnect_ray()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
+from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
 from service.lifecycle import ProbeStatus
 from service.results import probe_public
 from service.schemas import ProbePublic
 from service.store import Probe
 from sweeps.spec import SweepSpec
 
-router = APIRouter(prefix="/v1/probes", tags=["probes"])
+router = APIRouter(prefix="/v1/probes", tags=["probes"], dependencies=[ReadAuthorized])  # writes: Authorized too
 
 
 @router.post("", status_code=201, dependencies=[Authorized])

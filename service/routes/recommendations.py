@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import or_, select
 
-from service.deps import StoreDep
+from service.deps import ReadAuthorized, StoreDep
 from service.identity import model_key, task_key
 from service.lifecycle import ProbeStatus, SweepStatus
 from service.schemas import Recommendation
@@ -16,7 +16,9 @@ from sweeps.law import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
 
-router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"])
+router = APIRouter(
+    prefix="/v1/recommendations", tags=["recommendations"], dependencies=[ReadAuthorized]
+)  # writes: Authorized too
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
 _EVIDENCE = {"strong": 0, "weak": 1}
 PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.law: none gives no G)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from service import lifecycle
-from service.deps import Authorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
+from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
@@ -22,7 +22,7 @@ from service.store import Sweep, Trial
 from sweeps.law import LawFit
 from sweeps.spec import SweepSpec
 
-router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
+router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"], dependencies=[ReadAuthorized])  # writes: Authorized too
 
 
 def _public(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic:

@@ -1,3 +1,5 @@
+from unittest.mock import ANY
+
 import pytest
 
 from tests.service.conftest import SPEC
@@ -65,13 +67,50 @@ def test_model_path_outside_root_is_refused(make_client, tmp_path):
     assert r.json()["detail"][0]["loc"] == ["body", "model", "path"]
 
 
-def test_token_guards_mutations_only(make_client):
+def _read_paths(c, sweep_id: str, probe_id: str) -> list[str]:
+    """Every GET under /v1 but health, from the app's OpenAPI document (so a new one cannot be left open)."""
+    values = {"sweep_id": sweep_id, "probe_id": probe_id}
+    paths = [p for p, ops in c.get("/openapi.json").json()["paths"].items() if "get" in ops and p.startswith("/v1/")]
+    return [
+        p.format(**values) + ("?task=arithmetic&model=tiny-llama" if "recommend" in p else "") for p in paths if p != "/v1/health"
+    ]
+
+
+def test_a_token_closes_every_endpoint_but_health(make_client):
+    auth = {"Authorization": "Bearer s3cret"}
     with make_client(api_token="s3cret") as c:
         assert c.post("/v1/sweeps", json=SPEC).status_code == 401
-        assert c.get("/v1/sweeps").status_code == 200
-        ok = c.post("/v1/sweeps", json=SPEC, headers={"Authorization": "Bearer s3cret"})
-        assert ok.status_code == 201
+        ok = c.post("/v1/sweeps", json=SPEC, headers=auth)
+        probe = c.post("/v1/probes", json=SPEC, headers=auth)
+        assert (ok.status_code, probe.status_code) == (201, 201)
+        paths = _read_paths(c, ok.json()["id"], probe.json()["id"])
+        assert len(paths) == 6  # sweeps, a sweep, its trials, its fit, a probe, recommendations
+        for path in paths:
+            closed = c.get(path)
+            assert closed.status_code == 401 and closed.headers["WWW-Authenticate"] == "Bearer", path
+            assert "spec" not in closed.text and "tiny-llama" not in closed.text
+            assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401, path
+            assert c.get(path, headers={"Authorization": "Basic s3cret"}).status_code == 401, path
+            assert c.get(path, headers=auth).status_code in (200, 404), path  # 404: no finished sweep to recommend from
+        assert c.get(paths[0], headers=auth).json()[0]["id"] == ok.json()["id"]
         assert c.delete(f"/v1/sweeps/{ok.json()['id']}").status_code == 401
+        health = c.get("/v1/health")  # open, up/down only
+        assert health.json()["mlflow"] == {"ok": False, "detail": ""} and health.json()["workers"] == {}
+        schemes = c.get("/openapi.json").json()["components"]["securitySchemes"]
+        assert schemes == {"HTTPBearer": {"type": "http", "scheme": "bearer", "description": ANY}}  # /docs can authorize
+
+
+def test_public_reads_open_the_reads_and_keep_writes_closed(make_client):
+    auth = {"Authorization": "Bearer s3cret"}
+    with make_client(api_token="s3cret", public_reads=True) as c:
+        assert c.post("/v1/sweeps", json=SPEC).status_code == 401
+        sid = c.post("/v1/sweeps", json=SPEC, headers=auth).json()["id"]
+        pid = c.post("/v1/probes", json=SPEC, headers=auth).json()["id"]
+        for path in _read_paths(c, sid, pid):
+            assert c.get(path).status_code in (200, 404), path
+        assert c.get(f"/v1/sweeps/{sid}").json()["spec"]["group_sizes"] == [2, 4, 8, 16]
+        assert c.delete(f"/v1/sweeps/{sid}").status_code == 401
+        assert c.post(f"/v1/sweeps/{sid}/extend", json={"group_sizes": [32]}).status_code == 401
 
 
 def test_idempotency_key_returns_the_same_sweep(client):
