@@ -22,6 +22,8 @@ from sweeps.report import render_report
 from sweeps.spec import SweepSpec
 from workers.tracking import RetryingClient
 
+# The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
 
 
@@ -58,10 +60,11 @@ class Tracking:
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
 
     def _experiment(self, key: str) -> str:
-        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use."""
+        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged to open in
+        MLflow's model-training view (runs, charts) rather than the GenAI one (traces)."""
         name = f"groupscale/{key}"
         exp = self.client.get_experiment_by_name(name)
-        return exp.experiment_id if exp else self.client.create_experiment(name)
+        return exp.experiment_id if exp else self.client.create_experiment(name, tags=EXPERIMENT_TAGS)
 
     def _create_run(self, experiment_id: str, name: str, tags: dict[str, str], params: dict) -> str:
         run = self.client.create_run(experiment_id, run_name=name, tags=tags)

@@ -82,3 +82,21 @@ def test_a_trial_run_records_its_task_as_a_dataset_input_with_the_task_keys_dige
 
     builtin = dataset(SweepSpec.model_validate({**base, "task": {"name": "bandit"}, "model": {"preset": "tabular"}}))
     assert builtin.name == "bandit" and builtin.source_type == "code" and len(builtin.digest) == 16
+
+
+def test_a_sweeps_experiment_opens_in_mlflows_model_training_view(tmp_path, monkeypatch):
+    from service.tracking import Tracking
+
+    monkeypatch.chdir(tmp_path)  # the experiment's default artifact root is ./mlruns
+    from sweeps.spec import SweepSpec
+
+    spec = {"name": "n", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4]}
+    spec = SweepSpec.model_validate(spec | {"samples_per_step": [16]})
+    tracking = Tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp_id, run_id = tracking.start_sweep("sid", spec, "bandit")
+    experiment = tracking.client.get_experiment(exp_id)
+    assert experiment.name == "groupscale/bandit"
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tracking.start_sweep("sid2", spec, "bandit")[0] == exp_id  # one experiment per task_key
+    (inp,) = tracking.client.get_run(run_id).inputs.dataset_inputs  # the parent run names its dataset too
+    assert inp.dataset.name == "bandit"
