@@ -90,6 +90,23 @@ def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> Variance
     return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
 
 
+def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of G* over prompts: ``n_boot`` resamples of the K prompts with
+    replacement (numpy Generator ``seed``), each combined without bias (``combine``).
+
+    Returns (lo, hi), inf where a resample's tau2 <= 0 pushes a percentile there; (inf, inf) when n_boot is 0.
+    """
+    if not n_boot:
+        return math.inf, math.inf
+    k = len(stats)
+    rng = np.random.default_rng(seed)
+    draws = np.array([combine(stats, rng.integers(0, k, k)).g_star for _ in range(n_boot)])
+    big = np.finfo(float).max / 4  # inf (tau2 <= 0 in a resample) sorts last without NaN from interpolation
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(np.minimum(draws, big), [tail, 100 - tail])
+    return (float(lo) if lo < big / 2 else math.inf), (float(hi) if hi < big / 2 else math.inf)
+
+
 class CountSketch:
     """Unbiased inner-product-preserving projection R^P -> R^D: v -> sum of sign(p) v_p in bucket(p).
 
@@ -113,7 +130,8 @@ class CountSketch:
         float64 in place, and returns it. Summing the blocks of a vector gives the sketch of the whole vector
         (the sketch is linear) without ever holding all n x P coordinates."""
         k = block.shape[1]
-        return out.index_add_(1, self.bucket[offset : offset + k], block.double().mul_(self.sign[offset : offset + k]))
+        signed = block.to(torch.float64, copy=True).mul_(self.sign[offset : offset + k])  # never the caller's tensor
+        return out.index_add_(1, self.bucket[offset : offset + k], signed)
 
 
 def score_vectors(
@@ -200,11 +218,7 @@ def probe_policy(
     policy.module.train(was_training)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
-    boot_rng = np.random.default_rng(seed)
-    draws = np.array([combine(stats, boot_rng.integers(0, prompts, prompts)).g_star for _ in range(n_boot)])
-    big = np.finfo(float).max / 4  # inf (tau2 <= 0 in a resample) sorts last without NaN from interpolation
-    lo, hi = np.percentile(np.minimum(draws, big), [2.5, 97.5]) if n_boot else (math.inf, math.inf)
-    lo, hi = (lo if lo < big / 2 else math.inf), (hi if hi < big / 2 else math.inf)
+    lo, hi = bootstrap_interval(stats, n_boot, seed)
     g_star = est.g_star
     # the integer G with the smallest predicted MSE (no budget here: any G from 2 up)
     rec = recommend_group_size(g_star, range(2, max(64, math.ceil(2 * g_star)) + 1)) if math.isfinite(g_star) else None

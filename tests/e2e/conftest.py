@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from service.stack import StackError, stop_process_group, up_command, wait_until_up
+from sweeps.law import fit_law
 
 
 def free_port() -> int:
@@ -130,3 +131,13 @@ def stack(request, tmp_path_factory):
     s.start()
     yield s
     s.stop()
+
+
+def assert_fit_of(trials: list[dict], fit: dict) -> None:
+    """The API's fit is the law fitted to the trials the API lists (their final gap and its standard error)."""
+    done = [t for t in trials if t["status"] == "succeeded"]
+    rows = [[t[k] for t in done] for k in ("group_size", "samples_per_step", "seed")]
+    own = fit_law(*rows, [t["metrics"]["gap"] for t in done], y_se=[t["metrics"].get("gap_se") for t in done])
+    assert fit["status"] == own.status and fit["evidence"] == own.evidence, (fit, own)
+    assert fit["g_star"] == (None if own.g_star is None else pytest.approx(own.g_star))
+    assert fit["recommended_group_size"] == own.recommended_group_size

@@ -12,6 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeps.spec import load_spec
+from tests.e2e.conftest import assert_fit_of
 
 pytestmark = pytest.mark.e2e
 # What a sweep computes does not depend on the store: these run on the SQLite stack only. The
@@ -63,7 +64,7 @@ def test_sweep_end_to_end(stack):
         assert t["metrics"]["gap"] == pytest.approx(1 - t["metrics"]["eval_accuracy"])
 
     fit = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit").json()
-    assert fit["status"] in {"ok", "boundary", "insufficient_data", "no_signal", "fit_failed"}
+    assert_fit_of(trials, fit)
     assert fit["per_budget"][0]["samples_per_step"] == 16
     assert {p["group_size"] for p in fit["per_budget"][0]["points"]} == {2, 4, 8, 16}
     finite_or_null_with_reason(fit)

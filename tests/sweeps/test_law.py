@@ -249,3 +249,30 @@ def test_a_point_that_comes_out_low_gets_no_extra_weight():
     # the refit still moves the curve toward the point by its leverage (about half here), so some of
     # the drop remains: 1.17; weighting at the observed mean gives exactly 1 / 0.7 = 1.43
     assert 1.0 <= moved.w[i] / ref.w[i] < 1.25
+
+
+def test_universality_is_rejected_when_the_budgets_optima_differ():
+    """G* = 3 at B = 48 (c/b = 4) and G* = 8 at B = 96 (c/b = 49): one shared G* must be rejected."""
+    f1 = rows(lambda g: 0.2 + 0.01 * g + 0.04 / (g - 1), budget=48, seeds=range(3), noise=0.001)
+    f2 = rows(lambda g: 0.2 + 0.002 * g + 0.098 / (g - 1), budget=96, seeds=range(3), noise=0.001, rng_seed=1)
+    fit = fit_law(*[a + b for a, b in zip(f1, f2)])
+    by_budget = {b.samples_per_step: b.g_star for b in fit.per_budget}
+    assert by_budget[48] == pytest.approx(3.0, abs=0.3) and by_budget[96] == pytest.approx(8.0, abs=1.0)
+    assert fit.universality.rejected is True and fit.universality.p_value < 0.01
+
+
+def test_a_g_star_between_divisors_recommends_the_better_neighbour_of_the_law():
+    # shape G + rho/(G-1), rho = (G* - 1)^2: G* = 4.6 (rho 12.96) gives 8.32 at G = 4, 8.59 at 6;
+    # G* = 5.0 (rho 16) gives 9.33 at 4, 9.2 at 6. Neither is the nearest integer 5 (not a divisor of 48).
+    divisors = [2, 3, 4, 6, 8, 12, 16]
+    assert recommend_group_size(4.6, divisors) == 4
+    assert recommend_group_size(5.0, divisors) == 6
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.16 / (g - 1)))  # G* = 1 + sqrt(16) = 5
+    assert fit.g_star == pytest.approx(5.0, abs=0.05) and fit.recommended_group_size == 6
+    assert fit.per_budget[0].recommended_group_size == 6  # per budget too: 5 does not divide 48
+
+
+def test_three_distinct_group_sizes_are_insufficient():
+    fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), grid=[2, 4, 8], seeds=range(4)))
+    assert fit.status == "insufficient_data" and fit.g_star is None and "at least 4" in fit.message
+    assert fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), grid=[2, 4, 8, 16])).status == "ok"

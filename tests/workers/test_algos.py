@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -127,3 +129,73 @@ def test_prefix_weight_bias_is_none_without_a_shared_prefix():
     mask = torch.ones(2, 2)
     adv = torch.tensor([1.0, -1.0])
     assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_mean", 2) is None
+
+
+# Hand-computed values (issue 16): each pins a formula where a plausible bug gives another number.
+
+
+def test_kl_k3_by_hand_has_the_reference_over_the_policy():
+    # d = ref_logp - logp = log(0.25 / 0.5) = -log 2: k3 = exp(d) - d - 1 = 0.5 + log 2 - 1
+    # (the flipped sign d = +log 2 gives 2 - log 2 - 1 = 0.307 instead)
+    logp, ref = torch.log(torch.tensor([[0.5]])), torch.log(torch.tensor([[0.25]]))
+    assert algos.compute_kl_k3(logp, ref).item() == pytest.approx(math.log(2) - 0.5, abs=1e-6)
+
+
+def test_clip_higher_widens_only_the_upper_side():
+    # ratios 1.25 (A = +1) and 0.75 (A = -1), eps = 0.2, eps_high = 0.28:
+    # 1.25 < 1.28 is not clipped (loss -1.25); 0.75 < 0.8 is (loss -min(-0.75, -0.8) = 0.8)
+    old = torch.zeros(2, 1)
+    new = torch.log(torch.tensor([[1.25], [0.75]]))
+    adv = torch.tensor([1.0, -1.0])
+    loss, stats = algos.compute_policy_loss(new, old, adv, torch.ones(2, 1), clip_eps=0.2, clip_eps_high=0.28)
+    assert torch.allclose(loss, torch.tensor([[-1.25], [0.8]]))
+    assert (stats.clip_frac_low, stats.clip_frac_high) == (0.5, 0.0)
+    loss, stats = algos.compute_policy_loss(new, old, adv, torch.ones(2, 1), clip_eps=0.2)  # symmetric: 1.25 clipped
+    assert torch.allclose(loss, torch.tensor([[-1.2], [0.8]])) and stats.clip_frac_high == 0.5
+
+
+def test_clip_fractions_count_completion_tokens_only():
+    # two tokens with ratio 1.5 and A = +1; the second is padding: 1 of 1 completion token is clipped
+    old = torch.zeros(1, 2)
+    new = torch.log(torch.tensor([[1.5, 1.5]]))
+    loss, stats = algos.compute_policy_loss(new, old, torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]), clip_eps=0.2)
+    assert stats.clip_frac_high == 1.0 and loss[0, 1].item() == 0.0
+    _, stats = algos.compute_policy_loss(new, old, torch.tensor([1.0]), torch.tensor([[1.0, 1.0]]), clip_eps=0.3)
+    assert stats.clip_frac_high == 1.0  # 1.5 > 1.3 on both tokens
+
+
+def test_dr_grpo_divides_by_max_new_tokens_not_the_padded_width():
+    # lengths 2 and 1 in a batch padded to 3, max_new_tokens 8, loss 1 per token: (2/8 + 1/8) / 2 = 3/16
+    loss = torch.ones(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert algos.aggregate_loss(loss, mask, "seq_mean_token_sum_norm", 8).item() == pytest.approx(3 / 16)
+    assert algos.aggregate_loss(loss, mask, "seq_mean_token_mean", 8).item() == pytest.approx(1.0)
+    assert algos.aggregate_loss(loss * torch.tensor([[1.0], [3.0]]), mask, "token_mean", 8).item() == pytest.approx(5 / 3)
+    # a micro-batch with the step's totals: its share of the step's loss (2 + 1 tokens of 6, 4 completions)
+    assert algos.aggregate_loss(loss, mask, "token_mean", 8, n_seqs=4, n_tokens=6).item() == pytest.approx(0.5)
+    assert algos.aggregate_loss(loss, mask, "seq_mean_token_mean", 8, n_seqs=4).item() == pytest.approx(0.5)
+
+
+def test_clip_active_by_hand_on_both_sides():
+    ratio = torch.tensor([[1.3, 0.7, 1.0, 1.25]])
+    assert algos.clip_active(ratio, torch.tensor([1.0]), 0.2).tolist() == [[True, False, False, True]]
+    assert algos.clip_active(ratio, torch.tensor([-1.0]), 0.2).tolist() == [[False, True, False, False]]
+    assert algos.clip_active(ratio, torch.tensor([1.0]), 0.2, 0.28).tolist() == [[True, False, False, False]]
+    assert algos.clip_active(ratio, torch.tensor([0.0]), 0.2).tolist() == [[False] * 4]
+
+
+def test_momentum_overshoot_by_hand_on_a_padded_mask():
+    # tokens 0 and 2 were clipped and moved further from 1; token 1 was clipped and moved back;
+    # token 3 moved further but was not clipped; token 4 is padding. 2 of 4 completion tokens.
+    before = torch.tensor([[1.3, 1.3, 0.7, 1.3, 1.3]])
+    after = torch.tensor([[1.4, 1.2, 0.6, 1.5, 1.6]])
+    clipped = torch.tensor([[True, True, True, False, True]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0]])
+    assert algos.compute_momentum_overshoot(before, after, clipped, mask) == pytest.approx(0.5)
+
+
+def test_mean_std_uses_the_sample_std_at_g_3():
+    # rewards (1, 0, 0): mean 1/3, centred (2/3, -1/3, -1/3), sample variance (4/9 + 2/9) / 2 = 1/3
+    a = algos.compute_advantages(torch.tensor([[1.0, 0.0, 0.0]]), "mean_std")
+    std = (1 / 3) ** 0.5
+    assert torch.allclose(a, torch.tensor([[2 / 3, -1 / 3, -1 / 3]]) / std)

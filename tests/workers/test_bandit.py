@@ -1,9 +1,11 @@
 """The bandit's exact ground truth, the gradient-MSE mode and the probe against it (THEORY.md check values)."""
 
+import math
+
 import numpy as np
 import pytest
 
-from sweeps.law import fit_law
+from sweeps.law import fit_law, recommend_group_size
 from workers.entry import run_measure
 from workers.probe import prompt_stats, run_probe
 from workers.tasks import make_task
@@ -112,4 +114,9 @@ def test_probe_runs_on_a_language_model(model_cache):
     out = run_probe(cfg, prompts=24, completions=6, projection_dim=256, n_boot=50)
     assert out["samples"] == 144 and out["projection_dim"] == 256  # ~100k parameters sketched to 256
     assert out["sigma2"] > 0 and out["kappa"] > 0
-    assert out["g_star"] is None or out["g_star"] >= 1.0
+    # G* is the components' 1 + sqrt(kappa / tau2), or None with the reason when tau2 <= 0
+    if out["tau2"] > 0:
+        assert out["g_star"] == pytest.approx(1 + math.sqrt(out["kappa"] / out["tau2"]))
+        assert out["recommended_group_size"] == recommend_group_size(out["g_star"], range(2, 65))
+    else:
+        assert out["g_star"] is None and "tau2 <= 0" in out["message"]

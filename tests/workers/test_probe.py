@@ -1,0 +1,100 @@
+"""The probe's estimators against brute force: the U-statistic sums by explicit enumeration, the
+cross-prompt term on correlated gradients, the bootstrap's resamples and the count sketch's bias."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from workers.probe import CountSketch, PromptStats, bootstrap_interval, combine, prompt_stats
+
+
+def _h(r, s, i, j):
+    """The GRPO kernel h(z_i, z_j) = (r_i - r_j)(s_i - s_j) / 2 (THEORY.md)."""
+    return 0.5 * (r[i] - r[j]) * (s[i] - s[j])
+
+
+def test_prompt_stats_equal_the_u_statistics_by_enumeration():
+    rng = np.random.default_rng(0)
+    m, d = 6, 3
+    r, s = rng.uniform(0, 1, m), rng.normal(size=(m, d))
+    pairs = [(i, j) for i, j in itertools.permutations(range(m), 2)]
+    pair = np.mean([_h(r, s, i, j) @ _h(r, s, i, j) for i, j in pairs])
+    triple = np.mean([_h(r, s, i, j) @ _h(r, s, i, k) for i, j, k in itertools.permutations(range(m), 3)])
+    quad = np.mean([_h(r, s, i, j) @ _h(r, s, k, q) for i, j, k, q in itertools.permutations(range(m), 4)])
+    got = prompt_stats(r, s)
+    assert got.g_norm2 == pytest.approx(quad, rel=1e-10)
+    assert got.zeta1 == pytest.approx(triple - quad, rel=1e-10)
+    assert got.zeta2 == pytest.approx(pair - quad, rel=1e-10)
+    assert np.allclose(got.u, np.mean([_h(r, s, i, j) for i, j in pairs], axis=0))
+    with pytest.raises(ValueError, match="at least 4 completions"):
+        prompt_stats(r[:3], s[:3])
+
+
+def _stats(u_rows, seed=0):
+    rng = np.random.default_rng(seed)
+    return [PromptStats(zeta1=rng.uniform(0.1, 0.2), zeta2=rng.uniform(0.5, 0.6), g_norm2=u @ u + 0.3, u=u) for u in u_rows]
+
+
+def _brute_combine(stats, idx):
+    """tau2 = mean ||g_x||^2 - mean <u_a, u_b> over resample positions a != b holding different prompts."""
+    cross = [stats[a].u @ stats[b].u for a, b in itertools.product(idx, idx) if a != b]
+    return (
+        np.mean([stats[i].g_norm2 for i in idx]) - np.mean(cross),
+        4 * np.mean([stats[i].zeta1 for i in idx]),
+        np.mean([2 * stats[i].zeta2 - 4 * stats[i].zeta1 for i in idx]),
+    )
+
+
+@pytest.mark.parametrize("idx", [None, [0, 0, 2, 3, 3, 3], [4, 1, 1, 0, 2, 2]])
+def test_combine_on_correlated_prompt_gradients_matches_brute_force(idx):
+    """Per-prompt gradients that share a common direction: the cross term ||E_x g_x||^2 is large
+    (the bandit's are block-orthogonal, which hides it)."""
+    rng = np.random.default_rng(1)
+    common = np.array([1.0, 0.5, -0.3, 0.2])
+    stats = _stats([common + 0.3 * rng.normal(size=4) for _ in range(6)])
+    positions = list(range(6)) if idx is None else idx
+    tau2, sigma2, kappa = _brute_combine(stats, positions)
+    got = combine(stats, None if idx is None else np.array(idx))
+    assert got.tau2 == pytest.approx(tau2, rel=1e-10) and got.sigma2 == pytest.approx(sigma2, rel=1e-12)
+    assert got.kappa == pytest.approx(kappa, rel=1e-12)
+    assert np.mean([s.g_norm2 for s in stats]) - got.tau2 > 1.0  # the cross term matters here
+
+
+def test_the_bootstrap_resamples_every_prompt_with_replacement():
+    # prompts whose g_star differs: each resample's G* depends on which prompts it drew
+    rng = np.random.default_rng(2)
+    stats = _stats([rng.normal(size=3) for _ in range(8)], seed=3)
+    draws_rng = np.random.default_rng(11)
+    draws = [combine(stats, draws_rng.integers(0, 8, 8)).g_star for _ in range(400)]
+    lo, hi = bootstrap_interval(stats, 400, seed=11)
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(draws, [2.5, 97.5])))
+    assert bootstrap_interval(stats, 400, seed=11, level=0.5) == pytest.approx(tuple(np.percentile(draws, [25, 75])))
+    assert bootstrap_interval(stats, 0, seed=11) == (math.inf, math.inf)
+
+
+def test_count_sketch_preserves_inner_products_on_average_over_hash_seeds():
+    """E<Sv, Sw> = <v, w> (Charikar et al. 2002); without the random signs it would be biased by
+    (1/D) sum_{p != q} v_p w_q, here about 5.5 times <v, w>."""
+    p, d, reps = 40, 8, 3000
+    v = torch.linspace(0.5, 1.5, p, dtype=torch.float64)
+    w = torch.linspace(1.0, 0.2, p, dtype=torch.float64)
+    exact = float(v @ w)
+    values = np.array([float(CountSketch(p, d, seed)(v) @ CountSketch(p, d, seed)(w)) for seed in range(reps)])
+    se = values.std(ddof=1) / math.sqrt(reps)
+    assert abs(values.mean() - exact) < 4 * se, (values.mean(), exact, se)
+    unsigned_bias = (float(v.sum() * w.sum()) - exact) / d
+    assert unsigned_bias > 5 * exact and 4 * se < 0.1 * unsigned_bias  # the test can see a missing sign
+
+
+def test_count_sketch_of_blocks_adds_up_to_the_sketch_of_the_whole():
+    sketch = CountSketch(10, 4, seed=5)
+    v = torch.arange(20, dtype=torch.float64).reshape(2, 10)
+    out = torch.zeros(2, 4, dtype=torch.float64)
+    sketch.add_block(out, v[:, :6], 0)
+    sketch.add_block(out, v[:, 6:], 6)
+    assert torch.equal(v, torch.arange(20, dtype=torch.float64).reshape(2, 10))  # the input is left as it was
+    assert torch.allclose(out, sketch(v)) and torch.allclose(sketch(v)[1], sketch(v[1]))
+    assert set(sketch.sign.tolist()) == {-1.0, 1.0} and sketch.bucket.max() < 4
