@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all bench lint clean
+.PHONY: setup demo test test-slow test-all bench lint mutation clean
 
 setup: $(STAMP)
 
@@ -41,5 +41,12 @@ lint: setup
 	$(BIN)/ruff format --check service workers sweeps tests bench
 	$(BIN)/mypy sweeps workers/algos.py
 
+# Mutation testing of the pure maths (mutmut; [tool.mutmut] in pyproject.toml): not part of `make test`.
+# Prints the kill rate per module and `mutation_kill_rate: X` last (tests/mutation/report.py).
+mutation: setup
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 > /dev/null
+	$(BIN)/python tests/mutation/report.py --survivors
+
 clean:
-	rm -rf $(VENV) .groupscale .pytest_cache
+	rm -rf $(VENV) .groupscale .pytest_cache mutants

@@ -19,7 +19,6 @@ A stack's first sweep on workers that are still starting pays their start (about
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,13 +29,10 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.ports import free_port  # noqa: E402  (outside the ephemeral range: see tests/ports.py)
+
 EXAMPLES = ("bandit-law.yaml", "arithmetic-tiny.yaml")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_sweep(http: httpx.Client, spec: dict) -> tuple[float, dict, list[dict]]:

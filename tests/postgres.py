@@ -15,7 +15,6 @@ import glob
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ import uuid
 from pathlib import Path
 
 import psycopg
+
+from tests.ports import free_port
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -49,12 +50,6 @@ def find_bindir() -> Path:
         "no PostgreSQL server binaries (initdb, pg_ctl, postgres) found via pg_config or in /usr/lib/postgresql/*/bin; "
         "install them: apt-get install -y --no-install-recommends postgresql (.ci/run does this when they are missing)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PostgresServer:
@@ -120,7 +115,7 @@ class PostgresServer:
 
     def _start_server(self) -> None:
         last = None
-        for _ in range(3):  # the free port may be taken between free_port() and the bind
+        for _ in range(3):  # another test process may pick the same port in between
             self.port = self.port or free_port()
             opts = (
                 f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} "

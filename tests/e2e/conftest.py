@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,7 @@ import pytest
 
 from service.stack import StackError, stop_process_group, up_command, wait_until_up
 from sweeps.law import fit_law
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from tests.ports import free_port
 
 # A Ray head of its own, as on a cluster, kept on loopback: Ray resolves 127.0.0.1 to the host's
 # address unless told this is a one-node setup; token auth is off for the test head.

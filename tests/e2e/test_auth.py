@@ -10,7 +10,8 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from service.stack import start_mlflow, stop_process_group
-from tests.e2e.conftest import Stack, free_port
+from tests.e2e.conftest import Stack
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,6 @@ on a cluster of their own and the new controller re-attaches to them."""
 import json
 import os
 import signal
-import socket
 import time
 from contextlib import contextmanager
 
@@ -15,6 +14,7 @@ from mlflow import MlflowClient
 
 from service.stack import start_mlflow, stop_process_group
 from tests.e2e.conftest import ON_POSTGRES, RAY_LOOPBACK_ENV, RayHead, Stack, assert_fit_of, postgres_env
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 STEPS = 120
@@ -31,18 +31,12 @@ SPEC = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def external_stack(tmp_path, env: dict[str, str]):
     """A controller on a Ray head and an MLflow server of its own (as in docker/), so that killing
     the controller leaves both running. Yields (stack, mlflow_uri)."""
     env = dict(env)
-    mlflow_port = _free_port()
+    mlflow_port = free_port()
     backend = env.pop("GROUPSCALE_MLFLOW_BACKEND_URI", None)
     mlflow_proc = start_mlflow(tmp_path / "mlflow", "127.0.0.1", mlflow_port, backend_store_uri=backend)
     head = RayHead(tmp_path)

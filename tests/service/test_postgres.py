@@ -11,7 +11,8 @@ from sqlalchemy import select
 
 from service.stack import start_mlflow, stop_process_group
 from service.store import Store, Sweep
-from tests.postgres import PostgresServer, free_port
+from tests.ports import free_port
+from tests.postgres import PostgresServer
 
 
 def test_mlflow_server_with_a_postgres_backend(postgres, tmp_path):

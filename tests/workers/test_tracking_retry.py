@@ -1,6 +1,5 @@
 """The MLflow retry layer against a real tracking server that goes down and comes back."""
 
-import socket
 import threading
 import time
 
@@ -10,13 +9,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, RESOURCE_DOES_NOT_EXIST
 
 from service.stack import start_mlflow, stop_process_group
+from tests.ports import free_port
 from workers.tracking import RunLogger, mlflow_call
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_bad_request_is_not_retried():
@@ -47,7 +41,7 @@ def test_a_transient_failure_is_retried_then_given_up_within_the_bound():
 
 @pytest.mark.e2e
 def test_no_metric_point_is_lost_across_a_tracking_server_restart(tmp_path):
-    port = _free_port()
+    port = free_port()
     server = start_mlflow(tmp_path, "127.0.0.1", port)
     uri = f"http://127.0.0.1:{port}"
     try:
