@@ -174,3 +174,94 @@ def test_parallel_asks_spread_out_and_count_as_running():
     assert adaptive.running_points(study) == [pts[0], pts[2], pts[3]]
     again = adaptive.ask(study, spec)  # the failed design point is asked again with a new seed
     assert (again.group_size, again.seed) == (48, 1)
+
+
+# Independent checks of the design's pieces (issue 16): the gradient of G*, the information matrix,
+# the c-optimal step, trials in flight and the stopping rule at its boundary.
+
+
+def _budget_fit(a=A, b=B_SLOPE, c=C):
+    from sweeps.law import BudgetFit
+
+    return BudgetFit(samples_per_step=48, status="ok", a=a, b=b, c=c, points=[])
+
+
+def test_the_gradient_of_g_star_matches_finite_differences_of_g_star_of():
+    from sweeps.law import g_star_of
+    from sweeps.noise import CONSTANT
+
+    b, c, h = 0.013, 0.07, 1e-7
+    _, grad, _, _ = adaptive._variance_terms([(2, 48, 0, 1.0)], [], 48, _budget_fit(b=b, c=c), CONSTANT)
+    fd = [0.0, (g_star_of(b + h, c) - g_star_of(b - h, c)) / (2 * h), (g_star_of(b, c + h) - g_star_of(b, c - h)) / (2 * h)]
+    assert grad == pytest.approx(fd, rel=1e-6)
+
+
+def test_the_information_matrix_counts_trials_in_flight_and_weights_by_the_noise_model():
+    from sweeps.noise import NoiseModel
+
+    noise = NoiseModel(alpha=math.log(0.01), beta=2.0)  # var = 0.01 mean^2
+    rows = [(2, 48, 0, 1.0), (4, 48, 0, 1.0), (4, 96, 0, 1.0)]  # the B = 96 row is another budget's
+    m, _, v, x = adaptive._variance_terms(rows, [(8, 48)], 48, _budget_fit(), noise)
+    by_hand = np.zeros((3, 3))
+    for g in (2.0, 4.0, 8.0):  # the completed G = 2 and 4 at B = 48, and the pending G = 8
+        xg = np.array([1.0, g, 1.0 / (g - 1.0)])
+        by_hand += np.outer(xg, xg) / (0.01 * (A + B_SLOPE * g + C / (g - 1.0)) ** 2)
+    assert np.allclose(m, by_hand, rtol=1e-12)
+    assert v(3.0) == pytest.approx(0.01 * (A + B_SLOPE * 3 + C / 2) ** 2) and list(x(3.0)) == [1.0, 3.0, 0.5]
+
+
+def _law_rows(groups, seeds=2):
+    return [(g, 48, s, A + B_SLOPE * g + C / (g - 1) + 1e-4 * s) for g in groups for s in range(seeds)]
+
+
+def test_the_c_optimal_step_is_the_support_point_that_most_shrinks_var_g_star():
+    """Brute force over the support run so far: the G whose extra trial minimises grad' M^-1 grad,
+    with trials in flight in M as if done."""
+    spec = make_spec(groups=GROUPS, initial_points=4)
+    rows = _law_rows([2, 6, 16, 48])
+    fit = fit_law(*zip(*rows), metric="grad_mse", n_boot=0)
+    (bf,) = fit.per_budget
+    grad = np.array([0.0, -math.sqrt(bf.c) / (2 * bf.b**1.5), 1 / (2 * math.sqrt(bf.b * bf.c))])
+
+    def var_after(extra, pending=()):
+        m = np.zeros((3, 3))
+        for g in [r[0] for r in rows] + list(pending) + [extra]:
+            xg = np.array([1.0, g, 1.0 / (g - 1.0)])
+            m += np.outer(xg, xg) / float(fit.noise.variance(bf.a + bf.b * g + bf.c / (g - 1)))
+        return float(grad @ np.linalg.pinv(m) @ grad)
+
+    support = [2, 6, 16, 48]
+    best = min(support, key=var_after)
+    assert adaptive.next_point(spec, rows, [], np.random.default_rng(0)) == (best, 48)
+    assert best == 2  # golden: the curvature c is pinned by the smallest G first (module docstring)
+    in_flight = [2] * 6
+    best_then = min(support, key=lambda g: var_after(g, in_flight))
+    assert best_then != 2  # six more at G = 2 make another G the better next trial
+    assert adaptive.next_point(spec, rows, [(2, 48)] * 6, np.random.default_rng(0)) == (best_then, 48)
+
+
+def test_the_initial_design_skips_points_in_flight():
+    spec = make_spec(initial_points=4)
+    rng = np.random.default_rng(0)
+    assert adaptive.next_point(spec, [], [], rng) == (2, 48)
+    assert adaptive.next_point(spec, [], [(2, 48)], rng) == (48, 48)  # in flight counts as done
+    assert adaptive.next_point(spec, [(2, 48, 0, 1.0)], [(48, 48), (6, 48)], rng) == (16, 48)
+
+
+def _fit(g_star, ci):
+    from sweeps.law import LawFit
+
+    return LawFit(status="ok", g_star=g_star, g_star_ci95=ci, metric="grad_mse", message="", evidence="strong")
+
+
+def test_the_stopping_rule_at_its_boundaries():
+    spec = make_spec(initial_points=6, tolerance=0.125)
+    # 6 distinct G; 4 of them with 5 seeds and 2 with 3 seeds: 4 x 4 + 2 x 2 = 20 = MIN_REPLICATE_DOF
+    rows = [(g, 48, s, 1.0) for g in (2, 3, 4, 6) for s in range(5)] + [(g, 48, s, 1.0) for g in (8, 12) for s in range(3)]
+    assert adaptive.MIN_REPLICATE_DOF == 20
+    assert adaptive.converged(spec, rows, _fit(4.0, [3.75, 4.25]))[0] is True  # width 0.5 = 0.125 x 4, exactly
+    assert adaptive.converged(spec, rows, _fit(4.0, [3.75, 4.2500001]))[0] is False
+    assert adaptive.converged(spec, rows[1:], _fit(4.0, [3.75, 4.25]))[0] is False  # 19 degrees of freedom
+    five_g = [r for r in rows if r[0] != 12] + [(8, 48, s, 1.0) for s in range(3, 5)]  # 20 dof on 5 distinct G
+    assert len(five_g) == 25 and adaptive.converged(spec, five_g, _fit(4.0, [3.75, 4.25]))[0] is False
+    assert adaptive.converged(spec, rows, _fit(4.0, [None, 4.25]))[0] is False
