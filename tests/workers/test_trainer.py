@@ -118,3 +118,34 @@ def test_the_probe_inside_a_trial_logs_its_estimates_and_leaves_the_training_unc
     steps = [s for s, m in reports if "probe_sigma2" in m]
     assert steps == [3, 6] and all(m["probe_sigma2"] > 0 for s, m in reports if "probe_sigma2" in m)
     assert probed.metrics["gap"] == pytest.approx(plain.metrics["gap"], abs=1e-12)
+
+
+def test_a_non_finite_loss_fails_the_trial_naming_what_and_when(monkeypatch):
+    """The trainer's check (trainer.grpo_update): NaN advantages make the loss and gradient NaN."""
+    from workers import batch as batch_module
+
+    real = algos.compute_advantages
+    monkeypatch.setattr(batch_module.algos, "compute_advantages", lambda *a, **k: real(*a, **k) * float("nan"))
+    bandit = TrialConfig.flat(
+        task={"name": "bandit"}, model={"preset": "tabular"}, group_size=4, samples_per_step=16, seed=0, steps=3
+    )
+    r = train_trial(bandit)
+    assert r.status == "failed" and r.steps_done == 0
+    assert r.reason == "non-finite loss, grad_norm at step 1"
+
+
+@pytest.mark.parametrize(
+    "reward_mean, truncation, says",
+    [
+        (0.5, 0.51, "most completions were truncated (51%): raise max_new_tokens"),
+        (0.01, 0.5, "almost every completion failed (mean reward 0.010): task too hard for this model"),
+        (0.99, 0.0, "almost every completion succeeded (mean reward 0.990): task too easy"),
+        (0.5, 0.0, "groups had equal rewards in most steps: raise the temperature"),
+        (0.05, 0.0, "groups had equal rewards in most steps: raise the temperature"),  # the bounds themselves
+        (0.95, 0.0, "groups had equal rewards in most steps: raise the temperature"),
+    ],
+)
+def test_each_no_signal_reason(reward_mean, truncation, says):
+    from workers.trainer import _no_signal_reason
+
+    assert _no_signal_reason(reward_mean, truncation) == says
