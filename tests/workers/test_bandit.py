@@ -63,12 +63,17 @@ def test_gradient_mse_mode_traces_the_exact_mse(g, b):
     assert m["grad_mse"] == pytest.approx(m["grad_mse_exact"], rel=0.05)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_probe_estimates_within_10_percent_with_4096_samples(seed):
+# What README states for 256 x 16 samples: the largest relative errors over seeds 0-5 were 3.6% (G*),
+# 5.3% (sigma2), 3.8% (kappa) and 10.8% (tau2, a variance over prompts: seed 4).
+PROBE_TOLERANCE = {"g_star": 0.05, "sigma2": 0.07, "kappa": 0.05, "tau2": 0.12}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_probe_estimates_within_the_stated_tolerances_with_4096_samples(seed):
     out = run_probe(bandit_cfg(seed=seed), prompts=256, completions=16)
     assert out["samples"] <= 4096
-    for key in ("tau2", "sigma2", "kappa", "g_star"):
-        assert out[key] == pytest.approx(out["exact"][key], rel=0.10), key
+    for key, tol in PROBE_TOLERANCE.items():
+        assert out[key] == pytest.approx(out["exact"][key], rel=tol), key
     lo, hi = out["g_star_ci95"]
     assert lo < out["g_star"] < hi
     assert out["recommended_group_size"] == 4  # exact G* = 4.21: G + (G*-1)^2/(G-1) is smallest at 4
