@@ -1,7 +1,8 @@
 """`groupscale up`: the MLflow tracking server, the local Ray head and the controller, in the foreground.
 
 Everything stops on Ctrl-C or SIGTERM: uvicorn shuts the app down (scheduler, then Ray), then the
-MLflow server's process group is terminated.
+MLflow server's process group is terminated. However `up` ends, its watchdog ends what it started,
+and it refuses ports that other processes hold (service.lifetime).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import httpx
 import uvicorn
 from sqlalchemy.engine import make_url
 
+from service.lifetime import claim_port, mark_environment, record_mlflow, start_watchdog
 from service.main import create_app
 from service.scheduler.ray_backend import connect_ray, disconnect_ray
 from service.settings import Settings
@@ -179,21 +181,46 @@ def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
     return f"groupscale: API http://{host}:{port} (docs /docs; {access}), MLflow {mlflow}, data {settings.data_dir}"
 
 
+SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told to stop
+
+
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
-    """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped."""
+    """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped.
+
+    Raises:
+        StackConfigError: a port is held by another process, or the stores cannot work (exit 2).
+        StackError: a component did not start.
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
     backend = Settings().mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
     mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
     check_databases(Settings(data_dir=data_dir.resolve()), None if env_uri else mlflow_backend)  # before anything starts
-    mlflow_proc = None if env_uri else start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
+    claim_port(host, port, "--port")
+    if not env_uri:
+        claim_port("127.0.0.1", mlflow_port, "--mlflow-port", data_dir.resolve())
+    start_watchdog(mark_environment())  # from here on every process started carries the marker
+    mlflow_proc = None
+    if not env_uri:
+        mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
+        record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
     tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
+    stopping = None
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        app = create_app(settings)
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+        stopping = time.monotonic()
     finally:
+        stopping = stopping or time.monotonic()
+        print(
+            "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the next up); "
+            "stopping Ray, then MLflow",
+            flush=True,
+        )
         disconnect_ray()
         if mlflow_proc is not None:
             stop_process_group(mlflow_proc)
+        print(f"groupscale: stopped in {time.monotonic() - stopping:.1f} s", flush=True)

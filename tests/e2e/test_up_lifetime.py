@@ -1,0 +1,135 @@
+"""What `groupscale up` starts dies with it, however it ends, and it never adopts a stranger's port."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from mlflow import MlflowClient
+
+from service.lifetime import MARKER, marked
+from service.stack import up_command
+from tests.e2e.conftest import Stack
+from tests.ports import free_port
+
+pytestmark = pytest.mark.e2e
+SPEC = {
+    "name": "e2e-lifetime",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": 20,
+}
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _marker(stack: Stack) -> str:
+    """The marker of a running `up`: the last argument of its watchdog (a process's own /proc environ
+    is the one it was started with, so `up`'s own does not show it; its children's do)."""
+    (watchdog,) = [c for c in psutil.Process(stack.proc.pid).children() if "service.lifetime" in c.cmdline()]
+    return watchdog.cmdline()[-1]
+
+
+def _kill_up(stack: Stack, marker: str | None = None) -> str:
+    """SIGKILL `up` alone (not its group); returns its marker."""
+    marker = marker or _marker(stack)
+    assert len(marked(marker)) >= 3  # the MLflow server and its worker, the Ray head's processes
+    os.kill(stack.proc.pid, signal.SIGKILL)
+    stack.proc.wait()
+    return marker
+
+
+def _gone_within(marker: str, ports: list[int], timeout_s: float) -> float:
+    start = time.monotonic()
+    while marked(marker) or any(_listening(p) for p in ports):
+        assert time.monotonic() - start < timeout_s, ([p.cmdline()[:3] for p in marked(marker)], ports)
+        time.sleep(0.5)
+    return time.monotonic() - start
+
+
+def _second_up(data_dir, port: int, mlflow_port: int) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", MARKER)}
+    return subprocess.run(up_command(port, mlflow_port, data_dir), capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_sigkill_of_up_leaves_nothing_and_another_data_dir_never_adopts_its_ports(tmp_path):
+    stack = Stack(tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    stack.start()
+    try:
+        other = tmp_path / "b"
+        taken_mlflow = _second_up(other, free_port(), stack.mlflow_port)
+        assert taken_mlflow.returncode == 2, taken_mlflow.stderr
+        assert f"port {stack.mlflow_port}" in taken_mlflow.stderr and "--mlflow-port" in taken_mlflow.stderr
+        assert "mlflow" in taken_mlflow.stderr  # the process holding it, by its command line
+        taken_api = _second_up(other, stack.port, free_port())
+        assert taken_api.returncode == 2 and f"port {stack.port}" in taken_api.stderr and "--port" in taken_api.stderr
+        assert not (other / "mlflow.db").exists()  # refused before anything started
+        marker = _kill_up(stack)
+        seconds = _gone_within(marker, [stack.port, stack.mlflow_port], timeout_s=20)
+        print(f"every process of the killed up ended {seconds:.1f} s after SIGKILL")
+    finally:
+        stack.stop()
+
+
+@pytest.mark.slow
+def test_up_restarts_on_its_own_data_dir_after_a_sigkill_and_keeps_every_run(tmp_path):
+    stack = Stack(tmp_path)
+    stack.start()
+    try:
+        sid = stack.http.post("/v1/sweeps", json=SPEC).json()["id"]
+        sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=300)
+        assert sweep["status"] == "succeeded", sweep
+        runs = {r.info.run_id for r in MlflowClient(stack.mlflow_uri).search_runs([sweep["mlflow"]["experiment_id"]])}
+        assert len(runs) == 3
+        # 1. up is killed; the next up starts at once, while the watchdog may still be ending the old servers
+        _kill_up(stack)
+        stack.start()
+        assert stack.http.get(f"/v1/sweeps/{sid}").json()["status"] == "succeeded"
+        # 2. up and its watchdog are both killed: the MLflow server of this data dir is an orphan; the next
+        #    up stops it instead of adopting it, and still keeps every run
+        marker = _marker(stack)
+        watchdog = [p for p in marked(marker) if "service.lifetime" in p.cmdline()]
+        assert len(watchdog) == 1
+        watchdog[0].kill()
+        _kill_up(stack, marker)
+        assert _listening(stack.mlflow_port)  # the orphan still serves
+        stack.start()
+        assert "stopping the MLflow server an earlier up" in stack.log.read_text()
+        again = {r.info.run_id for r in MlflowClient(stack.mlflow_uri).search_runs([sweep["mlflow"]["experiment_id"]])}
+        assert again == runs
+        for p in marked(marker):  # the first up's Ray processes, which no watchdog ended
+            p.kill()
+    finally:
+        stack.stop()
+
+
+def test_the_watchdog_ends_the_marked_processes_when_its_parent_is_gone(tmp_path):
+    """service.lifetime.watch on its own: a parent that exits (SIGKILL) takes a marked grandchild with it."""
+    code = (
+        "import os, subprocess, sys, time\n"
+        "from service.lifetime import mark_environment, start_watchdog\n"
+        "start_watchdog(mark_environment())\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        "print(os.environ['GROUPSCALE_UP_ID'], flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    marker = parent.stdout.readline().strip()
+    deadline = time.monotonic() + 30
+    while len(marked(marker)) < 2:  # the sleeper and the watchdog
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    parent.kill()
+    parent.wait()
+    assert _gone_within(marker, [], timeout_s=15) < 15
