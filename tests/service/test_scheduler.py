@@ -175,7 +175,7 @@ class FakeTracking:
     def start_sweep(self, sweep_id, spec, key):
         return "exp", f"parent-{sweep_id}"
 
-    def start_trial(self, exp, parent, spec, trial_id, g, b, seed, lr):
+    def start_trial(self, exp, parent, spec, trial_id, g, b, seed, lr, key=None):
         self.calls.append(("start_trial", f"run-{trial_id}"))
         self.running[f"run-{trial_id}"] = (parent, trial_id)
         return f"run-{trial_id}"
