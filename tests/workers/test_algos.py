@@ -199,3 +199,64 @@ def test_mean_std_uses_the_sample_std_at_g_3():
     a = algos.compute_advantages(torch.tensor([[1.0, 0.0, 0.0]]), "mean_std")
     std = (1 / 3) ** 0.5
     assert torch.allclose(a, torch.tensor([[2 / 3, -1 / 3, -1 / 3]]) / std)
+
+
+# Killers of the survivors of `make mutation` on algos (advantages of magnitude != 1, two groups,
+# one-token batches, padding, the floor's scale, messages).
+
+
+def test_policy_loss_with_an_advantage_that_is_not_plus_or_minus_one():
+    # ratio 0.9 inside the clip, A = 0.5: loss -0.45 (ratio / A would give -1.8)
+    new, old = torch.log(torch.tensor([[0.9]])), torch.zeros(1, 1)
+    loss, _ = algos.compute_policy_loss(new, old, torch.tensor([0.5]), torch.ones(1, 1), clip_eps=0.2)
+    assert loss.item() == pytest.approx(-0.45)
+    loss, _ = algos.compute_policy_loss(new, old, torch.tensor([-0.5]), torch.ones(1, 1), clip_eps=0.2)
+    assert loss.item() == pytest.approx(0.45)  # both branches -0.45 (ratio / A would give -1.8, loss 1.8)
+    # ratio 1.5 clipped to 1.2 with A = 0.5: loss -0.6
+    loss, _ = algos.compute_policy_loss(torch.log(torch.tensor([[1.5]])), old, torch.tensor([0.5]), torch.ones(1, 1), 0.2)
+    assert loss.item() == pytest.approx(-0.6)
+
+
+def test_clip_fractions_need_the_advantage_s_sign_and_skip_padding():
+    old = torch.zeros(1, 3)
+    new = torch.log(torch.tensor([[0.7, 1.5, 0.7]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    for adv, low, high in ((0.5, 0.0, 0.5), (0.0, 0.0, 0.0), (-0.5, 0.5, 0.0)):
+        _, stats = algos.compute_policy_loss(new, old, torch.tensor([adv]), mask, clip_eps=0.2)
+        assert (stats.clip_frac_low, stats.clip_frac_high) == (low, high), adv
+
+
+def test_token_mean_and_overshoot_of_a_single_token():
+    assert algos.aggregate_loss(torch.tensor([[3.0, 9.0]]), torch.tensor([[1.0, 0.0]]), "token_mean", 4).item() == 3.0
+    one = torch.ones(1, 1)
+    assert algos.compute_momentum_overshoot(one * 1.3, one * 1.4, one.bool(), one) == 1.0
+
+
+def test_mean_std_works_per_group_and_scales_its_floor_with_the_reward_range():
+    r = torch.tensor([[1.0, 0.0], [3.0, 1.0]])  # each group centred and scaled by its own std
+    expected = torch.tensor([[1.0, -1.0], [1.0, -1.0]]) / 2**0.5
+    assert torch.allclose(algos.compute_advantages(r, "mean_std"), expected)
+    tiny = torch.tensor([[0.0, 5e-4]])  # std 3.5e-4: above the floor 1e-4 at range 1, below 1e-3 at range 10
+    assert algos.compute_mean_std_advantages(tiny).abs().sum() > 0
+    assert algos.compute_mean_std_advantages(tiny, reward_range=10.0).abs().sum() == 0
+
+
+def test_shape_errors_name_the_expected_shape():
+    with pytest.raises(ValueError, match=r"values must be \(N,\) = \(2,\), got \(3,\)"):
+        algos.compute_advantages(torch.zeros(2, 3), "oracle", torch.zeros(3))
+    with pytest.raises(ValueError, match="valid: token_mean, seq_mean_token_mean, seq_mean_token_sum_norm"):
+        algos.aggregate_loss(torch.zeros(1, 1), torch.ones(1, 1), "sum", 1)
+
+
+def test_prefix_weight_bias_averages_over_two_groups_and_skips_a_group_without_advantage():
+    # group 0: G = 2, shared first token, lengths 1 and 3 under seq_mean_token_mean, A = (+0.5, -0.5):
+    # weights 1/1 and 1/3 per token (over 2 completions: 1/2 and 1/6) -> net (0.5 - 1/6 * 0.5) / (0.5 + 1/6 * 0.5) = 0.5
+    # group 1: the same with A = (-0.5, +0.5): -0.5. group 2: no advantage: skipped. Mean 0.
+    ids = torch.tensor([[5, 7, 0], [5, 8, 9]] * 3)
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]] * 3)
+    adv = torch.tensor([0.5, -0.5, -0.5, 0.5, 0.0, 0.0])
+    assert algos.prefix_weight_bias(ids, mask, adv, 2, "seq_mean_token_mean", 3) == pytest.approx(0.0, abs=1e-12)
+    first_two = algos.prefix_weight_bias(ids[:2], mask[:2], adv[:2], 2, "seq_mean_token_mean", 3)
+    assert first_two == pytest.approx(0.5)
+    both_positive = torch.tensor([0.5, -0.5, 0.5, -0.5, 0.0, 0.0])
+    assert algos.prefix_weight_bias(ids, mask, both_positive, 2, "seq_mean_token_mean", 3) == pytest.approx(0.5)
