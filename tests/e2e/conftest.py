@@ -106,6 +106,18 @@ class Stack:
         raise AssertionError(f"sweep {sweep_id} still {sweep['status']} after {timeout_s} s")
 
 
+# The quickest real sweep: two bandit trials of 20 steps on the tabular policy (seconds each).
+BANDIT_SWEEP = {
+    "name": "e2e-bandit",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": 20,
+}
+
+
 def postgres_env(server) -> dict[str, str]:  # tests.postgres.PostgresServer
     """A controller store and an MLflow backend, each a new database on the PostgreSQL server."""
     return {"GROUPSCALE_DATABASE_URL": server.create_database(), "GROUPSCALE_MLFLOW_BACKEND_URI": server.create_database()}

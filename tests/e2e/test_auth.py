@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from service.stack import start_mlflow, stop_process_group
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import BANDIT_SWEEP, Stack
 from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
@@ -18,16 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + secrets.token_hex(12)
 PASSWORD = "pw-" + secrets.token_hex(12)  # MLflow's admin password (12+ characters)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SPEC = {
-    "name": "e2e-auth",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": 20,
-    "probe": {"prompts": 16, "completions": 4},
-}
+SPEC = {**BANDIT_SWEEP, "name": "e2e-auth", "probe": {"prompts": 16, "completions": 4}}
 
 
 @pytest.fixture(scope="module")

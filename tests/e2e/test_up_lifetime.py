@@ -13,19 +13,11 @@ from mlflow import MlflowClient
 
 from service.lifetime import MARKER, marked
 from service.stack import up_command
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import BANDIT_SWEEP, Stack
 from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
-SPEC = {
-    "name": "e2e-lifetime",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": 20,
-}
+SPEC = {**BANDIT_SWEEP, "name": "e2e-lifetime"}
 
 
 def _listening(port: int) -> bool:
