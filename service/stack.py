@@ -205,16 +205,14 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
         mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
         record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
     tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
-    stopping = None
     try:
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         app = create_app(settings)
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-        stopping = time.monotonic()
     finally:
-        stopping = stopping or time.monotonic()
+        stopping = time.monotonic()  # uvicorn returned: the API and the scheduler are down
         print(
             "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the next up); "
             "stopping Ray, then MLflow",
