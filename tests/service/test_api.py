@@ -2,6 +2,7 @@ from unittest.mock import ANY
 
 import pytest
 
+from tests.openapi import read_urls
 from tests.service.conftest import SPEC
 
 
@@ -67,15 +68,6 @@ def test_model_path_outside_root_is_refused(make_client, tmp_path):
     assert r.json()["detail"][0]["loc"] == ["body", "model", "path"]
 
 
-def _read_paths(c, sweep_id: str, probe_id: str) -> list[str]:
-    """Every GET under /v1 but health, from the app's OpenAPI document (so a new one cannot be left open)."""
-    values = {"sweep_id": sweep_id, "probe_id": probe_id}
-    paths = [p for p, ops in c.get("/openapi.json").json()["paths"].items() if "get" in ops and p.startswith("/v1/")]
-    return [
-        p.format(**values) + ("?task=arithmetic&model=tiny-llama" if "recommend" in p else "") for p in paths if p != "/v1/health"
-    ]
-
-
 def test_a_token_closes_every_endpoint_but_health(make_client):
     auth = {"Authorization": "Bearer s3cret"}
     with make_client(api_token="s3cret") as c:
@@ -83,7 +75,7 @@ def test_a_token_closes_every_endpoint_but_health(make_client):
         ok = c.post("/v1/sweeps", json=SPEC, headers=auth)
         probe = c.post("/v1/probes", json=SPEC, headers=auth)
         assert (ok.status_code, probe.status_code) == (201, 201)
-        paths = _read_paths(c, ok.json()["id"], probe.json()["id"])
+        paths = read_urls(c, ok.json()["id"], probe.json()["id"], "task=arithmetic&model=tiny-llama")
         assert len(paths) == 6  # sweeps, a sweep, its trials, its fit, a probe, recommendations
         for path in paths:
             closed = c.get(path)
@@ -106,7 +98,7 @@ def test_public_reads_open_the_reads_and_keep_writes_closed(make_client):
         assert c.post("/v1/sweeps", json=SPEC).status_code == 401
         sid = c.post("/v1/sweeps", json=SPEC, headers=auth).json()["id"]
         pid = c.post("/v1/probes", json=SPEC, headers=auth).json()["id"]
-        for path in _read_paths(c, sid, pid):
+        for path in read_urls(c, sid, pid, "task=arithmetic&model=tiny-llama"):
             assert c.get(path).status_code in (200, 404), path
         assert c.get(f"/v1/sweeps/{sid}").json()["spec"]["group_sizes"] == [2, 4, 8, 16]
         assert c.delete(f"/v1/sweeps/{sid}").status_code == 401
