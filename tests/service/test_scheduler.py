@@ -368,6 +368,21 @@ def test_a_worker_that_died_after_its_retries_fails_saying_so(env):
     assert not ckpt.exists()
 
 
+def test_an_exception_in_a_trial_fails_it_without_a_retry(env):
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    (tid,) = _trial_ids(store, sid)
+    handle = backend.running()[0]
+    backend.fail(handle, ValueError("reward function r.py:f raised at step 3"))  # raised, not died
+    tick(sched)
+    with store.read() as s:
+        trial = s.get(Trial, tid)
+        assert trial.status == TrialStatus.FAILED and trial.reason == "ValueError: reward function r.py:f raised at step 3"
+    assert backend.running() == [] and backend.new_workers == 1  # not launched again
+    assert backend.released == [backend.work[handle].name]  # the worker is alive: it stays warm for the next trial
+
+
 def test_a_worker_lost_before_the_trials_retries_ran_out_resumes_it_elsewhere(env):
     store, backend, _, sched = env
     sid = submit(store, group_sizes=[2], seeds=[0])
