@@ -227,8 +227,10 @@ def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch
         assert (got["num_generations"], got["generation_batch_size"]) == (4, 32)
         assert (got["loss_type"], got["scale_rewards"], got["beta"]) == ("dr_grpo", "group", 0.04)
         assert "sweep s0" in trl.stdout.splitlines()[0]
+        assert "learning_rate" not in got  # a sweep's lr is tuned for its own model: not carried over
         verl = CliRunner().invoke(cli, [*args, "verl", "--samples-per-step", "64"])
         assert verl.exit_code == 0, verl.output
         assert "actor_rollout_ref.rollout.n=4" in verl.stdout and "data.train_batch_size=16" in verl.stdout
+        assert ".optim.lr=" not in verl.stdout
         bad = CliRunner().invoke(cli, [*args, "yaml"])
         assert bad.exit_code == 2 and "trl" in bad.output and "verl" in bad.output

@@ -58,11 +58,17 @@ def test_valid_group_sizes_are_divisors_from_two():
     assert valid_group_sizes(12) == [2, 3, 4, 6, 12]
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.yaml")), ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_examples_are_valid(path):
     s = load_spec(path)
     grid = len(s.group_sizes) * len(s.samples_per_step) * len(s.seeds)
     assert len(plan_trials(s)) == grid and s.n_trials == (s.adaptive.max_trials if s.mode == "adaptive" else grid)
+
+
+def test_the_byo_examples_paths_are_relative_to_its_file():
+    s = load_spec(EXAMPLES / "byo" / "spec.yaml")
+    assert s.task.path == str(EXAMPLES / "byo" / "train.parquet") and Path(s.task.path).is_file()
+    assert s.task.rewards[0].function == f"{EXAMPLES / 'byo' / 'rewards.py'}:accuracy"
 
 
 def test_load_spec_rejects_yaml_tags(tmp_path):

@@ -1,6 +1,7 @@
 """Dataset tasks: every file format gives the same rows; rewards the TRL way; built-ins on reasoning text."""
 
 import inspect
+import json
 import math
 import re
 
@@ -212,3 +213,24 @@ def test_math_verify_compares_parsed_answers():
 
     assert math_verify(r"so the answer is $\boxed{\frac{1}{2}}$", "0.5") == 1.0
     assert math_verify(r"so the answer is $\boxed{\frac{1}{3}}$", "0.5") == 0.0
+
+
+def test_a_reward_function_gets_trls_keyword_arguments(tmp_path):
+    """prompts, completions, completion_ids, trainer_state (its global_step) and every other column, as TRL passes them."""
+    path = tmp_path / "spy.py"
+    path.write_text(
+        "import json\n\n"
+        "def spy(prompts, completions, completion_ids, trainer_state, **columns):\n"
+        f"    with open({str(tmp_path / 'seen.json')!r}, 'w') as f:\n"
+        "        json.dump({'prompts': prompts, 'completions': completions, 'completion_ids': completion_ids,\n"
+        "                   'step': trainer_state.global_step, 'columns': sorted(columns)}, f)\n"
+        "    return [float(len(i)) for i in completion_ids]\n"
+    )
+    rows = [{"prompt": [{"role": "user", "content": "q"}], "solution": "4", "level": 1}] * 10
+    task = _task(tmp_path, rows, [{"function": f"{path}:spy"}])
+    got = task.score(task.eval_problems(1) * 2, ["a", "bc"], completion_ids=[[5], [6, 7]], step=3, max_steps=9)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert got.rewards.tolist() == [1.0, 2.0]
+    assert seen["completions"] == [[{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "bc"}]]
+    assert seen["prompts"] == [[{"role": "user", "content": "q"}]] * 2 and seen["completion_ids"] == [[5], [6, 7]]
+    assert seen["step"] == 3 and seen["columns"] == ["level", "solution"]

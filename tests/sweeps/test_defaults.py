@@ -1,0 +1,47 @@
+"""The defaults README states (the TRL table, the probe and measure sections, the settings list) are the code's."""
+
+import pytest
+
+from sweeps.spec import GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
+
+TINY = {
+    "name": "d",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [8],
+}
+
+
+def test_grpo_defaults_are_readmes_table():
+    g = GRPOSpec()
+    assert (g.lr, g.clip_eps, g.kl_beta, g.inner_steps, g.max_new_tokens, g.temperature) == (2e-4, 0.2, 0.0, 1, 4, 1.0)
+    assert (g.loss_aggregation, g.advantage) == ("seq_mean_token_mean", "loo")
+    assert g.clip_eps_high is None  # = clip_eps
+    assert SweepSpec.model_validate(TINY).grpo == g
+
+
+def test_probe_and_measure_defaults():
+    p = ProbeSpec()
+    assert (p.prompts, p.completions, p.projection_dim, p.seed, p.parameters) == (256, 16, 512, 0, "all")
+    assert (MeasureSpec().kind, MeasureSpec().repeats) == ("outcome", 256)
+
+
+def test_settings_defaults(monkeypatch):
+    pytest.importorskip("pydantic_settings")
+    from service.settings import Settings
+
+    for name in ("MAX_TRIALS", "MAX_STEPS", "TRIAL_RETRIES", "WORKER_IDLE_S", "MAX_BODY_BYTES", "PUBLIC_READS"):
+        monkeypatch.delenv(f"GROUPSCALE_{name}", raising=False)
+    s = Settings()
+    assert (s.max_trials, s.max_steps, s.trial_retries, s.worker_idle_s, s.max_body_bytes) == (1000, 100_000, 2, 300.0, 1 << 20)
+    assert s.public_reads is False and s.reward_root is None  # user rewards refused until the server sets a root
+
+
+def test_the_mlflow_retry_window_defaults_to_five_minutes(monkeypatch):
+    import importlib
+
+    import workers.tracking
+
+    monkeypatch.delenv("GROUPSCALE_MLFLOW_RETRY_S", raising=False)
+    assert importlib.reload(workers.tracking).MLFLOW_RETRY_S == 300.0
