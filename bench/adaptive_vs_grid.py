@@ -9,13 +9,14 @@ Per repetition r (trial seeds 1000 r, 1000 r + 1, ...; both arms draw from the s
   grid:     every G at B = 48, adding one seed to every G at a time, until sweeps.adaptive.converged
             holds for the fit of all trials so far (same law fit, same bootstrap interval, same rule);
   adaptive: ask/tell on an in-memory Optuna study with LawSampler until state().done.
-The adaptive study uses AdaptiveSpec's defaults (6 initial G). Prints per repetition the trial
+The adaptive study starts from ``--initial-points`` G (default 6, AdaptiveSpec's). Prints per repetition the trial
 counts, the final intervals and whether they contain 4.205, then ``adaptive_coverage: X`` and
 ``grid_coverage: Y`` (fractions of repetitions whose interval contains the exact G*) and, as the
 last line, ``trial_ratio: R`` with R = median over repetitions of adaptive / grid trials.
 About 6 s per repetition on 2 cores.
 
-Run: .venv/bin/python bench/adaptive_vs_grid.py [--reps 20] [--repeats 25] [--tolerance 0.1]
+Run: .venv/bin/python bench/adaptive_vs_grid.py [--reps 20] [--repeats 25] [--tolerance 0.1] [--initial-points 6]
+(README's figures: --reps 40, and --reps 40 --initial-points 4.)
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ BUDGET = 48
 MAX_GRID_SEEDS = 30
 
 
-def make_spec(rep: int, repeats: int, tolerance: float, max_trials: int) -> SweepSpec:
+def make_spec(rep: int, repeats: int, tolerance: float, max_trials: int, initial_points: int) -> SweepSpec:
     return SweepSpec.model_validate(
         {
             "name": f"bench-adaptive-{rep}",
@@ -58,7 +59,13 @@ def make_spec(rep: int, repeats: int, tolerance: float, max_trials: int) -> Swee
             "measure": {"kind": "gradient_mse", "repeats": repeats},
             "grpo": {"advantage": "loo"},
             "mode": "adaptive",
-            "adaptive": {"max_trials": max_trials, "tolerance": tolerance, "parallel": 1, "seed": rep},
+            "adaptive": {
+                "max_trials": max_trials,
+                "initial_points": initial_points,
+                "tolerance": tolerance,
+                "parallel": 1,
+                "seed": rep,
+            },
         }
     )
 
@@ -113,6 +120,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=25, help="gradient draws per trial (measure.repeats)")
     ap.add_argument("--tolerance", type=float, default=0.1, help="target width W = tolerance x G*")
     ap.add_argument("--max-trials", type=int, default=200)
+    ap.add_argument("--initial-points", type=int, default=6, help="adaptive.initial_points (6 is AdaptiveSpec's default)")
     args = ap.parse_args()
     optuna.logging.set_verbosity(logging.WARNING)
     start = time.perf_counter()
@@ -123,7 +131,7 @@ def main() -> None:
             f"stop when the 95% interval width <= {args.tolerance} x G*; exact G* = {EXACT_G_STAR}"
         )
         for rep in range(args.reps):
-            spec = make_spec(rep, args.repeats, args.tolerance, args.max_trials)
+            spec = make_spec(rep, args.repeats, args.tolerance, args.max_trials, args.initial_points)
             trial = Trials(spec, cache)
             n_grid, grid_fit = run_grid(spec, trial)
             n_ad, st = run_adaptive(spec, trial)
