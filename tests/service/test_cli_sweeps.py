@@ -63,7 +63,8 @@ def app_client(tmp_path, monkeypatch):
             client._http = c
             return client
 
-        monkeypatch.setattr("service.cli.commands.Client", over_the_app)
+        for module in ("service.cli.commands", "service.cli.results"):
+            monkeypatch.setattr(f"{module}.Client", over_the_app)
         yield c
 
 

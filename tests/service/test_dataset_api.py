@@ -219,7 +219,7 @@ def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch
             client._http = c  # the TestClient is an httpx.Client speaking to the app
             return client
 
-        monkeypatch.setattr("service.cli.commands.Client", over_the_app)
+        monkeypatch.setattr("service.cli.results.Client", over_the_app)
         args = ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format"]
         trl = CliRunner().invoke(cli, [*args, "trl"])
         assert trl.exit_code == 0, trl.output

@@ -1,0 +1,219 @@
+"""The commands that read answers over HTTP: fit, trials, compare, report, recommend, and probe (also --local)."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
+from service.cli.render import print_fit
+from service.client import Client
+from sweeps.finite import finite_or_none
+
+
+@app.command()
+def fit(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="also write gap vs G with the fitted curves to this PNG")] = None,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The law fit of a sweep (provisional while it runs)."""
+    doc = _api(Client(url).fit, sweep_id)
+    _print_json(doc) if as_json else print_fit(doc)
+    if plot is not None:
+        from sweeps.law import LawFit  # scipy and matplotlib: only when a plot is asked for
+        from sweeps.plots import plot_fit
+
+        try:
+            plot_fit(LawFit.model_validate(doc), title=sweep_id).savefig(plot, format="png")
+        except OSError as e:
+            _fail(f"--plot: cannot write {plot}: {e.strerror or e}", 2)
+        err.print(f"plot written to {plot}")
+
+
+@app.command()
+def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None, as_json: JsonOpt = False) -> None:
+    """A sweep's trials: G, B, seed, status, the final metric and the MLflow run."""
+    rows = _api(Client(url).trials, sweep_id)
+    if as_json:
+        return _print_json(rows)
+    t = Table(title=f"trials of {sweep_id}")
+    for col in ("G", "B", "seed", "status", "gap / grad_mse", "attempts", "MLflow run"):
+        t.add_column(col)
+    for r in rows:
+        metrics = r.get("metrics") or {}
+        value = metrics.get("gap", metrics.get("grad_mse"))
+        t.add_row(
+            str(r["group_size"]),
+            str(r["samples_per_step"]),
+            str(r["seed"]),
+            r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
+            _fmt(value, 4),
+            str(r["attempts"]),
+            r.get("mlflow_run_id") or "-",
+        )
+    out.print(t)
+    return None
+
+
+@app.command()
+def compare(
+    first: Annotated[str, typer.Argument(metavar="ID1")],
+    second: Annotated[str, typer.Argument(metavar="ID2")],
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Two sweeps' fits side by side: G*, intervals, evidence, and whether the intervals overlap."""
+    client = Client(url)
+    fits = {sid: _api(client.fit, sid) for sid in (first, second)}
+    a, b = (fits[first].get("g_star_ci95"), fits[second].get("g_star_ci95"))
+    closed = all(ci and None not in ci for ci in (a, b))
+    overlap = bool(closed and a[0] <= b[1] and b[0] <= a[1])
+    verdict = (
+        ("the G* intervals overlap: the data do not tell the two G* apart" if overlap else "the G* intervals do not overlap")
+        if closed
+        else "no comparison of intervals: a fit has no closed interval (see its status)"
+    )
+    if as_json:
+        return _print_json({"fits": fits, "intervals_overlap": overlap if closed else None, "message": verdict})
+    t = Table()
+    for col in ("sweep", "status", "G*", "95% CI", "use G", "evidence"):
+        t.add_column(col)
+    for sid, f in fits.items():
+        ci = f.get("g_star_ci95")
+        t.add_row(
+            sid,
+            f["status"],
+            _fmt(f.get("g_star")),
+            "[" + ", ".join(_fmt(v) for v in ci) + "]" if ci else "-",
+            str(f.get("recommended_group_size") or "-"),
+            str(f.get("evidence") or "-"),
+        )
+    out.print(t)
+    out.print(verdict, highlight=False)
+    return None
+
+
+@app.command()
+def report(
+    sweep_id: Annotated[str, typer.Argument(metavar="ID")],
+    out_path: Annotated[Path, typer.Option("--out", help="the HTML file to write")] = Path("report.html"),
+    probe: Annotated[str | None, typer.Option(help="a probe's id: its G* is set beside the sweep's")] = None,
+    url: UrlOpt = None,
+) -> None:
+    """Write a sweep's report: one self-contained HTML file (plots inlined) to read or send."""
+    from sweeps.law import LawFit  # scipy and matplotlib: only for this command
+    from sweeps.report import render_report
+
+    client = Client(url)
+    sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id)
+    probe_result = _api(client.get_probe, probe).get("result") if probe else None
+    out_path.write_text(render_report(LawFit.model_validate(fit), f"{sweep['name']} ({sweep_id})", probe_result))
+    out.print(f"report written to {out_path}")
+
+
+class RecommendFormat(StrEnum):
+    text = "text"
+    json = "json"
+    trl = "trl"
+    verl = "verl"
+
+
+@app.command()
+def recommend(
+    task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
+    model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],
+    samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
+    fmt: Annotated[
+        RecommendFormat,
+        typer.Option(
+            "--format", help="text; json; trl: a GRPOConfig YAML; verl: hydra overrides (with the sweep's loss settings)"
+        ),
+    ] = RecommendFormat.text,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings."""
+    client = Client(url)
+    rec = _api(client.recommend, task, model, samples_per_step)
+    if as_json or fmt is RecommendFormat.json:
+        return _print_json(rec)
+    if fmt is RecommendFormat.text:
+        out.print(
+            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
+            f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
+        )
+        out.print(rec["message"], highlight=False)
+        return None
+    g = rec["recommended_group_size"]
+    if g is None:
+        _fail(f"no recommended G to export: {rec['message']}")
+    from sweeps.recipes import trl_config, verl_overrides
+    from sweeps.spec import SweepSpec
+
+    spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
+    budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
+    head = (
+        f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
+    )
+    if fmt is RecommendFormat.trl:
+        typer.echo(trl_config(g, budget, spec.grpo, header=head), nl=False)
+    else:
+        lines, notes = verl_overrides(g, budget, spec.grpo)
+        typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
+    return None
+
+
+@app.command()
+def probe(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="spec with task, model and a probe section")],
+    local: Annotated[bool, typer.Option("--local", help="run here instead of on the controller's Ray cluster")] = False,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Estimate tau2, sigma2, kappa and G* from one batch of K x M rollouts (no sweep)."""
+    spec = _read_spec(spec_path)
+    if local:
+        from service.settings import get_settings
+        from sweeps.planner import plan_trials
+        from workers.config import TrialConfig
+        from workers.probe import run_probe
+
+        cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
+        p = spec.probe
+        try:
+            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
+            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    else:
+        client = Client(url)
+        job = _api(client.probe, spec.model_dump(mode="json"))
+        with err.status(f"probe {job['id']}: {spec.probe.prompts} prompts x {spec.probe.completions} completions"):
+            while job["status"] not in TERMINAL:
+                time.sleep(1)
+                job = _api(client.get_probe, job["id"])
+        if job["status"] != "succeeded":
+            _fail(f"probe {job['id']} {job['status']}: {job['error']}")
+        result = job["result"]
+    if as_json:
+        return _print_json(finite_or_none(result))
+    ci = result["g_star_ci95"]
+    out.print(
+        f"tau2 = {_fmt(result['tau2'])}, sigma2 = {_fmt(result['sigma2'])}, kappa = {_fmt(result['kappa'])}"
+        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        f"  ({result['samples']} samples, {result['seconds']:.1f} s)"
+    )
+    if "exact" in result:
+        ex = result["exact"]
+        out.print(
+            f"exact: tau2 = {_fmt(ex['tau2'])}, sigma2 = {_fmt(ex['sigma2'])}, kappa = {_fmt(ex['kappa'])}, "
+            f"G* = {_fmt(ex['g_star'])}"
+        )
+    out.print(result["message"], highlight=False)
+    return None
