@@ -265,3 +265,42 @@ def test_the_stopping_rule_at_its_boundaries():
     five_g = [r for r in rows if r[0] != 12] + [(8, 48, s, 1.0) for s in range(3, 5)]  # 20 dof on 5 distinct G
     assert len(five_g) == 25 and adaptive.converged(spec, five_g, _fit(4.0, [3.75, 4.25]))[0] is False
     assert adaptive.converged(spec, rows, _fit(4.0, [None, 4.25]))[0] is False
+
+
+def test_a_trial_that_died_inside_ask_is_failed_not_rerun():
+    """RUNNING without both parameters and its seed (the controller died inside ask): marked FAIL, never listed."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState
+
+    spec = make_spec()
+    study = adaptive.open_study(spec, None, "s")
+    handed_out = adaptive.ask(study, spec)
+    bare = study.ask()  # no parameters, no seed
+    no_seed = study.ask({adaptive.GROUP: CategoricalDistribution(GROUPS), adaptive.BUDGET: CategoricalDistribution([48])})
+    only_group = study.ask({adaptive.GROUP: CategoricalDistribution(GROUPS)})
+    only_group.set_user_attr(adaptive.SEED, 0)
+    only_seed = study.ask()
+    only_seed.set_user_attr(adaptive.SEED, 0)
+    assert adaptive.running_points(study) == [handed_out]
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert [states[t.number] for t in (bare, no_seed, only_group, only_seed)] == [TrialState.FAIL] * 4
+    assert states[handed_out.number] == TrialState.RUNNING
+
+
+def test_parameters_other_than_g_and_b_are_sampled_reproducibly():
+    """LawSampler proposes only (G, B); anything else is drawn from the spec's seed and the trial number."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    def draws(seed):
+        spec = make_spec(seed=seed)
+        study = adaptive.open_study(spec, None, "s")
+        out = []
+        for _ in range(3):
+            t = study.ask({"x": FloatDistribution(0.0, 1.0), "arm": CategoricalDistribution(["a", "b", "c", "d"])})
+            out.append((t.params["x"], t.params["arm"]))
+        return out
+
+    first, again, other = draws(0), draws(0), draws(1)
+    assert first == again and first != other
+    assert all(0.0 <= x <= 1.0 and arm in "abcd" for x, arm in first)
+    assert len({x for x, _ in first}) == 3  # a new draw per trial

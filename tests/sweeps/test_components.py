@@ -18,7 +18,7 @@ def test_g_star_is_one_plus_the_root_of_kappa_over_tau2():
 
 
 @pytest.mark.parametrize(("g", "b", "mse"), [(2, 12, (4 + 3 + 8) / 12), (3, 12, (6 + 3 + 4) / 12), (6, 24, (12 + 3 + 1.6) / 24)])
-def test_gradient_mse_is_the_law_at_g_and_b(g, b, mse):
+def test_the_predicted_mse_is_the_law_at_g_and_b(g, b, mse):
     assert C.gradient_mse(g, b) == pytest.approx(mse, rel=1e-12)
 
 

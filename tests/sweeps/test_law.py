@@ -287,3 +287,54 @@ def test_three_distinct_group_sizes_are_insufficient():
     fit = fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), grid=[2, 4, 8], seeds=range(4)))
     assert fit.status == "insufficient_data" and fit.g_star is None and "at least 4" in fit.message
     assert fit_law(*rows(lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1), grid=[2, 4, 8, 16])).status == "ok"
+
+
+def _two_budgets(f48, f96, grid=GRID):
+    """Noise-free seeds (two each) of f48 at B = 48 and f96 at B = 96, as fit_law's columns."""
+    a, b = rows(f48, grid=grid, budget=48), rows(f96, grid=grid, budget=96)
+    return [x + y for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize(
+    ("c_over_b", "shared"),
+    [(0.25, 1.5), (29.0**2, 30.0)],  # G* = 1 + sqrt(c/b): below 2 (rho < 1) and far above the grid's 16
+    ids=["below-2", "above-the-grid"],
+)
+def test_the_shared_g_star_is_found_below_2_and_above_the_grid(c_over_b, shared):
+    """The shared-rho search covers rho from 1e-6 to (10 G_max)^2: G* = 1.5 and G* = 30 are recovered, not clipped."""
+    fit = fit_law(
+        *_two_budgets(lambda g: 0.2 + 0.01 * g + 0.01 * c_over_b / (g - 1), lambda g: 0.1 + 0.03 * g + 0.03 * c_over_b / (g - 1))
+    )
+    assert fit.universality.shared_g_star == pytest.approx(shared, rel=1e-3)
+    assert fit.universality.rho == pytest.approx(c_over_b, rel=2e-3)
+
+
+def test_no_finite_shared_g_star_when_larger_groups_always_win():
+    """b = 0 at both budgets (gap = a + c/(G-1)): the best shared rho is beyond any finite one."""
+    fit = fit_law(*_two_budgets(lambda g: 0.2 + 0.09 / (g - 1), lambda g: 0.1 + 0.2 / (g - 1)))
+    assert fit.universality.shared_g_star is None and fit.universality.rho is None
+
+
+def test_law_curve_is_a_plus_b_g_plus_c_over_g_minus_1():
+    from sweeps.law import law_curve
+
+    # G = 2: 1 + 1 + 4 = 6; G = 3: 1 + 1.5 + 2 = 4.5; G = 5: 1 + 2.5 + 1 = 4.5
+    assert law_curve([2, 3, 5], 1.0, 0.5, 4.0).tolist() == [6.0, 4.5, 4.5]
+    assert float(law_curve(9, 0.0, 0.25, 8.0)) == 3.25  # a scalar G: 0 + 2.25 + 1
+
+
+def test_the_boundary_advice_names_the_side_and_the_edge():
+    from sweeps.law import _edge_advice
+
+    assert _edge_advice("below", 2) == (
+        "G* is at or below 2, the smallest group size: use G = 2 (the fit finds no interior optimum, "
+        "so smaller groups and more prompts win throughout the grid)"
+    )
+    assert _edge_advice("below", 3) == (
+        "G* is at or below the edge of the grid (3); extend group_sizes below 3 before trusting a recommendation"
+    )
+    assert _edge_advice("above", 2) == (
+        "G* is at or above the edge of the grid (2); extend group_sizes above 2 before trusting a recommendation"
+    )
+    fit = fit_law(*rows(lambda g: 0.2 + 0.09 / (g - 1)))  # larger G always better: above the grid's 16
+    assert fit.message.startswith(_edge_advice("above", 16) + "; weak evidence: ")
