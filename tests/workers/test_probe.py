@@ -98,3 +98,14 @@ def test_count_sketch_of_blocks_adds_up_to_the_sketch_of_the_whole():
     assert torch.equal(v, torch.arange(20, dtype=torch.float64).reshape(2, 10))  # the input is left as it was
     assert torch.allclose(out, sketch(v)) and torch.allclose(sketch(v)[1], sketch(v[1]))
     assert set(sketch.sign.tolist()) == {-1.0, 1.0} and sketch.bucket.max() < 4
+
+
+def test_count_sketch_takes_float32_blocks_and_uses_every_bucket():
+    """Scores arrive in the model's dtype (float32, bf16): a block is sketched in float64 like the whole vector,
+    and the hash spreads coordinates over all D buckets, bucket 0 included."""
+    sketch = CountSketch(1000, 8, seed=0)
+    assert sorted(set(sketch.bucket.tolist())) == list(range(8))
+    v = torch.linspace(-1, 1, 2000, dtype=torch.float32).reshape(2, 1000)
+    out = sketch.add_block(torch.zeros(2, 8, dtype=torch.float64), v, 0)
+    assert out.dtype == torch.float64 and torch.allclose(out, sketch(v.double()), rtol=0, atol=1e-9)
+    assert v.dtype == torch.float32  # the caller's tensor is not converted in place
