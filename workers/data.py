@@ -41,7 +41,17 @@ def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
     import datasets
 
     datasets.disable_progress_bars()
-    path = Path(path).expanduser()
+    given, path = str(path), Path(path).expanduser()
+    if not path.exists():
+        hub = (
+            ""
+            if path.is_absolute() or path.suffix
+            else (
+                f"; groupscale reads local files only, never a hub: download it first "
+                f"(hf download {given} --repo-type dataset --local-dir DIR) and give DIR"
+            )
+        )
+        raise DatasetError("path", "no such file or folder" + hub)
     try:
         if path.is_dir():
             loaded = datasets.load_from_disk(str(path))

@@ -118,6 +118,7 @@ def test_chat_tiny_is_a_chat_model_between_the_pass_rate_bounds(model_cache):
     assert 0.2 <= meta["warm_start_pass_rate"] <= 0.8 and meta["warm_start_truncation_rate"] < 0.2
     assert AutoConfig.from_pretrained(folder).model_type == "qwen2"
     policy = load_lm(folder)
+    assert 350_000 < sum(p.numel() for p in policy.module.parameters()) < 450_000  # README: about 0.4M parameters
     tok = policy.tokenizer
     im_end = tok.convert_tokens_to_ids(IM_END)
     assert tok.eos_token_id != im_end and policy.stop_ids == (im_end, tok.eos_token_id)

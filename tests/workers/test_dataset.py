@@ -234,3 +234,12 @@ def test_a_reward_function_gets_trls_keyword_arguments(tmp_path):
     assert seen["completions"] == [[{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "bc"}]]
     assert seen["prompts"] == [[{"role": "user", "content": "q"}]] * 2 and seen["completion_ids"] == [[5], [6, 7]]
     assert seen["step"] == 3 and seen["columns"] == ["level", "solution"]
+
+
+def test_a_hub_name_is_not_fetched_and_the_message_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetError, match=r"no such file or folder; groupscale reads local files only, never a hub") as e:
+        load_rows("openai/gsm8k")
+    assert e.value.field == "path" and "hf download openai/gsm8k --repo-type dataset --local-dir DIR" in str(e.value)
+    with pytest.raises(DatasetError, match=r"^.*no such file or folder$"):
+        load_rows(tmp_path / "missing.parquet")

@@ -53,7 +53,11 @@ def expected(policy, task, problems):
 def test_preset_is_warm_started_to_the_target_band_and_round_trips(model_cache):
     task = make_task(TASK)
     policy = load_policy({"preset": "tiny-llama"}, task, Path(model_cache))
-    assert 95_000 < sum(p.numel() for p in policy.module.parameters()) < 110_000
+    assert sum(p.numel() for p in policy.module.parameters()) == 101_696  # README's probe section: all 101,696
+    from workers.scores import select_parameters
+
+    subsets = {k: sum(p.numel() for p in select_parameters(policy.module, k)) for k in ("last_layers:1", "lm_head")}
+    assert subsets == {"last_layers:1": 51_392, "lm_head": 1_024}
     assert 0.3 <= float(expected(policy, task, task.eval_problems(256)).mean()) <= 0.5
 
 
