@@ -155,7 +155,7 @@ def _two_budget_rows(noise=0.02, seeds=range(3), rng_seed=1):
 
 
 @pytest.mark.parametrize("table", ["one budget", "two budgets"])
-@pytest.mark.parametrize("factor", [1e-9, 1e-6, 1e-3, 7.3, 1e3, 1e6, 1e9])
+@pytest.mark.parametrize("factor", [1e-9, 1e-3, 7.3, 1e9])  # the extremes and between: 1e-6, 1e3, 1e6 added nothing
 def test_the_fit_does_not_depend_on_the_metric_s_units(table, factor):
     """THEORY.md "Evidence and units": scaling y changes no status, no test and G* by < 1e-6 relative."""
     g, b, s, y = (
