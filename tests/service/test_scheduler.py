@@ -480,10 +480,13 @@ def test_prewarmed_workers_take_the_first_trials(env):
     assert len(backend.running()) == 2 and (backend.new_workers, backend.reused, backend.idle) == (0, 2, [])
 
 
-@pytest.mark.parametrize(("ray_address", "warm", "expected"), [(None, None, 2), ("ray://x:1", None, 0), (None, 1, 1)])
-def test_how_many_workers_start_warm(tmp_path, ray_address, warm, expected):
+@pytest.mark.parametrize(
+    ("ray_address", "warm", "cpus", "expected"),
+    [(None, None, 2, 2), (None, None, 8, 4), ("ray://x:1", None, 2, 0), (None, 1, 2, 1)],  # the head's CPUs, at most 4
+)
+def test_how_many_workers_start_warm(tmp_path, ray_address, warm, cpus, expected):
     settings = Settings(data_dir=tmp_path, ray_address=ray_address, warm_workers=warm)
-    store, backend = Store(settings.resolved_database_url), FakeBackend(cpus=2)
+    store, backend = Store(settings.resolved_database_url), FakeBackend(cpus=cpus)
     Scheduler(store, settings, None, backend).prewarm()
     assert len(backend.idle) == expected
     store.engine.dispose()

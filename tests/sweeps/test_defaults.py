@@ -45,3 +45,12 @@ def test_the_mlflow_retry_window_defaults_to_five_minutes(monkeypatch):
 
     monkeypatch.delenv("GROUPSCALE_MLFLOW_RETRY_S", raising=False)
     assert importlib.reload(workers.tracking).MLFLOW_RETRY_S == 300.0
+
+
+def test_up_binds_to_the_loopback_address_by_default():
+    import inspect
+
+    from service.cli.commands import up
+
+    params = inspect.signature(up).parameters
+    assert params["host"].default == "127.0.0.1" and (params["port"].default, params["mlflow_port"].default) == (8000, 5000)

@@ -195,7 +195,7 @@ def test_weights_and_builtins(tmp_path):
     terms = build_rewards(
         [{"name": "exact_match", "answer_column": "a", "weight": 2.0}, {"name": "numeric_match", "answer_column": "a"}]
     )
-    got = compute_rewards(terms, {"completions": ["7", "#### 7", "8"], "a": ["7", "7", "7"]}, 3)
+    got = compute_rewards(terms, {"completions": [" 7\n", "#### 7", "8"], "a": ["7", "7", "7"]}, 3)  # stripped
     assert got.rewards.tolist() == [3.0, 1.0, 0.0] and math.isclose(float(np.nanmean(got.per_function["exact_match"])), 1 / 3)
 
 

@@ -100,3 +100,9 @@ def test_a_sweeps_experiment_opens_in_mlflows_model_training_view(tmp_path, monk
     assert tracking.start_sweep("sid2", spec, "bandit")[0] == exp_id  # one experiment per task_key
     (inp,) = tracking.client.get_run(run_id).inputs.dataset_inputs  # the parent run names its dataset too
     assert inp.dataset.name == "bandit"
+
+
+def test_system_metrics_are_sampled_every_5_s_by_default():
+    from workers.entry import SYSTEM_METRICS_EVERY_S
+
+    assert SYSTEM_METRICS_EVERY_S == 5  # README: every 5 s (the tests above sample faster)
