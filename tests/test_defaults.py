@@ -1,4 +1,5 @@
-"""The defaults README states (the TRL table, the probe and measure sections, the settings list) are the code's."""
+"""The defaults README states (the TRL table, the probe and measure sections, the settings list, `up`) are the code's:
+across the packages, so at the top of tests/."""
 
 import pytest
 
