@@ -38,11 +38,8 @@ def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
         DatasetError: not a supported format, unreadable, a DatasetDict without a valid ``split``, or
             no rows. The message names what was found, never the file's content.
     """
-    import datasets
-
-    datasets.disable_progress_bars()
     given, path = str(path), Path(path).expanduser()
-    if not path.exists():
+    if not path.exists():  # before importing datasets: a wrong path is the commonest mistake
         hub = (
             ""
             if path.is_absolute() or path.suffix
@@ -52,6 +49,9 @@ def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
             )
         )
         raise DatasetError("path", "no such file or folder" + hub)
+    import datasets
+
+    datasets.disable_progress_bars()
     try:
         if path.is_dir():
             loaded = datasets.load_from_disk(str(path))
@@ -66,8 +66,6 @@ def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
             raise DatasetError("path", f"unsupported file type {path.suffix or '(none)'!r}; allowed: {FORMATS}")
     except DatasetError:
         raise
-    except FileNotFoundError:
-        raise DatasetError("path", "no such file or folder") from None
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow raise many types; the first line of the type is enough
         raise DatasetError("path", f"cannot be read as {FORMATS} ({type(e).__name__})") from None
     rows = loaded.to_list()
