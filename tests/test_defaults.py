@@ -4,14 +4,7 @@ across the packages, so at the top of tests/."""
 import pytest
 
 from sweeps.spec import GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
-
-TINY = {
-    "name": "d",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [8],
-}
+from tests.sweeps.test_spec import spec
 
 
 def test_grpo_defaults_are_readmes_table():
@@ -19,7 +12,7 @@ def test_grpo_defaults_are_readmes_table():
     assert (g.lr, g.clip_eps, g.kl_beta, g.inner_steps, g.max_new_tokens, g.temperature) == (2e-4, 0.2, 0.0, 1, 4, 1.0)
     assert (g.loss_aggregation, g.advantage) == ("seq_mean_token_mean", "loo")
     assert g.clip_eps_high is None  # = clip_eps
-    assert SweepSpec.model_validate(TINY).grpo == g
+    assert SweepSpec.model_validate(spec()).grpo == g  # a spec without grpo: gets them
 
 
 def test_probe_and_measure_defaults():
