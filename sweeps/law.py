@@ -32,6 +32,7 @@ N_PARAMS = 3  # a, b, c
 WEAK_R2 = 0.5  # below it the evidence is weak: the law explains little of the variation
 WIDE_CI = 0.5  # an interval wider than this fraction of the grid (in log G) makes the evidence weak
 TIE_SHARE = 0.025  # a G that is best in at least this share of the resamples is listed beside the recommended one
+_RHO_XATOL = 1e-6  # the shared-rho search's tolerance in log rho
 LAW_VS_FLAT_ALPHA = 0.05  # the law must beat a constant at this level, or the evidence is none
 MAX_ABS_METRIC = 1e100  # squares of larger values overflow float64
 _TINY = 1e-12
@@ -337,10 +338,10 @@ def _shared_rho(budgets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], g_max:
     i = int(np.argmin(vals))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
     res = optimize.minimize_scalar(
-        lambda v: float(rss(np.array([v]))[0]), bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}
+        lambda v: float(rss(np.array([v]))[0]), bounds=(lo, hi), method="bounded", options={"xatol": _RHO_XATOL}
     )
     best = (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
-    if i == len(grid) - 1:  # the optimum lies beyond the search range: no finite rho fits better
+    if best[0] > grid[-1] - 10 * _RHO_XATOL:  # still falling at the end of the range: no finite rho fits better
         return math.inf, best[1]
     return math.exp(best[0]), best[1]
 
@@ -481,13 +482,24 @@ def _equivalent(draws: list[float], candidates: list[int]) -> list[int]:
     return sorted(g for g, k in best.items() if k >= TIE_SHARE * len(draws))
 
 
+def _percentile(ascending: np.ndarray, q: float) -> float | None:
+    """numpy's default ("linear") q-th percentile of ascending draws that may end in inf; None (an open end)
+    when the interpolation involves an inf draw, since a bound between a finite G* and inf is no bound."""
+    pos = q / 100.0 * (ascending.size - 1)
+    i = int(pos)
+    frac = pos - i
+    below, above = float(ascending[i]), float(ascending[min(i + 1, ascending.size - 1)])
+    if math.isinf(below) or (frac > 0 and math.isinf(above)):
+        return None
+    return below + frac * (above - below)
+
+
 def _percentile_ci(draws: list[float], n_boot: int) -> tuple[list[float | None] | None, str]:
     """The 2.5% and 97.5% percentiles of bootstrap G* draws (inf: no interior optimum, an open end)."""
     if len(draws) < n_boot // 2:
         return None, "; most bootstrap resamples could not be fitted"
-    big = np.finfo(float).max / 4  # inf (no interior optimum) sorts last without NaN from interpolation
-    lo, hi = np.percentile(np.minimum(np.array(draws), big), [2.5, 97.5])
-    ci = [float(lo) if lo < big / 2 else None, float(hi) if hi < big / 2 else None]
+    ascending = np.sort(np.asarray(draws, dtype=float))
+    ci = [_percentile(ascending, 2.5), _percentile(ascending, 97.5)]
     note = "" if all(v is not None for v in ci) else "; the interval is open above (G* unbounded in some resamples)"
     return ci, note
 
@@ -635,7 +647,8 @@ def _evidence(
     the grid in log G; strong otherwise."""
     test = _law_vs_flat(data)
     if test is None:
-        return "none", f"too few group sizes per budget to test the law against a constant (need more than {N_PARAMS + 1})"
+        need = f"need at least {N_PARAMS + 1} distinct G at a budget"
+        return "none", f"too few group sizes per budget to test the law against a constant ({need})"
     f_stat, p = test
     stat = "F = inf" if math.isinf(f_stat) else f"F = {f_stat:.3g}, p = {p:.2g}"
     if p >= LAW_VS_FLAT_ALPHA:

@@ -145,10 +145,15 @@ def test_the_evidence_levels_at_their_thresholds_with_their_reasons(monkeypatch,
     assert law._evidence({}, usable, None if ci is None else list(ci), *grid, boundary) == want
 
 
-def test_no_evidence_when_the_law_cannot_be_tested(monkeypatch):
-    monkeypatch.setattr(law, "_law_vs_flat", lambda data: None)
+def test_no_evidence_when_the_law_cannot_be_tested_and_4_group_sizes_suffice():
+    """No usable budget: no F-test, and the reason names the least number of G that gives one (4: df2 = 4 - 3)."""
     level, reason = law._evidence({}, [], [3.0, 8.0], 2, 16, False)
-    assert level == "none" and reason.startswith("too few group sizes per budget to test the law against a constant")
+    assert (level, reason) == (
+        "none",
+        "too few group sizes per budget to test the law against a constant (need at least 4 distinct G at a budget)",
+    )
+    four = points([2, 4, 8, 16], [[0.5, 0.6], [0.3, 0.35], [0.32, 0.3], [0.4, 0.45]])
+    assert law._law_vs_flat({48: four}) is not None
 
 
 # --- one G* across budgets -------------------------------------------------------------------------
@@ -198,13 +203,18 @@ def test_noise_free_budgets_have_no_universality_test_but_a_shared_g_star():
 
 
 def test_the_shared_rho_search_ends_at_10_g_max_squared():
-    """Noise-free budgets sharing rho: 20000 (G* = 142) is found; 26000, beyond (10 x 16)^2 = 25600, is unbounded.
+    """Noise-free budgets sharing rho: 20000 (G* = 142) and 25000 are found; 26000, beyond (10 x 16)^2 = 25600, is unbounded.
     The search warns about nothing (e.g. an unknown optimiser option)."""
     g = np.array(GRID, dtype=float)
     shape = lambda rho: g + rho / (g - 1)  # noqa: E731
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for rho, want in [(20000.0, pytest.approx(20000.0, rel=1e-4)), (26000.0, math.inf)]:
+        # 25000 lies in the last grid cell (the grid's minimum is its end point): refined, not read as unbounded
+        for rho, want in [
+            (20000.0, pytest.approx(20000.0, rel=1e-4)),
+            (25000.0, pytest.approx(25000.0, rel=1e-4)),
+            (26000.0, math.inf),
+        ]:
             budgets = [(g, 0.2 + 0.01 * shape(rho), np.ones(7)), (g, 0.1 + 0.03 * shape(rho), np.full(7, 2.0))]
             assert _shared_rho(budgets, 16.0)[0] == want
 
@@ -384,6 +394,15 @@ def test_the_percentile_interval_of_hand_made_draws():
         # 10 of 40 infinite: ranks 38 and 39 are both inf, the upper end is open
         assert _percentile_ci(draws[:30] + [math.inf] * 10, 40) == ([pytest.approx(1.975, rel=1e-12), None], open_note)
         assert _percentile_ci([math.inf] * 40, 40) == ([None, None], open_note)
+        # 1 of 40 infinite: rank 38.025 lies between 3 and inf, so the upper end is open (not 3 + 0.025 x 1e307)
+        assert _percentile_ci([3.0] * 39 + [math.inf], 40) == ([3.0, None], open_note)
+        # 200 draws: rank 0.975 x 199 = 194.025 interpolates ranks 194 and 195; 4 inf draws (196-199) leave it finite
+        finite = [float(v) for v in range(1, 201)]
+        assert _percentile_ci(finite[:196] + [math.inf] * 4, 200) == ([pytest.approx(5.975), pytest.approx(195.025)], "")
+        assert _percentile_ci(finite[:195] + [math.inf] * 5, 200) == ([pytest.approx(5.975), None], open_note)
+        rng = np.random.default_rng(0)
+        shuffled = list(rng.lognormal(1.0, 0.5, 150))
+        assert _percentile_ci(shuffled, 200)[0] == pytest.approx(list(np.percentile(shuffled, [2.5, 97.5])), rel=1e-12)
 
 
 def test_a_g_best_in_2_5_percent_of_the_resamples_is_indistinguishable():
