@@ -1,0 +1,355 @@
+"""Re-applies a fixed list of hand-written bugs (issue 16), one at a time, and checks that the unit tests kill each.
+
+Complements `make mutation` (mutmut's mechanical mutants) with bugs a person plausibly writes: a flipped sign,
+an ignored option, a wrong normaliser, a check dropped. Each mutation replaces one text of a source file,
+which must occur there exactly once (else the list is stale and the script stops, naming the mutation), runs
+pytest on the mutation's test files in a subprocess, and writes the file back byte for byte from the copy
+kept in memory, whatever happens (a failure, a timeout, Ctrl-C, SIGTERM). One line per mutation: ``killed``
+(with the first failing test; a timeout counts as killed and says so) or ``SURVIVED``; then
+``hand_mutations_killed: K/N``. Exit 1 when a mutation survives, 2 on a stale list or a broken test run.
+
+    python tests/mutation/by_hand.py [--only ID ...] [--list] [--timeout SECONDS]
+
+Run from the repository root (the source files and tests are found relative to this file either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_DIRS = ("tests/workers/", "tests/sweeps/")  # every test set is a subset of `pytest -m "not slow"` on these
+TIMEOUT_S = 600
+
+ALGOS, LAW, PROBE, ADAPTIVE, TRAINER = (
+    "workers/algos.py",
+    "sweeps/law.py",
+    "workers/probe.py",
+    "sweeps/adaptive.py",
+    "workers/trainer.py",
+)
+T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/test_law.py", "tests/workers/test_probe.py"
+T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One hand mutation: ``old`` (exactly once in ``path``) becomes ``new``; ``tests`` must then fail."""
+
+    id: str
+    path: str
+    old: str
+    new: str
+    description: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # workers/algos.py
+    Mutation(
+        "kl_k3_sign",
+        ALGOS,
+        "    d = ref_logp - logp\n",
+        "    d = logp - ref_logp\n",
+        "the k3 KL estimator's sign flipped: d = logp - ref_logp (estimates KL(pi_ref || pi))",
+        (T_ALGOS,),
+    ),
+    Mutation(
+        "clip_eps_high_ignored",
+        ALGOS,
+        "clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + eps_high) * adv",
+        "clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv",
+        "clip_eps_high ignored: the upper clip of the PPO loss uses clip_eps",
+        (T_ALGOS,),
+    ),
+    Mutation(
+        "dr_grpo_padded_width",
+        ALGOS,
+        ".sum(dim=1) / float(max_new_tokens)).sum() / n_seqs",
+        ".sum(dim=1) / float(mask.shape[-1])).sum() / n_seqs",
+        "Dr. GRPO's token sum divided by the padded completion width mask.shape[-1] instead of max_new_tokens",
+        (T_ALGOS,),
+    ),
+    Mutation(
+        "clip_active_sign",
+        ALGOS,
+        "return ((ratio > 1.0 + eps_high) & (adv > 0)) | ((ratio < 1.0 - clip_eps) & (adv < 0))",
+        "return ((ratio > 1.0 + eps_high) & (adv < 0)) | ((ratio < 1.0 - clip_eps) & (adv > 0))",
+        "clip_active's advantage signs swapped: the upper clip counted for A < 0, the lower for A > 0",
+        (T_ALGOS,),
+    ),
+    Mutation(
+        "momentum_overshoot_sign",
+        ALGOS,
+        "further = (ratio_after - 1.0).abs() > (ratio_before - 1.0).abs()",
+        "further = (ratio_after - 1.0).abs() < (ratio_before - 1.0).abs()",
+        "the momentum overshoot counts clipped tokens that moved back towards ratio 1, not further out",
+        (T_ALGOS,),
+    ),
+    # sweeps/law.py
+    Mutation(
+        "universality_never_rejects",
+        LAW,
+        "rejected=p < 0.05,",
+        "rejected=False,",
+        "the F-test of one G* across budgets can never reject (rejected=False whatever p)",
+        (T_LAW,),
+    ),
+    Mutation(
+        "recommendation_rounds_g_star",
+        LAW,
+        "return min(candidates, key=lambda g: (g + rho / (g - 1.0), g))",
+        "return round(g_star)",
+        "the recommendation rounds G* instead of choosing among the candidates (divisors of B): 5 for B = 48",
+        (T_LAW,),
+    ),
+    Mutation(
+        "three_distinct_g_accepted",
+        LAW,
+        "if pts.g.size < N_PARAMS + 1:",
+        "if pts.g.size < 3:",
+        "a budget with 3 distinct G is fitted (the N_PARAMS + 1 = 4 minimum lowered to 3: no residual dof)",
+        (T_LAW,),
+    ),
+    # workers/probe.py
+    Mutation(
+        "tau2_cross_term_dropped",
+        PROBE,
+        "tau2=float(g2.mean() - cross)",
+        "tau2=float(g2.mean())",
+        "tau2 without its cross term: E_x||g_x||^2 instead of E_x||g_x||^2 - ||E_x g_x||^2",
+        (T_PROBE,),
+    ),
+    Mutation(
+        "count_sketch_unsigned",
+        PROBE,
+        "self.sign = torch.randint(0, 2, (n_params,), generator=g).double() * 2 - 1",
+        "self.sign = torch.ones(n_params, dtype=torch.float64)",
+        "a count sketch without random signs (all +1): inner products biased by the bucket collisions",
+        (T_PROBE,),
+    ),
+    Mutation(
+        "bootstrap_skips_last_prompt",
+        PROBE,
+        "rng.integers(0, k, k)",
+        "rng.integers(0, k - 1, k)",
+        "the probe's bootstrap never draws the last prompt (rng.integers(0, k - 1, k))",
+        (T_PROBE,),
+    ),
+    Mutation(
+        "interval_50_percent",
+        PROBE,
+        "level: float = 0.95",
+        "level: float = 0.5",
+        "the probe's bootstrap interval at 50% (percentiles 25/75) instead of 95%",
+        (T_PROBE,),
+    ),
+    # sweeps/adaptive.py
+    Mutation(
+        "g_star_gradient_flipped",
+        ADAPTIVE,
+        "grad = np.array([0.0, -math.sqrt(c) / (2 * b**1.5), 1.0 / (2 * math.sqrt(b * c))])",
+        "grad = np.array([0.0, math.sqrt(c) / (2 * b**1.5), 1.0 / (2 * math.sqrt(b * c))])",
+        "the gradient of G* in b with the wrong sign (+sqrt(c) / (2 b^1.5)): G* seems to grow with the slope b",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "trials_in_flight_ignored",
+        ADAPTIVE,
+        "rows, pending = list(rows), list(pending)",
+        "rows, pending = list(rows), []",
+        "next_point ignores the trials in flight: parallel asks repeat the same point",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "stopping_width_at_tolerance",
+        ADAPTIVE,
+        "if width > tol * fit.g_star:",
+        "if width >= tol * fit.g_star:",
+        "the stopping rule off by one: an interval exactly tolerance x G* wide does not stop the search",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "initial_design_point_dropped",
+        ADAPTIVE,
+        "return [(g, b) for g in order for b in spec.samples_per_step]",
+        "return [(g, b) for g in order[:-1] for b in spec.samples_per_step]",
+        "the initial design drops its last (innermost) G: one distinct G fewer than initial_points",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "proposes_outside_the_grid",
+        ADAPTIVE,
+        "fresh = [g for g in spec.group_sizes if g not in run]",
+        "fresh = [g for g in range(min(spec.group_sizes), max(spec.group_sizes) + 1) if g not in run]",
+        "space filling proposes any integer G between the grid's edges, not only the allowed group_sizes",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "information_weight_is_the_variance",
+        ADAPTIVE,
+        "m = sum((np.outer(x(gg), x(gg)) / v(gg) for gg in g), np.zeros((3, 3)))",
+        "m = sum((np.outer(x(gg), x(gg)) * v(gg) for gg in g), np.zeros((3, 3)))",
+        "the information matrix weights each trial by its noise variance v instead of 1 / v",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "budgets_combined_by_variance",
+        ADAPTIVE,
+        "others = sum(1.0 / base[k] for k in terms if k != b)",
+        "others = sum(base[k] for k in terms if k != b)",
+        "across budgets the other budgets' Var(G*) are added where their precisions 1 / Var_k belong (wrong normaliser)",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "design_shape_g_for_g_minus_1",
+        ADAPTIVE,
+        "x = lambda gg: np.array([1.0, gg, 1.0 / (gg - 1.0)])",
+        "x = lambda gg: np.array([1.0, gg, 1.0 / gg])",
+        "the design's regressors use 1/G for the law's 1/(G - 1)",
+        (T_ADAPTIVE,),
+    ),
+    Mutation(
+        "information_ignores_the_budget",
+        ADAPTIVE,
+        "g = [float(r[0]) for r in rows if r[1] == budget] + ",
+        "g = [float(r[0]) for r in rows] + ",
+        "the information matrix of a budget counts the completed trials of every budget",
+        (T_ADAPTIVE,),
+    ),
+    # workers/trainer.py
+    Mutation(
+        "non_finite_check_removed",
+        TRAINER,
+        "bad = [k for k, v in values.items() if not math.isfinite(v)]",
+        "bad = []",
+        "the trainer's check for a non-finite loss, KL or gradient norm removed",
+        (T_TRAINER,),
+    ),
+)
+
+
+def check(mutations: tuple[Mutation, ...]) -> list[str]:
+    """Every problem of the list (stale or malformed entries), each naming its mutation; empty when it is sound."""
+    problems, seen = [], set()
+    for m in mutations:
+        if m.id in seen:
+            problems.append(f"{m.id}: duplicate id")
+        seen.add(m.id)
+        source = ROOT / m.path
+        if not source.is_file():
+            problems.append(f"{m.id}: no file {m.path}")
+            continue
+        count = source.read_text(encoding="utf-8").count(m.old)
+        if count != 1:
+            problems.append(f"{m.id}: the old text occurs {count} times in {m.path}, not exactly once: {m.old!r}")
+        if m.old == m.new:
+            problems.append(f"{m.id}: the new text is the old one")
+        if not m.tests:
+            problems.append(f"{m.id}: no tests")
+        for t in m.tests:
+            if not t.startswith(TEST_DIRS) or not (ROOT / t).is_file():
+                problems.append(f"{m.id}: test file {t} is not a file under {' or '.join(TEST_DIRS)}")
+    return problems
+
+
+def run_tests(tests: tuple[str, ...], timeout: float) -> tuple[int | None, str]:
+    """(pytest's exit status, or None after ``timeout`` seconds; its output) on ``tests`` in a fresh interpreter.
+
+    No bytecode is written, so no .pyc of a mutated source can outlive the mutation; the run has its own
+    session, and the whole of it is killed on a timeout or when this script is interrupted.
+    """
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider", *tests]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
+def first_failure(output: str) -> str:
+    """The node id of the first FAILED or ERROR line of pytest's summary ("?" when there is none)."""
+    for line in output.splitlines():
+        for tag in ("FAILED ", "ERROR "):
+            if line.startswith(tag):
+                return line[len(tag) :].split(" - ", 1)[0].strip()
+    return "?"
+
+
+def apply_and_test(m: Mutation, timeout: float) -> tuple[bool, str]:
+    """(killed, detail) of one mutation; the source file is restored byte for byte (and its times) in any case."""
+    source = ROOT / m.path
+    original = source.read_bytes()
+    times = source.stat()
+    text = original.decode("utf-8")
+    if text.count(m.old) != 1:  # the file changed since check()
+        raise SystemExit(f"{m.id}: the old text does not occur exactly once in {m.path}")
+    try:
+        source.write_bytes(text.replace(m.old, m.new, 1).encode("utf-8"))
+        rc, out = run_tests(m.tests, timeout)
+    finally:
+        source.write_bytes(original)
+        os.utime(source, ns=(times.st_atime_ns, times.st_mtime_ns))
+    if source.read_bytes() != original:  # pragma: no cover - a guard, never expected
+        raise SystemExit(f"{m.id}: {m.path} was not restored")
+    if rc is None:
+        return True, f"timeout after {timeout:g} s"
+    if rc == 0:
+        return False, ""
+    if rc in (1, 2):  # tests failed, or collection / import failed (a mutant that breaks the import is killed)
+        return True, first_failure(out)
+    tail = "\n".join(out.splitlines()[-20:])
+    raise SystemExit(f"{m.id}: pytest exited with {rc} (not a test failure: a usage error or no tests collected)\n{tail}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="ID", help="run only these mutations")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"seconds per test run (default {TIMEOUT_S})")
+    args = parser.parse_args(argv)
+    problems = check(MUTATIONS)
+    if problems:
+        print("the mutation list is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    ids = [m.id for m in MUTATIONS]
+    unknown = [i for i in args.only or [] if i not in ids]
+    if unknown:
+        print(f"unknown mutation id(s): {', '.join(unknown)}; valid: {', '.join(ids)}", file=sys.stderr)
+        return 2
+    chosen = [m for m in MUTATIONS if not args.only or m.id in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:36s} {m.path:20s} {m.description}  [{' '.join(m.tests)}]")
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SystemExit: the finally blocks restore the source
+    killed, start = 0, time.perf_counter()
+    for m in chosen:
+        t0 = time.perf_counter()
+        ok, detail = apply_and_test(m, args.timeout)
+        killed += ok
+        status = "killed  " if ok else "SURVIVED"
+        where = f"  [{detail}]" if detail else f"  [tests: {' '.join(m.tests)}]"
+        print(f"{status} {m.id:36s} {m.path:20s} {m.description}{where} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    print(f"wall time {time.perf_counter() - start:.0f} s")
+    print(f"hand_mutations_killed: {killed}/{len(chosen)}")
+    return 0 if killed == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
