@@ -113,7 +113,7 @@ def log_spread(values: Sequence[int], k: int) -> list[int]:
 
 def initial_design(spec: SweepSpec) -> list[tuple[int, int]]:
     """The initial (G, B) in order: log-spread G (edges first, then inwards), cycling budgets."""
-    gs = log_spread(spec.group_sizes, max(spec.adaptive.initial_points, 4))  # the law needs 4 distinct G
+    gs = log_spread(spec.group_sizes, spec.adaptive.initial_group_sizes(len(spec.group_sizes)))
     order = sorted(gs, key=lambda g: (min(gs.index(g), len(gs) - 1 - gs.index(g)), g))
     return [(g, b) for g in order for b in spec.samples_per_step]
 

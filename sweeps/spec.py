@@ -325,6 +325,11 @@ class AdaptiveSpec(_Strict):
     parallel: int = Field(2, ge=1, le=256, description="adaptive trials in flight at once")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the sampler's tie-breaks")
 
+    def initial_group_sizes(self, n_groups: int) -> int:
+        """Distinct G of the initial design from ``n_groups`` allowed: initial_points, but at least the
+        4 the law needs (sweeps.law: 3 parameters and a residual degree of freedom)."""
+        return min(max(self.initial_points, 4), n_groups)
+
 
 class TuneLRSpec(_Strict):
     """``tune_lr``: before the sweep proper, a short Optuna search of the learning rate at every
@@ -440,6 +445,19 @@ class SweepSpec(_Strict):
         groups = info.data.get("group_sizes")
         if v == "adaptive" and groups is not None and len(groups) < 3:
             raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {groups}")
+        return v
+
+    @field_validator("adaptive")
+    @classmethod
+    def _max_trials_hold_the_initial_design(cls, v: AdaptiveSpec, info: ValidationInfo) -> AdaptiveSpec:
+        groups, budgets = info.data.get("group_sizes"), info.data.get("samples_per_step")
+        if info.data.get("mode") == "adaptive" and groups and budgets:
+            k, n = v.initial_group_sizes(len(groups)), len(budgets)
+            if v.max_trials < k * n:
+                raise ValueError(
+                    f"adaptive.max_trials={v.max_trials} cannot hold the initial design ({k} distinct G x {n} "
+                    f"budget{'s' if n > 1 else ''} = {k * n} trials); allowed: at least {k * n}"
+                )
         return v
 
     def with_paths_from(self, base: Path) -> SweepSpec:

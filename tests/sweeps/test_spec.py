@@ -95,6 +95,21 @@ def test_planner_one_trial_per_point_with_whole_prompts():
             ("adaptive", "max_trials"),
             "greater than or equal to 3",
         ),
+        (  # 6 distinct G (the default initial_points) x 2 budgets
+            {
+                "mode": "adaptive",
+                "group_sizes": [2, 4, 8, 16, 32, 64],
+                "samples_per_step": [64, 128],
+                "adaptive": {"max_trials": 11},
+            },
+            ("adaptive",),
+            "adaptive.max_trials=11 cannot hold the initial design (6 distinct G x 2 budgets = 12 trials); allowed: at least 12",
+        ),
+        (  # at least the 4 G the law needs, even with initial_points 3
+            {"mode": "adaptive", "group_sizes": [2, 4, 8, 16], "adaptive": {"max_trials": 3, "initial_points": 3}},
+            ("adaptive",),
+            "(4 distinct G x 1 budget = 4 trials); allowed: at least 4",
+        ),
         ({"tune_lr": {"low": 1e-2, "high": 1e-3}}, ("tune_lr",), "must be greater than tune_lr.low"),
         ({"tune_lr": {"low": 1e-3}}, ("tune_lr", "high"), "Field required"),
         (
