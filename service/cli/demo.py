@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli.app import EXAMPLES, _api, _fail, app, err, out
+from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
 
@@ -36,6 +36,7 @@ def demo(
     """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
     from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
+    spec = _read_spec(spec_path)  # a bad spec exits 2 before anything starts
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.resolve() / "up.log"
@@ -51,9 +52,6 @@ def demo(
             _fail(f"{e}; see {log_path}")
         if not up:
             _fail(f"the stack did not answer within 300 s; see {log_path}")
-        from sweeps.spec import load_spec
-
-        spec = load_spec(spec_path)
         sweep = _api(client.submit, spec.model_dump(mode="json"))
         err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")
         final = watch_sweep(client, sweep["id"])

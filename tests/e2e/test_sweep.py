@@ -12,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeps.spec import load_spec
-from tests.e2e.conftest import assert_fit_of
+from tests.e2e.conftest import BANDIT_SWEEP, assert_fit_of
 
 pytestmark = pytest.mark.e2e
 # What a sweep computes does not depend on the store: these run on the SQLite stack only. The
@@ -139,6 +139,31 @@ def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):
     for t in trials:
         if t["mlflow_run_id"]:
             assert client.get_run(t["mlflow_run_id"]).info.status == "KILLED"
+
+
+@SQLITE_ONLY
+def test_submit_watch_watch_and_cancel_over_the_cli(stack, tmp_path):
+    """`submit --watch` prints the id and exits 0 once the sweep succeeded; `watch` of a finished sweep says
+    how it ended (exit 0, or 1 when it did not succeed); `cancel` cancels a running sweep at once."""
+
+    def cli(*args):
+        env = {**os.environ, "GROUPSCALE_URL": stack.url}
+        return subprocess.run([sys.executable, "-m", "service", *args], env=env, capture_output=True, text=True, timeout=300)
+
+    path = tmp_path / "bandit.yaml"
+    path.write_text(json.dumps({**BANDIT_SWEEP, "name": "e2e-cli"}))  # JSON is YAML
+    r = cli("submit", str(path), "--watch")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.split()[-1]
+    assert stack.http.get(f"/v1/sweeps/{sid}").json()["status"] == "succeeded"
+    r = cli("watch", sid)
+    assert (r.returncode, r.stdout.strip()) == (0, f"{sid}: succeeded")
+    long = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-cli-cancel", "steps": 100_000, "group_sizes": [4]}).json()
+    r = cli("cancel", long["id"])
+    assert (r.returncode, r.stdout.strip()) == (0, f"{long['id']}: cancelled"), r.stderr
+    assert {t["status"] for t in stack.http.get(f"/v1/sweeps/{long['id']}/trials").json()} <= {"cancelled"}
+    r = cli("watch", long["id"])
+    assert r.returncode == 1 and r.stdout.startswith(f"{long['id']}: cancelled"), r.stdout
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"

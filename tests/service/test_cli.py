@@ -130,3 +130,45 @@ def test_law_fit_with_no_evidence_recommends_no_g_anywhere(tmp_path):
     assert "evidence: none" in r.output and "recommended G = -" in r.output
     table_rows = [line for line in r.output.splitlines() if line.startswith("│ 48")]
     assert table_rows and all(line.rstrip("│ ").endswith("-") for line in table_rows), r.output
+
+
+def test_probe_local_runs_here_without_a_server(tmp_path, monkeypatch):
+    """`probe --local` needs no controller (GROUPSCALE_URL points at nothing): the bandit example's estimates
+    are within 10% of its exact components (THEORY.md's check instance)."""
+    from pathlib import Path
+
+    from service.settings import get_settings
+
+    monkeypatch.setenv("GROUPSCALE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GROUPSCALE_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    spec = Path(__file__).resolve().parents[2] / "sweeps/examples/bandit-law.yaml"
+    try:
+        r = runner.invoke(app, ["probe", str(spec), "--local", "--json"])
+    finally:
+        get_settings.cache_clear()
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["samples"] == 256 * 16
+    for key in ("tau2", "sigma2", "kappa", "g_star"):
+        assert result[key] == pytest.approx(result["exact"][key], rel=0.10)
+
+
+def test_demo_with_a_bad_spec_exits_2_naming_the_field_before_starting_anything(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        json.dumps(
+            {
+                "name": "b",
+                "task": {"name": "bandit"},
+                "model": {"preset": "tabular"},
+                "group_sizes": [2, 3],
+                "samples_per_step": [16],
+                "seeds": [0],
+                "steps": 1,
+            }
+        )
+    )
+    r = runner.invoke(app, ["demo", "--spec", str(bad), "--data-dir", str(tmp_path / "data")])
+    assert r.exit_code == 2 and "group_sizes" in r.output and "valid group sizes for B=16: 2, 4, 8, 16" in r.output
+    assert not (tmp_path / "data").exists()  # no stack was started

@@ -1,8 +1,9 @@
 """docker/: compose.yaml parses with its required variables (and names each missing one); the images
-install every extra they run."""
+install every extra they run and pin the Python, Ray and torch versions README states."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,3 +74,22 @@ def test_each_image_installs_the_extras_it_runs():
             f"python /tmp/requirements.py {line} > /tmp/requirements.txt"
             in (ROOT / f"docker/{dockerfile}.Dockerfile").read_text()
         )
+
+
+def _build_args(dockerfile: str) -> dict[str, str]:
+    text = (ROOT / f"docker/{dockerfile}.Dockerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+)=(\S*)$", text, flags=re.M))
+
+
+def test_both_images_pin_the_versions_readme_states():
+    """Ray refuses a node whose Ray or Python version differs from the head's: both images take the same
+    PYTHON_VERSION, RAY_VERSION and TORCH_VERSION, on a pinned python:<version>-slim base; README names them,
+    and torch's is the Makefile's pin."""
+    readme = (ROOT / "README.md").read_text()
+    stated = dict(re.findall(r"`(PYTHON_VERSION|RAY_VERSION|TORCH_VERSION)`\s+\(([\d.]+)", readme))
+    assert set(stated) == {"PYTHON_VERSION", "RAY_VERSION", "TORCH_VERSION"}
+    for dockerfile in ("controller", "worker"):
+        args = _build_args(dockerfile)
+        assert {k: args[k] for k in stated} == stated, dockerfile
+        assert "FROM python:${PYTHON_VERSION}-slim" in (ROOT / f"docker/{dockerfile}.Dockerfile").read_text()
+    assert f"torch=={stated['TORCH_VERSION']}" in (ROOT / "Makefile").read_text()
