@@ -482,24 +482,26 @@ def _equivalent(draws: list[float], candidates: list[int]) -> list[int]:
     return sorted(g for g, k in best.items() if k >= TIE_SHARE * len(draws))
 
 
-def _percentile(ascending: np.ndarray, q: float) -> float | None:
-    """numpy's default ("linear") q-th percentile of ascending draws that may end in inf; None (an open end)
-    when the interpolation involves an inf draw, since a bound between a finite G* and inf is no bound."""
+def percentile_or_inf(ascending: np.ndarray, q: float) -> float:
+    """numpy's default ("linear") q-th percentile (0 <= q < 100) of ascending draws that may end in inf
+    (bootstrap G* of resamples without an interior optimum): inf when the interpolation involves an inf
+    draw, since a bound between a finite G* and inf is no bound (interpolating towards a large finite
+    stand-in for inf gave ~1e306)."""
     pos = q / 100.0 * (ascending.size - 1)
     i = int(pos)
     frac = pos - i
     below, above = float(ascending[i]), float(ascending[min(i + 1, ascending.size - 1)])
-    if math.isinf(below) or (frac > 0 and math.isinf(above)):
-        return None
-    return below + frac * (above - below)
+    if frac == 0 or math.isinf(below):  # on a draw (0 x inf would be NaN), or at or past the first inf
+        return below
+    return math.inf if math.isinf(above) else below + frac * (above - below)
 
 
 def _percentile_ci(draws: list[float], n_boot: int) -> tuple[list[float | None] | None, str]:
     """The 2.5% and 97.5% percentiles of bootstrap G* draws (inf: no interior optimum, an open end)."""
-    if len(draws) < n_boot // 2:
+    if len(draws) < max(n_boot // 2, 1):
         return None, "; most bootstrap resamples could not be fitted"
     ascending = np.sort(np.asarray(draws, dtype=float))
-    ci = [_percentile(ascending, 2.5), _percentile(ascending, 97.5)]
+    ci = [finite_or_none(percentile_or_inf(ascending, q)) for q in (2.5, 97.5)]
     note = "" if all(v is not None for v in ci) else "; the interval is open above (G* unbounded in some resamples)"
     return ci, note
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from sweeps.components import VarianceComponents
-from sweeps.law import recommend_group_size
+from sweeps.law import percentile_or_inf, recommend_group_size
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy
@@ -100,11 +100,9 @@ def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: 
         return math.inf, math.inf
     k = len(stats)
     rng = np.random.default_rng(seed)
-    draws = np.array([combine(stats, rng.integers(0, k, k)).g_star for _ in range(n_boot)])
-    big = np.finfo(float).max / 4  # inf (tau2 <= 0 in a resample) sorts last without NaN from interpolation
+    draws = np.sort([combine(stats, rng.integers(0, k, k)).g_star for _ in range(n_boot)])
     tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(np.minimum(draws, big), [tail, 100 - tail])
-    return (float(lo) if lo < big / 2 else math.inf), (float(hi) if hi < big / 2 else math.inf)
+    return percentile_or_inf(draws, tail), percentile_or_inf(draws, 100 - tail)
 
 
 class CountSketch:

@@ -3,7 +3,9 @@
 Reads mutmut's results under mutants/ (the ``.meta`` file of each mutated module). Killed: a test
 failed (or timed out, or the type check caught it). Survived: every test passed, or no test ran it.
 Mutants listed in tests/mutation/equivalent.toml (equivalent to the original: no test can kill them)
-are shown with their reason and left out of the rate. Exit 1 when a module, or the whole, is below GOAL.
+are shown with their reason and left out of the rate; a listed mutant that a test kills is reported as stale
+(the list is wrong, or a code change renumbered the mutants). Exit 1 when a module, or the whole, is below
+GOAL, or a module has stale entries.
 
     python tests/mutation/report.py [--survivors]
 """
@@ -49,6 +51,11 @@ def main(show_survivors: bool) -> int:
                     print(f"    {s}: {key}")
         for key in equiv:
             print(f"    equivalent: {key}: {equivalent[key]}")
+        stale = [k for k in equiv if status[k] in KILLED]
+        for key in stale:  # a test kills it, so it was never equivalent: the list is wrong, or the numbering moved
+            print(f"    STALE (listed as equivalent, but killed): {key}")
+        if stale:
+            failing.append(module)
     rate = total["killed"] / total["counted"] if total["counted"] else 1.0
     print(f"mutation_kill_rate: {rate:.3f}")
     return 1 if failing or rate < GOAL else 0

@@ -400,6 +400,9 @@ def test_the_percentile_interval_of_hand_made_draws():
         finite = [float(v) for v in range(1, 201)]
         assert _percentile_ci(finite[:196] + [math.inf] * 4, 200) == ([pytest.approx(5.975), pytest.approx(195.025)], "")
         assert _percentile_ci(finite[:195] + [math.inf] * 5, 200) == ([pytest.approx(5.975), None], open_note)
+        # 41 draws: rank 0.975 x 40 = 39 exactly is the draw 40.0, though the next one is inf (not 0 x inf = NaN)
+        assert _percentile_ci(finite[:40] + [math.inf], 41) == ([pytest.approx(2.0), 40.0], "")
+        assert _percentile_ci([], 1) == (None, "; most bootstrap resamples could not be fitted")
         rng = np.random.default_rng(0)
         shuffled = list(rng.lognormal(1.0, 0.5, 150))
         assert _percentile_ci(shuffled, 200)[0] == pytest.approx(list(np.percentile(shuffled, [2.5, 97.5])), rel=1e-12)
@@ -412,3 +415,66 @@ def test_a_g_best_in_2_5_percent_of_the_resamples_is_indistinguishable():
     assert _equivalent([4.0] * 98 + [8.0] * 2, GRID) == [4]
     assert _equivalent([4.0] * 97 + [8.0] * 3, GRID) == [4, 8]
     assert _equivalent([], GRID) == []
+
+
+def _law_residuals(g, rng, size):
+    """A random vector orthogonal to the law's design [1, G, 1/(G-1)] (numpy lstsq): added to a shared-rho law it
+    leaves rho the exact minimiser of the shared RSS, since the shared model is nested in the law per budget."""
+    x = _design(g)
+    r = rng.standard_normal(g.size)
+    return size * (r - x @ np.linalg.lstsq(x, r, rcond=None)[0])
+
+
+def _shared_budgets(rho, rng_seed=0):
+    g = np.array(GRID, dtype=float)
+    rng = np.random.default_rng(rng_seed)
+    z = g + rho / (g - 1)
+    return [
+        (g, 0.2 + 0.01 * z + _law_residuals(g, rng, 0.002), np.ones(7)),
+        (g, 0.1 + 0.03 * z + _law_residuals(g, rng, 0.002), np.full(7, 2.0)),
+    ]
+
+
+def test_the_shared_rho_is_unbounded_only_within_10_tolerances_of_the_search_s_end():
+    """g_max = 0.3: the search ends at rho = (10 x 0.3)^2 = 9, where the data on G = 2..16 pin log rho to ~1e-8.
+    An exact optimum 10.5 tolerances (_RHO_XATOL = 1e-6 in log rho) below the end is found, with the RSS of the law
+    per budget (the residuals' weighted sum of squares); 9.5 tolerances below it counts as the end: unbounded."""
+    end = math.log(9.0)
+    inside = math.exp(end - 10.5e-6)
+    budgets = _shared_budgets(inside)
+    floor = sum(wls(_design(g), y, w)[1] for g, y, w in budgets)
+    rho, rss = _shared_rho(budgets, 0.3)
+    assert rho == pytest.approx(inside, rel=1e-7) and rss == pytest.approx(floor, rel=1e-9, abs=0)
+    assert _shared_rho(_shared_budgets(math.exp(end - 9.5e-6)), 0.3)[0] == math.inf
+
+
+def test_the_shared_rho_search_starts_at_1e_minus_6():
+    """Budgets gap = a + s (G - 50/(G-1)) (rho = -50, below any search): the shared RSS grows with rho from 0 on (by
+    1.4e-14 of itself per 1e-7 in log rho at 1e-6, far above rounding), so the best rho the search can give is the start
+    of its range, 1e-6 exactly, with the RSS there (by numpy here), not a point the refinement reached near it."""
+    g = np.array(GRID, dtype=float)
+    budgets = [(g, 0.2 + 0.01 * (g - 50 / (g - 1)), np.ones(7)), (g, 0.1 + 0.03 * (g - 50 / (g - 1)), np.full(7, 2.0))]
+    rho, rss = _shared_rho(budgets, 16.0)
+    assert rho == pytest.approx(1e-6, rel=1e-12, abs=0)
+    assert rss == pytest.approx(sum(_one_slope_rss(g + 1e-6 / (g - 1), y, w) for _, y, w in budgets), rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("ci", [(None, 8.0), (3.0, None), (None, None)], ids=["open below", "open above", "open both"])
+def test_an_interval_open_at_either_end_is_weak_evidence(monkeypatch, ci):
+    """_evidence: a missing bound at either end (None) is an open interval, weak evidence, whatever the other end is;
+    no width is computed from it."""
+    monkeypatch.setattr(law, "_law_vs_flat", lambda data: (9.0, 1e-4))
+    usable = [BudgetFit(samples_per_step=48, status="ok", r2=0.9)]
+    assert law._evidence({}, usable, list(ci), 2, 16, False) == ("weak", "the interval of G* is open")
+
+
+def test_a_fit_whose_upper_rank_lands_on_the_last_finite_draw_is_ok():
+    """n_boot = 41 puts the 97.5% rank on draw 39 exactly; with an unbounded resample after it the fit was
+    fit_failed ("the fit overflowed") from a NaN bound. It is a fit like those with n_boot 40 and 42."""
+    rng = np.random.default_rng(1)
+    g = [g for g in GRID for _ in range(3)]
+    y = [0.2 + 0.001 * (x + 81 / (x - 1)) + 0.008 * rng.standard_normal() for x in g]
+    seeds = [s for _ in GRID for s in range(3)]
+    fits = {n: law.fit_law(g, [48] * len(g), seeds, y, n_boot=n, random_state=0) for n in (40, 41, 42)}
+    assert {n: f.status for n, f in fits.items()} == {40: "ok", 41: "ok", 42: "ok"}
+    assert fits[41].g_star == fits[40].g_star and all(v is None or math.isfinite(v) for v in fits[41].g_star_ci95)

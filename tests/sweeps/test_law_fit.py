@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sweeps.law as law_module
-from sweeps.law import LawFit, _aggregate_all, _finite, _grid_edge, fit_law, recommend_group_size
+from sweeps.law import LawFit, _aggregate_all, _finite, _grid_edge, _nnls_free_intercept, fit_law, recommend_group_size
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
 
@@ -286,3 +286,69 @@ def test_a_g_star_on_a_grid_edge_is_at_the_edge():
 def test_no_candidates_is_an_error():
     with pytest.raises(ValueError, match="^no candidate group sizes$"):
         recommend_group_size(4.0, [])
+
+
+def test_the_noise_model_weights_use_the_first_fit_clipped_to_the_observed_range():
+    """Three seeds per G, relative noise 3% (seed 6): the noise model by hand (log var on log |mean|, equal dof 2: the
+    slope 2.10 is clipped to 2, alpha the mean of log var - 2 log |mean|); a first weighted fit at the observed means
+    (lstsq, b, c > 0); its |fitted values| clipped to [min |mean|, max |mean|]; weights sqrt(3 / var_hat(clipped)).
+    Here the first fit lies 1.3% below the smallest and 0.8% above the largest mean, so both clips matter."""
+    rng = np.random.default_rng(6)
+    grid = np.array(GRID, dtype=float)
+    g = np.repeat(grid, 3)
+    y = law(g) * (1 + 0.03 * rng.standard_normal(g.size))
+    data, noise = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
+    groups = [y[g == v] for v in GRID]
+    mean = np.array([v.mean() for v in groups])
+    lm, lv = np.log(np.abs(mean)), np.log([v.var(ddof=1) for v in groups])
+    assert np.polyfit(lm, lv, 1)[0] > 2
+    alpha = float(np.mean(lv - 2 * lm))
+    assert (noise.alpha, noise.beta) == (pytest.approx(alpha, rel=1e-12), 2.0)
+
+    def var(m):
+        return np.exp(alpha + 2 * np.log(np.abs(m)))
+
+    x = np.stack([np.ones(7), grid, 1 / (grid - 1)], 1)
+    w1 = np.sqrt(3 / var(mean))
+    coef = np.linalg.lstsq(x * w1[:, None], mean * w1, rcond=None)[0]
+    assert (coef[1:] > 0).all()
+    fitted = np.abs(x @ coef)
+    lo, hi = np.abs(mean).min(), np.abs(mean).max()
+    assert fitted.min() < lo * (1 - 0.01) and fitted.max() > hi * (1 + 0.005)
+    np.testing.assert_allclose(data[48].w, np.sqrt(3 / var(np.clip(fitted, lo, hi))), rtol=1e-12)
+
+
+def test_the_constrained_fit_is_exact_at_any_scale_of_the_metric():
+    """_nnls_free_intercept on 1e-7 x a law: every candidate's RSS is below 1e-12 there, yet the least squares
+    solution is returned, not the first or last feasible one. The law itself (b, c > 0) comes back whole; with
+    b < 0 in the data the answer is b = 0 and the lstsq fit of a + c/(G-1) (by numpy here, c > 0)."""
+    g = np.array(GRID, dtype=float)
+    x = np.stack([np.ones(7), g, 1 / (g - 1)], 1)
+    w = np.ones(7)
+    coef, rss = _nnls_free_intercept(x, 1e-7 * law(g), w)
+    np.testing.assert_allclose(coef, [2e-8, 1e-9, 9e-9], rtol=1e-6)
+    assert rss < 1e-28
+    falling = 1e-7 * (0.3 - 0.01 * g + 0.09 / (g - 1))
+    ac = np.linalg.lstsq(x[:, [0, 2]], falling, rcond=None)[0]
+    assert ac[1] > 0
+    coef, rss = _nnls_free_intercept(x, falling, w)
+    np.testing.assert_allclose(coef, [ac[0], 0.0, ac[1]], rtol=1e-6, atol=1e-20)
+    assert rss == pytest.approx(float(((x[:, [0, 2]] @ ac - falling) ** 2).sum()), rel=1e-6, abs=0)
+
+
+def test_no_signal_is_a_spread_of_at_most_1e_12_of_the_largest_value_but_at_least_of_1():
+    """_unusable: ptp(y) <= 1e-12 x max(1, max |y|) is no signal. A spread of exactly 1e-12 with values up to 1e-12 is
+    (the scale never drops below 1); 1.5e-12 around 0.5 is not; around 1e6 the threshold is 1e-6: 5e-7 is, 2e-6 is not."""
+    nan = np.full(7, np.nan)
+    g = np.array(GRID, dtype=float)
+
+    def status(y):
+        got = law_module._unusable(48, law_module._aggregate(g, np.asarray(y, dtype=float), nan))
+        return None if got is None else got[0]
+
+    step = np.array([0, 0, 0, 0, 0, 0, 1.0])
+    assert np.ptp(1e-12 * step) == 1e-12
+    assert status(1e-12 * step) == "no_signal"
+    assert status(0.5 + 1.5e-12 * step) is None
+    assert status(1e6 + 5e-7 * step) == "no_signal"
+    assert status(1e6 + 2e-6 * step) is None

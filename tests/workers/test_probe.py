@@ -3,6 +3,7 @@ cross-prompt term on correlated gradients, the bootstrap's resamples and the cou
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -16,9 +17,11 @@ def _h(r, s, i, j):
     return 0.5 * (r[i] - r[j]) * (s[i] - s[j])
 
 
-def test_prompt_stats_equal_the_u_statistics_by_enumeration():
+@pytest.mark.parametrize("m", [4, 6])
+def test_prompt_stats_equal_the_u_statistics_by_enumeration(m):
+    """M = 4, the fewest completions the quadruple term allows, is accepted; 3 is refused."""
     rng = np.random.default_rng(0)
-    m, d = 6, 3
+    d = 3
     r, s = rng.uniform(0, 1, m), rng.normal(size=(m, d))
     pairs = [(i, j) for i, j in itertools.permutations(range(m), 2)]
     pair = np.mean([_h(r, s, i, j) @ _h(r, s, i, j) for i, j in pairs])
@@ -109,3 +112,55 @@ def test_count_sketch_takes_float32_blocks_and_uses_every_bucket():
     out = sketch.add_block(torch.zeros(2, 8, dtype=torch.float64), v, 0)
     assert out.dtype == torch.float64 and torch.allclose(out, sketch(v.double()), rtol=0, atol=1e-9)
     assert v.dtype == torch.float32  # the caller's tensor is not converted in place
+
+
+def _two_prompt_stats():
+    """Two prompts with u = 0 (no cross term), kappa = 2 * 0.5 - 4 * 0.1 = 0.6 and ||g||^2 of 1 and -0.5: a resample of
+    prompt 0 twice has tau2 = 1 (G* = 1 + sqrt(0.6)), one of each tau2 = 0.25 (G* = 1 + sqrt(2.4)), prompt 1 twice
+    tau2 = -0.5 (G* = inf)."""
+    return [PromptStats(zeta1=0.1, zeta2=0.5, g_norm2=g2, u=np.zeros(1)) for g2 in (1.0, -0.5)]
+
+
+def _two_prompt_draws(n_boot, seed):
+    """The sorted G* of each resample, by hand from the resample's prompt counts (the same numpy stream as the bootstrap)."""
+    rng = np.random.default_rng(seed)
+    by_ones = {0: 1 + math.sqrt(0.6), 1: 1 + math.sqrt(2.4), 2: math.inf}
+    return sorted(by_ones[int(rng.integers(0, 2, 2).sum())] for _ in range(n_boot))
+
+
+def test_a_percentile_on_the_last_finite_resample_is_that_resample():
+    """5 resamples at level 0.5: the percentiles sit exactly on sorted draws 1 and 3 (25% and 75% of 4 gaps), no
+    interpolation; with one infinite draw (sorted last) the upper end is the largest finite G*, not inf."""
+    draws = _two_prompt_draws(5, seed=3)
+    assert draws[3] < math.inf == draws[4]  # exactly one resample with tau2 <= 0, sorted last
+    assert bootstrap_interval(_two_prompt_stats(), 5, seed=3, level=0.5) == (draws[1], draws[3])
+    assert draws[1] == pytest.approx(1 + math.sqrt(0.6)) and draws[3] == pytest.approx(1 + math.sqrt(2.4))
+
+
+def test_a_percentile_between_the_last_finite_and_an_infinite_resample_is_infinite():
+    """5 resamples at level 0.6: the upper percentile at rank 3.2 lies between the largest finite G* and an
+    infinite one, so it is inf (it was 8.99e306, interpolated towards a finite stand-in for inf)."""
+    draws = _two_prompt_draws(5, seed=3)
+    lo, hi = bootstrap_interval(_two_prompt_stats(), 5, seed=3, level=0.6)
+    assert lo == pytest.approx(draws[0] + 0.8 * (draws[1] - draws[0]), rel=1e-14) and hi == math.inf
+
+
+def test_a_percentile_halfway_to_an_infinite_resample_is_infinite():
+    """3 resamples at level 0.5: the percentiles sit halfway between sorted draws 0-1 and 1-2 (positions 0.5 and 1.5);
+    linear interpolation with weight 1/2 on an infinite G* is inf, and a percentile between two infinite draws is inf."""
+    one_inf = _two_prompt_draws(3, seed=0)
+    assert one_inf[1] < math.inf == one_inf[2]
+    lo, hi = bootstrap_interval(_two_prompt_stats(), 3, seed=0, level=0.5)
+    assert lo == pytest.approx((one_inf[0] + one_inf[1]) / 2, rel=1e-14) and hi == math.inf
+    two_inf = _two_prompt_draws(3, seed=10)
+    assert two_inf[0] < math.inf == two_inf[1] == two_inf[2]
+    assert bootstrap_interval(_two_prompt_stats(), 3, seed=10, level=0.5) == (math.inf, math.inf)
+
+
+def test_the_bootstrap_with_infinite_resamples_emits_no_numpy_warning():
+    """Percentiles next to infinite G* draws never compute inf - inf or 0 * inf (RuntimeWarning, NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n_boot, seed in [(5, 3), (3, 0), (3, 10), (40, 1)]:
+            lo, hi = bootstrap_interval(_two_prompt_stats(), n_boot, seed=seed)
+            assert not math.isnan(lo) and not math.isnan(hi)
