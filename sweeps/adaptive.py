@@ -200,7 +200,7 @@ class LawSampler(BaseSampler):
         if set(search_space) != {GROUP, BUDGET}:
             return {}
         trials = study.get_trials(deepcopy=False)
-        rows = _rows(trials, self._spec)
+        rows = _rows(trials)
         pending = [
             (t.params[GROUP], t.params[BUDGET])
             for t in trials
@@ -219,7 +219,7 @@ class LawSampler(BaseSampler):
         )
 
 
-def _rows(trials: Sequence[FrozenTrial], spec: SweepSpec) -> list[Row]:
+def _rows(trials: Sequence[FrozenTrial]) -> list[Row]:
     """Completed trials as (G, B, seed, metric) with finite metric."""
     return [
         (int(t.params[GROUP]), int(t.params[BUDGET]), int(t.user_attrs.get(SEED, t.number)), float(t.value))
@@ -349,7 +349,7 @@ def state(study: optuna.Study, spec: SweepSpec) -> AdaptiveState:
     """Fit the completed trials and decide whether to stop (``converged``, or max_trials asked)."""
     trials = study.get_trials(deepcopy=False)
     n = Counter(t.state for t in trials)
-    rows = tuple(sorted(_rows(trials, spec)))
+    rows = tuple(sorted(_rows(trials)))
     fit = _fit_cached(rows, spec.measure.metric) if rows else None
     width = None
     ci = fit.g_star_ci95 if fit is not None else None
