@@ -132,6 +132,10 @@ class CountSketch:
         return out.index_add_(1, self.bucket[offset : offset + k], signed)
 
 
+# The three drivers below score and sample a model and assemble the result: `make mutation` leaves them out
+# (tests/workers/test_scores.py, the bandit's probe tests and the e2e probe check them); it mutates the
+# estimators above.
+# pragma: no mutate block
 def score_vectors(
     policy: Policy,
     rollout,
@@ -164,9 +168,6 @@ def score_vectors(
     return np.stack(rows)
 
 
-# The two drivers below sample from a model and assemble the result: `make mutation` leaves them out (the
-# bandit's probe tests and the e2e probe check them); it mutates the estimators above.
-# pragma: no mutate block
 def run_probe(
     cfg: TrialConfig,
     prompts: int,
