@@ -493,7 +493,7 @@ def percentile_or_inf(ascending: np.ndarray, q: float) -> float:
     below, above = float(ascending[i]), float(ascending[min(i + 1, ascending.size - 1)])
     if frac == 0 or math.isinf(below):  # on a draw (0 x inf would be NaN), or at or past the first inf
         return below
-    return math.inf if math.isinf(above) else below + frac * (above - below)
+    return below + frac * (above - below)  # inf when above is: frac > 0 and below is finite
 
 
 def _percentile_ci(draws: list[float], n_boot: int) -> tuple[list[float | None] | None, str]:
