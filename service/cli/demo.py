@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -13,6 +14,18 @@ from rich.table import Table
 from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
 from service.cli.render import print_fit, watch_sweep
 from service.client import Client
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_ctrl_c_and_sigterm() -> None:
+    """Ctrl-C and SIGTERM both end the demo through its ``finally``, which stops the stack it started. Set
+    explicitly: a process started in the background of a shell inherits SIGINT ignored (no KeyboardInterrupt),
+    and SIGTERM's default would end the demo without stopping `up`."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _free_port(preferred: int) -> int:
@@ -37,6 +50,7 @@ def demo(
     from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
     spec = _read_spec(spec_path)  # a bad spec exits 2 before anything starts
+    _stop_on_ctrl_c_and_sigterm()
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.resolve() / "up.log"

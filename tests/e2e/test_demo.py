@@ -1,5 +1,6 @@
 """`groupscale demo --keep`: the demo's sweep on the real stack, then the stack left serving until Ctrl-C."""
 
+import contextlib
 import json
 import os
 import queue
@@ -24,12 +25,31 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
+def _stop_what_serves(data_dir) -> None:
+    """The `up` a failed demo left behind (its own session) and what it started, found by the data dir."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        if str(data_dir) in " ".join(p.info["cmdline"] or []):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+
 def test_demo_keep_leaves_the_stack_serving_until_interrupted(tmp_path):
     spec = tmp_path / "bandit.yaml"
     spec.write_text(json.dumps({**BANDIT_SWEEP, "name": "demo-keep", "group_sizes": [2, 4, 8, 16]}))  # JSON is YAML
     cmd = [sys.executable, "-m", "service", "demo", "--keep", "--spec", str(spec), "--data-dir", str(tmp_path / "data")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+    # SIGINT ignored, as in a shell's background job: the demo must still stop on Ctrl-C (it sets its own handler)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
     printed, deadline = "", time.monotonic() + 300
@@ -56,3 +76,4 @@ def test_demo_keep_leaves_the_stack_serving_until_interrupted(tmp_path):
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        _stop_what_serves(tmp_path / "data")
