@@ -4,6 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
+from tests.sweeps.test_spec import spec
 
 runner = CliRunner()
 
@@ -142,9 +143,9 @@ def test_probe_local_runs_here_without_a_server(tmp_path, monkeypatch):
     monkeypatch.setenv("GROUPSCALE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("GROUPSCALE_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()
-    spec = Path(__file__).resolve().parents[2] / "sweeps/examples/bandit-law.yaml"
+    example = Path(__file__).resolve().parents[2] / "sweeps/examples/bandit-law.yaml"
     try:
-        r = runner.invoke(app, ["probe", str(spec), "--local", "--json"])
+        r = runner.invoke(app, ["probe", str(example), "--local", "--json"])
     finally:
         get_settings.cache_clear()
     assert r.exit_code == 0, r.output
@@ -156,19 +157,7 @@ def test_probe_local_runs_here_without_a_server(tmp_path, monkeypatch):
 
 def test_demo_with_a_bad_spec_exits_2_naming_the_field_before_starting_anything(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        json.dumps(
-            {
-                "name": "b",
-                "task": {"name": "bandit"},
-                "model": {"preset": "tabular"},
-                "group_sizes": [2, 3],
-                "samples_per_step": [16],
-                "seeds": [0],
-                "steps": 1,
-            }
-        )
-    )
+    bad.write_text(json.dumps(spec(task={"name": "bandit"}, model={"preset": "tabular"}, group_sizes=[2, 3])))
     r = runner.invoke(app, ["demo", "--spec", str(bad), "--data-dir", str(tmp_path / "data")])
     assert r.exit_code == 2 and "group_sizes" in r.output and "valid group sizes for B=16: 2, 4, 8, 16" in r.output
     assert not (tmp_path / "data").exists()  # no stack was started

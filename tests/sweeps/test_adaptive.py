@@ -240,39 +240,6 @@ def test_the_c_optimal_step_is_the_support_point_that_most_shrinks_var_g_star():
     assert adaptive.next_point(spec, rows, [(2, 48)] * 6, np.random.default_rng(0)) == (best_then, 48)
 
 
-def test_across_budgets_the_c_optimal_step_pools_the_budgets_precisions():
-    """Two budgets, each with its own law (G* = 4 at B = 48, 8 at B = 96): one G* from both has variance
-    1 / sum_k 1 / Var_k(G*), so the next trial is the (G, B) that most shrinks that pooled variance (brute
-    force over the support). Golden: B = 96, whose G* is known less well (one seed to three), at G = 2."""
-    laws = {48: (0.2, 0.01, 0.09), 96: (0.1, 0.01, 0.49)}
-    seeds = {48: 3, 96: 1}
-    rows = [
-        (g, b, s, a + slope * g + c / (g - 1) + 2e-3 * (s - (seeds[b] - 1) / 2) * (1 + g % 5))
-        for b, (a, slope, c) in laws.items()
-        for g in (2, 6, 16, 48)
-        for s in range(seeds[b])
-    ]
-    spec = make_spec(groups=GROUPS, budgets=(48, 96), initial_points=4)
-    fit = fit_law(*zip(*rows), metric="grad_mse", n_boot=0)
-    fits = {f.samples_per_step: f for f in fit.per_budget}
-
-    def var_g_star(b, extra=()):
-        f = fits[b]
-        grad = np.array([0.0, -math.sqrt(f.c) / (2 * f.b**1.5), 1 / (2 * math.sqrt(f.b * f.c))])
-        m = np.zeros((3, 3))
-        for g in [r[0] for r in rows if r[1] == b] + list(extra):
-            xg = np.array([1.0, g, 1.0 / (g - 1.0)])
-            m += np.outer(xg, xg) / float(fit.noise.variance(f.a + f.b * g + f.c / (g - 1)))
-        return float(grad @ np.linalg.pinv(m) @ grad)
-
-    def pooled_after(point):
-        g, b = point
-        return 1.0 / sum(1.0 / var_g_star(k, [g] if k == b else []) for k in laws)
-
-    best = min(((g, b) for b in laws for g in (2, 6, 16, 48)), key=pooled_after)
-    assert adaptive.next_point(spec, rows, [], np.random.default_rng(0)) == best == (2, 96)
-
-
 def test_the_initial_design_skips_points_in_flight():
     spec = make_spec(initial_points=4)
     rng = np.random.default_rng(0)
@@ -430,16 +397,25 @@ def test_once_every_g_was_run_the_least_replicated_is_asked_again():
     assert adaptive.next_point(spec, rows, [], np.random.default_rng(0)) == (3, 48)
 
 
-def test_across_budgets_the_better_known_budget_can_win_the_c_optimal_step():
-    """Pooled variance 1 / sum_k 1/Var_k: the next trial is the (G, B) with the largest pooled precision after it, the
-    other budget's precision counted once. Brute force over the support; golden: B = 48 (G* = 4 known well) at G = 2
-    beats B = 96 (G* = 23 near the top of the grid) although the pooled variance is dominated by B = 48."""
-    laws = {48: (0.2, 0.01, 0.09), 96: (0.1, 0.001, 0.49)}
+@pytest.mark.parametrize(
+    ("laws", "seeds", "golden"),
+    [
+        # G* = 4 at B = 48 (three seeds) and 8 at B = 96 (one): the budget whose G* is known less well gains most
+        ({48: (0.2, 0.01, 0.09), 96: (0.1, 0.01, 0.49)}, {48: 3, 96: 1}, (2, 96)),
+        # G* = 4 at B = 48 and 23, near the top of the grid, at B = 96 (two seeds each): the well-known budget wins,
+        # although the pooled variance is dominated by it
+        ({48: (0.2, 0.01, 0.09), 96: (0.1, 0.001, 0.49)}, {48: 2, 96: 2}, (2, 48)),
+    ],
+    ids=["the-less-known-budget", "the-better-known-budget"],
+)
+def test_across_budgets_the_c_optimal_step_pools_the_budgets_precisions(laws, seeds, golden):
+    """One G* from several budgets has variance 1 / sum_k 1 / Var_k(G*) (each other budget's precision counted once),
+    so the next trial is the (G, B) that most shrinks that pooled variance: brute force over the support."""
     rows = [
-        (g, b, s, a + slope * g + c / (g - 1) + 2e-3 * (s - 0.5) * (1 + g % 5))
+        (g, b, s, a + slope * g + c / (g - 1) + 2e-3 * (s - (seeds[b] - 1) / 2) * (1 + g % 5))
         for b, (a, slope, c) in laws.items()
         for g in (2, 6, 16, 48)
-        for s in range(2)
+        for s in range(seeds[b])
     ]
     spec = make_spec(groups=GROUPS, budgets=(48, 96), initial_points=4)
     fit = fit_law(*zip(*rows), metric="grad_mse", n_boot=0)
@@ -460,7 +436,7 @@ def test_across_budgets_the_better_known_budget_can_win_the_c_optimal_step():
         return 1.0 / sum(1.0 / var_g_star(k, [g] if k == b else []) for k in laws)
 
     best = min(((g, b) for b in laws for g in (2, 6, 16, 48)), key=pooled_after)
-    assert adaptive.next_point(spec, rows, [], np.random.default_rng(0)) == best == (2, 48)
+    assert adaptive.next_point(spec, rows, [], np.random.default_rng(0)) == best == golden
 
 
 def test_exact_ties_in_the_c_optimal_step_are_broken_by_the_rng():
