@@ -105,6 +105,13 @@ class Stack:
             time.sleep(1)
         raise AssertionError(f"sweep {sweep_id} still {sweep['status']} after {timeout_s} s")
 
+    def cli(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+        """`groupscale ARGS` as a user runs it against this stack (GROUPSCALE_URL), output captured as text."""
+        env = {**os.environ, "GROUPSCALE_URL": self.url}
+        return subprocess.run(
+            [sys.executable, "-m", "service", *args], env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+
 
 # The quickest real sweep: two bandit trials of 20 steps on the tabular policy (seconds each).
 BANDIT_SWEEP = {

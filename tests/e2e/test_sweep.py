@@ -4,7 +4,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -88,11 +87,7 @@ def test_sweep_end_to_end(stack):
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"fit.json", "fit.png", "spec.json", "report.html"}
     # The report a person reads: one self-contained HTML file with the answer, the evidence and both verdicts.
     html_path = stack.data_dir / "report.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "service", "report", sweep["id"], "--out", str(html_path), "--url", stack.url],
-        capture_output=True,
-        text=True,
-    )
+    done = stack.cli("report", sweep["id"], "--out", str(html_path))
     assert done.returncode == 0, done.stderr
     html = html_path.read_text()
     assert html.count("data:image/png;base64,") >= 1 and "http" not in html.split("<body>", 1)[1]  # nothing fetched
@@ -146,23 +141,19 @@ def test_submit_watch_watch_and_cancel_over_the_cli(stack, tmp_path):
     """`submit --watch` prints the id and exits 0 once the sweep succeeded; `watch` of a finished sweep says
     how it ended (exit 0, or 1 when it did not succeed); `cancel` cancels a running sweep at once."""
 
-    def cli(*args):
-        env = {**os.environ, "GROUPSCALE_URL": stack.url}
-        return subprocess.run([sys.executable, "-m", "service", *args], env=env, capture_output=True, text=True, timeout=300)
-
     path = tmp_path / "bandit.yaml"
     path.write_text(json.dumps({**BANDIT_SWEEP, "name": "e2e-cli"}))  # JSON is YAML
-    r = cli("submit", str(path), "--watch")
+    r = stack.cli("submit", str(path), "--watch")
     assert r.returncode == 0, r.stderr
     sid = r.stdout.split()[-1]
     assert stack.http.get(f"/v1/sweeps/{sid}").json()["status"] == "succeeded"
-    r = cli("watch", sid)
+    r = stack.cli("watch", sid)
     assert (r.returncode, r.stdout.strip()) == (0, f"{sid}: succeeded")
     long = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-cli-cancel", "steps": 100_000, "group_sizes": [4]}).json()
-    r = cli("cancel", long["id"])
+    r = stack.cli("cancel", long["id"])
     assert (r.returncode, r.stdout.strip()) == (0, f"{long['id']}: cancelled"), r.stderr
     assert {t["status"] for t in stack.http.get(f"/v1/sweeps/{long['id']}/trials").json()} <= {"cancelled"}
-    r = cli("watch", long["id"])
+    r = stack.cli("watch", long["id"])
     assert r.returncode == 1 and r.stdout.startswith(f"{long['id']}: cancelled"), r.stdout
 
 
@@ -190,13 +181,7 @@ def test_bandit_law_sweep_finds_the_exact_g_star(stack):
 @SQLITE_ONLY
 def test_probe_over_http_and_cli(stack):
     spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
-    out = subprocess.run(
-        [sys.executable, "-m", "service", "probe", str(EXAMPLES / "bandit-law.yaml"), "--json"],
-        env={**os.environ, "GROUPSCALE_URL": stack.url},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = stack.cli("probe", str(EXAMPLES / "bandit-law.yaml"), "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert {"tau2", "sigma2", "kappa", "g_star", "g_star_ci95"} <= set(result)
@@ -289,13 +274,7 @@ def test_an_extended_sweep_runs_only_its_new_trials_refits_all_and_can_be_delete
 
     before = children()
     assert len(before) == 3
-    out = subprocess.run(
-        [sys.executable, "-m", "service", "extend", sid, "--group-sizes", "16"],
-        env={**os.environ, "GROUPSCALE_URL": stack.url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = stack.cli("extend", sid, "--group-sizes", "16", timeout_s=60)
     assert out.returncode == 0, out.stderr
     sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=300)
     assert sweep["status"] == "succeeded", sweep
@@ -305,13 +284,7 @@ def test_an_extended_sweep_runs_only_its_new_trials_refits_all_and_can_be_delete
     assert sorted(p["group_size"] for p in fit["per_budget"][0]["points"]) == [2, 4, 8, 16]
     assert client.get_run(parent).info.status == "FINISHED"
     assert client.get_run(parent).data.tags["groupscale.group_sizes"] == "2,4,8,16"
-    gone = subprocess.run(
-        [sys.executable, "-m", "service", "delete", sid, "--yes"],
-        env={**os.environ, "GROUPSCALE_URL": stack.url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    gone = stack.cli("delete", sid, "--yes", timeout_s=60)
     assert gone.returncode == 0, gone.stderr
     assert stack.http.get(f"/v1/sweeps/{sid}").status_code == 404
     assert {client.get_run(r).info.lifecycle_stage for r in [parent, *after]} == {"deleted"}  # `mlflow gc` removes them
