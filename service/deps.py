@@ -9,7 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.preflight import SpecError, preflight
+from service.preflight import SpecError, check_rewards_on_cluster, preflight
 from service.scheduler import Scheduler
 from service.settings import Settings
 from service.store import Store
@@ -73,9 +73,12 @@ def require_read_token(request: Request, credentials: Credentials) -> None:
 
 
 def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> None:
-    """Run service.preflight and turn its SpecError into FastAPI's 422 shape (field path + reason)."""
+    """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
+    422 shape (field path + reason)."""
     try:
         preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
+        if scheduler is not None:
+            check_rewards_on_cluster(spec, scheduler.run_task)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
 

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import ast
+import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from service.settings import Settings
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
+from workers.entry import check_rewards_task
 from workers.rewards import math_verify_available
+from workers.rewards.loading import answer_paths
+from workers.rewards.process import needs_process
+
+log = logging.getLogger("groupscale.preflight")
 
 
 class SpecError(ValueError):
@@ -68,9 +76,59 @@ def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], w
     return resolved
 
 
+REWARD_CHECK_S = 60.0  # the reward check at submit: loading and calling every reward on the cluster
+
+
+def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any]) -> None:
+    """Run a dataset task's user reward functions (and math_verify) once where user code may run, before anything
+    is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Scheduler.run_task).
+
+    Raises:
+        SpecError: a reward cannot be imported (a missing package named with its pip command), its factory
+            fails, it has a wrong signature or return shape, or the check took longer than REWARD_CHECK_S.
+    """
+    task = spec.task
+    if task.name != "dataset" or not needs_process([r.model_dump() for r in task.rewards]):
+        return
+    try:
+        failure = run_task(check_rewards_task, (task.model_dump(), REWARD_CHECK_S - 5), REWARD_CHECK_S)
+    except TimeoutError:
+        raise SpecError(
+            ("task", "rewards"),
+            f"the reward functions were not loaded and called on 2 rows within {REWARD_CHECK_S:g} s on the cluster: "
+            "a reward's import or call is too slow, or the cluster cannot start a worker",
+        ) from None
+    except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad reward
+        log.warning("the reward check could not run on the cluster; the sweep is accepted unchecked", exc_info=True)
+        return
+    if failure is not None:
+        index = failure["index"]
+        loc = (
+            ("task", "rewards")
+            if index is None
+            else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
+        )
+        raise SpecError(loc, f"{failure['message']} (checked on 2 rows of the data with placeholder completions)")
+
+
+def with_server_paths(spec: SweepSpec, settings: Settings) -> SweepSpec:
+    """The spec with each relative reward FILE resolved against GROUPSCALE_REWARD_ROOT (the only place user
+    code may come from), as it is stored and run. Unchanged without a reward root or a dataset task."""
+    task, root = spec.task, settings.reward_root
+    if task.name != "dataset" or root is None:
+        return spec
+    rewards = []
+    for r in task.rewards:
+        file, _, name = (r.function or "").rpartition(":")
+        relative = bool(file) and not Path(file).expanduser().is_absolute()
+        rewards.append(r.model_copy(update={"function": f"{root.expanduser() / file}:{name}"}) if relative else r)
+    return spec.model_copy(update={"task": task.model_copy(update={"rewards": rewards})})
+
+
 def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
     """Data files under GROUPSCALE_DATA_ROOT and readable, the columns there, the splits non-empty;
-    reward functions enabled, under GROUPSCALE_REWARD_ROOT and defining NAME (found without running the file)."""
+    reward functions enabled, under GROUPSCALE_REWARD_ROOT and binding NAME (found without running the file;
+    check_rewards_on_cluster runs them)."""
     for i, reward in enumerate(task.rewards):
         if reward.function is not None:
             check_reward_function(reward.function, settings.reward_root, ("task", "rewards", i, "function"))
@@ -81,7 +139,7 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
                 "workers (pip install 'groupscale[math]'); allowed now: "
                 "exact_match, numeric_match",
             )
-    answers = [r.answer_column for r in task.rewards if r.name is not None]
+    answers = answer_paths([r.model_dump() for r in task.rewards])
     sizes = {}
     for field in ("path", "eval_path"):
         path = getattr(task, field)
@@ -108,7 +166,8 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
 
 
 def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | int, ...]) -> None:
-    """FILE.py:NAME: user code runs only from under GROUPSCALE_REWARD_ROOT; FILE must define NAME.
+    """FILE.py:NAME: user code runs only from under GROUPSCALE_REWARD_ROOT; FILE must parse and bind NAME at its
+    top level (by def, class, assignment or import; unless it star-imports or defines ``__getattr__``).
 
     FILE is parsed (ast), not run: the controller never executes user code.
     """
@@ -130,11 +189,36 @@ def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | i
         raise SpecError(
             loc, f"{path.name} does not parse as Python ({type(e).__name__} at line {getattr(e, 'lineno', '?')})"
         ) from None
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
-    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    if name not in defined:
-        functions = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
-        raise SpecError(loc, f"{path.name} defines no top-level {name!r}; its functions: {functions[:20]}")
+    bound = _bound_names(tree.body)
+    if bound is not None and name not in bound and "__getattr__" not in bound:
+        functions = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+        raise SpecError(
+            loc,
+            f"{path.name} binds no top-level {name!r} (by def, class, assignment or import); its functions: {functions[:20]}",
+        )
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str] | None:
+    """Names a module body binds at its top level (inside if/try/with blocks too); None when it star-imports."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(a.name == "*" for a in node.names):
+                return None
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+        if isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):  # blocks run at import time
+            inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            inner += [stmt for handler in getattr(node, "handlers", []) for stmt in handler.body]
+            found = _bound_names(inner)
+            if found is None:
+                return None
+            names |= found
+    return names
 
 
 def check_task_file(task_path: str) -> None:

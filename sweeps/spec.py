@@ -27,6 +27,24 @@ ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle")
 OPTIMIZER_NAMES = ("adamw", "sgd")
 LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
+# apply_chat_template's own arguments: chat_template_kwargs cannot set them (groupscale renders prompts one way).
+TEMPLATE_ARGUMENTS = (
+    "conversation",
+    "tools",
+    "documents",
+    "chat_template",
+    "add_generation_prompt",
+    "continue_final_message",
+    "tokenize",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+    "tokenizer_kwargs",
+)
+
 MAX_GROUP_SIZE = 4096
 MAX_SAMPLES_PER_STEP = 1 << 20
 
@@ -66,23 +84,55 @@ class JsonlTaskSpec(_Strict):
 
 
 class RewardSpec(_Strict):
-    """One term of a dataset task's reward: a user function (``function: FILE.py:NAME``, TRL's
-    signature) or a built-in (``name`` with the ``answer_column`` it compares against), times ``weight``."""
+    """One term of a dataset task's reward, times ``weight``: a built-in (``name``, comparing against
+    ``answer_column``) or a user function (``function: FILE.py:NAME``). A function follows TRL's calling
+    convention (``convention: trl``; with ``kwargs`` NAME is a factory, called once as ``NAME(**kwargs)``)
+    or verl's (``convention: verl``: NAME is ``compute_score(data_source, solution_str, ground_truth,
+    extra_info)``, called once per completion, ``kwargs`` are its reward_kwargs and ``answer_column`` the
+    ground truth)."""
 
     function: str | None = Field(
         None,
         max_length=4096,
         pattern=FUNCTION_PATTERN,
-        description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT",
+        description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT (a relative FILE is resolved against it)",
     )
     name: Literal["exact_match", "numeric_match", "math_verify"] | None = None
-    answer_column: str = Field("answer", min_length=1, max_length=256, description="built-ins: the column with the answer")
+    answer_column: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="the column with the answer, or a dotted path into a nested one; built-ins (default answer) and "
+        "verl scorers (default reward_model.ground_truth)",
+    )
+    kwargs: dict[str, Any] | None = Field(
+        None, description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs"
+    )
+    convention: Literal["trl", "verl"] = Field(
+        "trl", description="how a function is called: TRL's reward_funcs or verl's compute_score"
+    )
     weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_default(cls, data: Any) -> Any:
+        # Specs stored before answer_column became optional hold its old default on function entries too.
+        if isinstance(data, dict) and data.get("function") and data.get("convention", "trl") == "trl":
+            if data.get("answer_column") == "answer":
+                data = {k: v for k, v in data.items() if k != "answer_column"}
+        return data
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RewardSpec:
         if (self.function is None) == (self.name is None):
             raise ValueError(f"give exactly one of function (FILE.py:NAME) or name (one of: {', '.join(REWARD_NAMES)})")
+        if self.name is not None and (self.kwargs is not None or self.convention != "trl"):
+            raise ValueError(f"kwargs and convention belong to a function entry, not to the built-in {self.name!r}")
+        if self.function is not None and self.convention == "trl" and self.answer_column is not None:
+            raise ValueError(
+                "answer_column belongs to built-ins and verl scorers; a TRL-style function receives every column "
+                "as a keyword argument"
+            )
         return self
 
 
@@ -141,6 +191,22 @@ class ModelSpec(_Strict):
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flex_attention"] | None = Field(
         None, description="passed to from_pretrained (default: transformers' choice)"
     )
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None,
+        description="extra variables of the chat template wherever prompts are rendered (training, eval, probe), "
+        "as TRL's chat_template_kwargs: e.g. {enable_thinking: false}",
+    )
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _template_variables(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        taken = sorted(set(v or ()) & set(TEMPLATE_ARGUMENTS))
+        if taken:
+            raise ValueError(
+                f"{', '.join(taken)}: set by groupscale when it renders prompts; allowed: the template's own "
+                f"variables (not {', '.join(TEMPLATE_ARGUMENTS)})"
+            )
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ModelSpec:
@@ -461,8 +527,10 @@ class SweepSpec(_Strict):
         return v
 
     def with_paths_from(self, base: Path) -> SweepSpec:
-        """The spec with relative file paths (task data, reward files, model folder) made absolute from ``base``
-        (a spec file's folder), so a spec travels with its files. Absolute paths are kept as they are."""
+        """The spec with relative file paths (task data, reward files found there, model folder) made absolute
+        from ``base`` (a spec file's folder), so a spec travels with its files. Absolute paths are kept as they
+        are, and so is a relative reward file that is not under ``base`` (the server resolves it against
+        GROUPSCALE_REWARD_ROOT)."""
 
         def absolute(path: str | None) -> str | None:
             return None if path is None or Path(path).expanduser().is_absolute() else str((base / path).resolve())
@@ -474,7 +542,10 @@ class SweepSpec(_Strict):
                 rewards = []
                 for r in task.rewards:
                     file, _, name = (r.function or "").rpartition(":")
-                    rewards.append(r.model_copy(update={"function": f"{absolute(file)}:{name}"}) if absolute(file) else r)
+                    here = absolute(file) if file else None
+                    # a FILE that is not beside the spec stays relative: the server resolves it against its reward root
+                    found = here is not None and Path(here).is_file()
+                    rewards.append(r.model_copy(update={"function": f"{here}:{name}"}) if found else r)
                 update["rewards"] = rewards
             task = task.model_copy(update={k: v for k, v in update.items() if v is not None})
         if absolute(model.path):

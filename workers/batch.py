@@ -16,7 +16,7 @@ from workers import algos
 from workers.config import TrialConfig
 from workers.models.base import Policy
 from workers.models.loading import load_policy
-from workers.rewards import RewardBatch
+from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
 from workers.tasks.base import completion_ids_of
@@ -49,20 +49,44 @@ class Batch:
     reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
 
 
+def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
+    """TRL's ``trainer_state`` for reward functions after ``global_step`` optimizer steps of this trial; epochs
+    count training prompts drawn (N per step) against the task's training rows (0 for generated tasks)."""
+    rows = getattr(task, "train_rows", 0)
+    per_step = cfg.prompts_per_step / rows if rows else 0.0  # epochs per optimizer step
+    return TrainerState(
+        global_step=global_step,
+        max_steps=cfg.steps,
+        epoch=global_step * per_step,
+        num_train_epochs=cfg.steps * per_step,
+        train_batch_size=cfg.samples_per_step,
+        log_history=log_history if log_history is not None else [],
+    )
+
+
 def score_completions(
-    task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator, step: int = 0, max_steps: int = 0
+    task: Task, problems: list[Problem], rollout: Rollout, rng: np.random.Generator, state: TrainerState | None = None
 ) -> RewardBatch:
-    """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term and
-    the abstentions. Raises workers.rewards.RewardError when a reward function fails."""
+    """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term, the
+    abstentions and what the functions logged. Raises workers.rewards.RewardError when a reward function fails."""
     if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
-        return task.score(problems, rollout.texts, completion_ids_of(rollout), step, max_steps)
+        return task.score(problems, rollout.texts, completion_ids_of(rollout), state)
     return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
 
 
-def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, step: int = 0) -> Batch:
+def sample_batch(
+    policy: Policy,
+    task: Task,
+    cfg: TrialConfig,
+    rng: np.random.Generator,
+    step: int = 1,
+    log_history: list[dict] | None = None,
+) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
 
     Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
+    ``step`` is the optimizer step this batch is for (1-based); reward functions see ``step - 1`` steps done
+    and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
 
     Raises:
         workers.rewards.RewardError: a reward function failed.
@@ -86,7 +110,7 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
         group_size=g,
     )
     t1 = time.perf_counter()
-    scored = score_completions(task, expanded, ro, rng, step, cfg.steps)
+    scored = score_completions(task, expanded, ro, rng, trainer_state(cfg, task, max(0, step - 1), log_history))
     rewards = torch.as_tensor(scored.rewards).view(n, g)
     values = None
     if cfg.grpo.advantage in algos.NEEDS_VALUES:
@@ -97,7 +121,8 @@ def sample_batch(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Ge
         values = values.float().cpu() * cfg.grpo.reward_scale
     adv = algos.compute_advantages(rewards * cfg.grpo.reward_scale, cfg.grpo.advantage, values).reshape(-1)
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
-    extra |= {f"reward/{label}": float(np.nanmean(v)) for label, v in scored.per_function.items() if not np.isnan(v).all()}
+    extra |= {f"reward/{key}": float(np.nanmean(v)) for key, v in scored.per_function.items() if not np.isnan(v).all()}
+    extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
     return Batch(
         problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
     )

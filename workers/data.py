@@ -9,9 +9,11 @@ row to the reward functions. Torch-free, so the controller can check a dataset b
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,31 +62,61 @@ def load_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
                 if split is None or split not in loaded:
                     raise DatasetError("split", f"the folder holds splits {names}; set split to one of them")
                 loaded = loaded[split]
+            rows = loaded.to_list()
         elif path.suffix.lower() in BUILDERS:
-            loaded = datasets.load_dataset(BUILDERS[path.suffix.lower()], data_files=str(path), split="train")
+            # data_files is a glob pattern: escaped, so ``x[v2].jsonl`` is that file, not ``xv.jsonl``. A cache of
+            # its own per read: datasets' cache is keyed by path and mtime, so a file rewritten within a second
+            # would come back with its old rows while content_digest says they are new.
+            with tempfile.TemporaryDirectory(prefix="groupscale-data-") as cache:
+                builder = BUILDERS[path.suffix.lower()]
+                loaded = datasets.load_dataset(builder, data_files=glob.escape(str(path)), split="train", cache_dir=cache)
+                rows = loaded.to_list()
         else:
             raise DatasetError("path", f"unsupported file type {path.suffix or '(none)'!r}; allowed: {FORMATS}")
     except DatasetError:
         raise
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow raise many types; the first line of the type is enough
         raise DatasetError("path", f"cannot be read as {FORMATS} ({type(e).__name__})") from None
-    rows = loaded.to_list()
     if not rows:
         raise DatasetError("path", "the dataset has no rows")
     return rows
 
 
+def lookup(row: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` in a row: the column of that name, else a dotted path into nested columns
+    (``reward_model.ground_truth``, verl's layout).
+
+    Raises:
+        KeyError: the path leads nowhere; the message names the part missing and the keys found there.
+    """
+    if path in row:
+        return row[path]
+    value: Any = row
+    for depth, part in enumerate(path.split(".")):
+        if not isinstance(value, dict) or part not in value:
+            where = ".".join(path.split(".")[:depth]) or "the row"
+            keys = sorted(value) if isinstance(value, dict) else f"a {type(value).__name__}, not a mapping"
+            raise KeyError(f"no {part!r} in {where} (found: {keys})")
+        value = value[part]
+    return value
+
+
 def check_rows(rows: list[dict[str, Any]], prompt_column: str, columns: Iterable[str] = ()) -> None:
     """Every row has the prompt column as a string or a list of {role, content} messages, and every
-    column in ``columns`` (the answer columns of built-in rewards).
+    column in ``columns`` (the answer columns of built-in rewards, verl's ground truth; a dotted path
+    reaches into a nested column).
 
     Raises:
         DatasetError: naming the missing column and the columns found, or the first bad row.
     """
     found = sorted(rows[0])
-    for name, field in [(prompt_column, "prompt_column"), *((c, "rewards") for c in columns)]:
-        if name not in rows[0]:
-            raise DatasetError(field, f"the dataset has no column {name!r}; its columns: {found}")
+    if prompt_column not in rows[0]:
+        raise DatasetError("prompt_column", f"the dataset has no column {prompt_column!r}; its columns: {found}")
+    for name in columns:
+        try:
+            lookup(rows[0], name)
+        except KeyError as e:
+            raise DatasetError("rewards", f"the dataset has no column {name!r}: {e.args[0]}; its columns: {found}") from None
     for i, row in enumerate(rows):
         prompt = row.get(prompt_column)
         if isinstance(prompt, str):

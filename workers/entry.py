@@ -52,6 +52,54 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
     )
 
 
+PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward check scores (the common answer formats)
+PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_ids (lengths)
+
+
+def check_rewards_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+    """Import a dataset task's reward functions and call each on the first two rows of its data with placeholder
+    completions, in a reward process (workers.rewards.process), as a trial would: run at submit on a Ray worker,
+    where user code may run.
+
+    Args:
+        task: the DatasetTaskSpec's fields.
+        timeout_s: how long the loading and the calls may take together.
+    Returns:
+        None when every reward loads and returns one number (or None) per completion; else ``{"index": i or None,
+        "message": ...}`` naming the reward and the cause (an import error with the pip command of a missing
+        package, a factory's error, a wrong signature, a wrong return shape, a timeout).
+    """
+    from workers.data import DatasetError, is_conversational, load_rows
+    from workers.rewards import RewardError, trl_kwargs
+    from workers.rewards.process import RewardProcess, RewardTimeout
+
+    start = time.monotonic()
+    try:
+        rows = load_rows(task["path"], task.get("split"))[:2]
+    except DatasetError as e:
+        return {"index": None, "message": f"the Ray workers cannot read the data: {e}"}
+    column = task.get("prompt_column") or "prompt"
+    prompts = [row[column] for row in rows]
+    kwargs = trl_kwargs(
+        prompts,
+        [PLACEHOLDER_COMPLETION] * len(rows),
+        [PLACEHOLDER_IDS] * len(rows),
+        [{k: v for k, v in row.items() if k != column} for row in rows],
+        is_conversational(prompts[0]),
+    )
+    try:
+        process = RewardProcess(task["rewards"], timeout_s=timeout_s)
+        try:
+            failure = process.check(kwargs, len(rows), timeout_s=max(1.0, timeout_s - (time.monotonic() - start)))
+        finally:
+            process.close()
+    except RewardTimeout:
+        failure = RewardError(f"the reward functions were not loaded and called on {len(rows)} rows within {timeout_s:g} s")
+    except RewardError as e:
+        failure = e
+    return None if failure is None else {"index": failure.index, "message": str(failure)}
+
+
 def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) -> Any:
     """MLflow's system metrics of this worker (system/cpu_utilization_percentage, memory, disk, network, and
     GPU with pynvml) on the trial's run, every MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default

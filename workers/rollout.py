@@ -127,9 +127,37 @@ class _FiniteLogits(LogitsProcessor):
         return scores
 
 
+# generation_config fields generate() may keep: ids, and what says nothing about the sampling distribution.
+_NEUTRAL_GENERATION_FIELDS = frozenset(
+    {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "transformers_version", "_from_model_config"}
+)
+
+
+def neutral_generation_config(model: PreTrainedModel) -> dict[str, object]:
+    """Replace the model's generation_config by one with its token ids alone, and return what was dropped.
+
+    A model folder's generation_config.json may set sampling fields (Qwen2.5-Instruct ships
+    ``repetition_penalty``, ``top_k``, ``top_p``, ``temperature``); ``generate`` fills every field our
+    sampling config leaves at its default from it, so the completions would come from another
+    distribution than the one the trainer scores and the probe measures. Sampling follows the spec alone.
+
+    Returns:
+        field -> value of each non-default field that was not kept (for the trial's MLflow run).
+    """
+    current = getattr(model, "generation_config", None)
+    if current is None:
+        return {}
+    ignored = {k: v for k, v in current.to_diff_dict().items() if k not in _NEUTRAL_GENERATION_FIELDS}
+    model.generation_config = GenerationConfig(
+        **{k: getattr(current, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")}
+    )
+    return ignored
+
+
 @lru_cache(maxsize=64)
 def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
-    """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free)."""
+    """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free). The model's
+    own generation_config holds token ids alone (neutral_generation_config), so nothing else is merged in."""
     return GenerationConfig(
         do_sample=True,
         temperature=temperature,

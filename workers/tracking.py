@@ -107,9 +107,14 @@ class RunLogger:
             self.flush()
 
     def log_table(self, rows: list[dict], artifact_file: str = "samples.json") -> None:
-        """rows (one dict each, the same keys) as an MLflow table artifact (mlflow.log_table)."""
-        data = {key: [row.get(key) for row in rows] for key in rows[0]}
+        """rows (one dict each; a key some rows lack is None there) as an MLflow table artifact (mlflow.log_table)."""
+        keys = dict.fromkeys(key for row in rows for key in row)
+        data = {key: [row.get(key) for row in rows] for key in keys}
         mlflow_call(self.client.log_table, self.run_id, data, artifact_file)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Tags on the trial's run (values cut to MLflow's 5000 characters)."""
+        mlflow_call(self.client.log_batch, self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
     def flush(self, final: bool = False) -> None:
         while self._buffer:  # log_batch takes at most 1000 metrics per call

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from workers import algos
-from workers.batch import Batch, sample_batch, score_completions, setup
+from workers.batch import Batch, sample_batch, score_completions, setup, trainer_state
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import Report, TrialConfig, TrialResult
 from workers.models.base import Policy
@@ -43,7 +43,9 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
 SAMPLES_LOGGED = 12  # eval completions per trial written to MLflow's table (prompt, completion, reward)
 
 
-def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tuple[dict[str, float], list[dict]]:
+def evaluate(
+    policy: Policy, task: Task, cfg: TrialConfig, step: int = 0, log_history: list[dict] | None = None
+) -> tuple[dict[str, float], list[dict]]:
     """Held-out reward under the policy's own sampling (temperature as in training), and a few samples.
 
     With an exact expected reward (arithmetic by teacher forcing, the bandit by enumeration, exact-match
@@ -55,7 +57,8 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
     gap = mean(max reward - expected reward) (THEORY.md). Every eval samples with the seed EVAL_SEED.
 
     Returns:
-        (metrics, samples): samples are {step, prompt, completion, reward} dicts for MLflow's table.
+        (metrics, samples): samples are {step, prompt, completion, reward} dicts for MLflow's table, with the
+        columns reward functions gave to ``log_extra`` (TRL's completions table).
     Raises:
         workers.rewards.RewardError: a reward function failed.
         FloatingPointError: non-finite logits in generation.
@@ -70,6 +73,8 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
     was_training = module.training
     module.eval()
     rewards, texts, chunk = [], [], max(1, cfg.eval_batch_size)
+    extras: dict[str, list] = {}
+    state = trainer_state(cfg, task, step, log_history)
     with torch.random.fork_rng():
         torch.manual_seed(EVAL_SEED)
         for i in range(0, len(expanded), chunk):
@@ -78,7 +83,11 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
                 ro = policy.sample(
                     [p.prompt for p in part], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
                 )
-            rewards.append(score_completions(task, part, ro, np.random.default_rng(EVAL_SEED + i), step, cfg.steps).rewards)
+            scored = score_completions(task, part, ro, np.random.default_rng(EVAL_SEED + i), state)
+            rewards.append(scored.rewards)
+            for column, values in scored.extras.items():  # a column some chunk lacks is left out
+                if len(extras.setdefault(column, [])) == len(texts):
+                    extras[column] += values
             texts += ro.texts
     r = np.concatenate(rewards).astype(np.float64).reshape(len(problems), k)
     metrics = {"eval_accuracy_sampled": float(r[:, 0].mean())}
@@ -90,8 +99,15 @@ def evaluate(policy: Policy, task: Task, cfg: TrialConfig, step: int = 0) -> tup
         metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
     module.train(was_training)
     render = getattr(getattr(policy, "encoder", None), "render", str)
+    extras = {c: v for c, v in extras.items() if len(v) == len(texts) and c not in ("step", "prompt", "completion", "reward")}
     samples = [
-        {"step": step, "prompt": render(problems[i // k].prompt), "completion": texts[i], "reward": float(r.flat[i])}
+        {
+            "step": step,
+            "prompt": render(problems[i // k].prompt),
+            "completion": texts[i],
+            "reward": float(r.flat[i]),
+            **{column: values[i] for column, values in extras.items()},
+        }
         for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)
     ]
     return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
@@ -252,6 +268,15 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     if cfg.measure != "outcome":
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.entry.run_measure")
     task, policy, rng = setup(cfg)
+    try:
+        return _train(cfg, report, task, policy, rng)
+    finally:
+        if hasattr(task, "close"):  # the reward process of a dataset task
+            task.close()
+
+
+def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
+    """train_trial's steps, evals and checkpoints on a set-up task and policy."""
     ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
         ref.module.requires_grad_(False).eval()
@@ -259,6 +284,10 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     model.train()
     opt = make_optimizer(cfg.grpo.optimizer, model.parameters(), cfg.grpo.lr)
     counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
+    history: list[dict] = []  # the reported step metrics: trainer_state.log_history of reward functions
+    ignored = getattr(policy, "ignored_generation_config", None)
+    if ignored and hasattr(report, "set_tags"):  # sampling follows the spec alone (workers.rollout)
+        report.set_tags({"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))})
     ckpt = load_checkpoint(cfg.checkpoint_dir)
     if ckpt is None:
         try:
@@ -275,12 +304,12 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         torch.set_rng_state(ckpt["torch_rng"])
         rng.bit_generator.state = ckpt["numpy_rng"]
         counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
-        samples = ckpt.get("samples", [])
+        samples, history = ckpt.get("samples", []), ckpt.get("log_history", [])
         report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
     for step in range(first, cfg.steps + 1):
         t0 = time.perf_counter()
         try:
-            batch = sample_batch(policy, task, cfg, rng, step)
+            batch = sample_batch(policy, task, cfg, rng, step, history)
             t1 = time.perf_counter()
             upd = grpo_update(policy, ref, opt, batch, cfg)
         except (RewardError, FloatingPointError) as e:  # NonFiniteLogitsError is a FloatingPointError
@@ -303,27 +332,26 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         counters["silent_steps"] += int(zero_var == 1.0)
         counters["reward_sum"] += reward_mean
         counters["trunc_sum"] += truncation
-        report(
-            {
-                "reward_mean": reward_mean,
-                "zero_variance_group_frac": zero_var,
-                "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
-                **asdict(upd),
-                "completion_tokens_mean": tokens / mask.shape[0],
-                "truncation_rate": truncation,
-                "tokens_per_s": tokens / max(t2 - t0, 1e-9),
-                "time_generate_s": batch.seconds_generate,
-                "time_score_s": batch.seconds_score,
-                "time_update_s": t2 - t1,
-                **batch.reward_metrics,
-                **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
-                **_cuda_memory(cfg),
-            },
-            step,
-        )
+        metrics = {
+            "reward_mean": reward_mean,
+            "zero_variance_group_frac": zero_var,
+            "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
+            **asdict(upd),
+            "completion_tokens_mean": tokens / mask.shape[0],
+            "truncation_rate": truncation,
+            "tokens_per_s": tokens / max(t2 - t0, 1e-9),
+            "time_generate_s": batch.seconds_generate,
+            "time_score_s": batch.seconds_score,
+            "time_update_s": t2 - t1,
+            **batch.reward_metrics,
+            **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
+            **_cuda_memory(cfg),
+        }
+        report(metrics, step)
+        history.append({**metrics, "step": step})
         if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:  # G* over training time
             try:
-                mid, _ = evaluate(policy, task, cfg, step)
+                mid, _ = evaluate(policy, task, cfg, step, history)
             except (RewardError, FloatingPointError) as e:
                 return TrialResult("failed", reason=f"{e} at the evaluation of step {step}", steps_done=step)
             except torch.OutOfMemoryError:
@@ -349,6 +377,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
                     "counters": counters,
                     "initial": initial,
                     "samples": samples,
+                    "log_history": history,
                 },
             )
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
@@ -357,7 +386,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             "no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps
         )
     try:
-        final, last = evaluate(policy, task, cfg, cfg.steps)
+        final, last = evaluate(policy, task, cfg, cfg.steps, history)
     except (RewardError, FloatingPointError) as e:
         return TrialResult("failed", reason=f"{e} at the final evaluation (step {cfg.steps})", steps_done=cfg.steps)
     except torch.OutOfMemoryError:

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException
 
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
 from service.lifecycle import ProbeStatus
+from service.preflight import with_server_paths
 from service.results import probe_public
 from service.schemas import ProbePublic
 from service.store import Probe
@@ -17,6 +18,7 @@ router = APIRouter(prefix="/v1/probes", tags=["probes"], dependencies=[ReadAutho
 @router.post("", status_code=201, dependencies=[Authorized])
 def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep) -> ProbePublic:
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
+    spec = with_server_paths(spec, settings)
     preflight_or_422(spec, settings, scheduler)
     with store.session() as s:
         probe = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED)

@@ -15,6 +15,7 @@ from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, 
 from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
+from service.preflight import with_server_paths
 from service.purge import PurgeRefused, clean_up, purge_sweep
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
@@ -49,6 +50,7 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> SweepPublic:
     """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
+    spec = with_server_paths(spec, settings)  # as stored and run: relative reward files under the reward root
     with store.read() as s:
         replay = _replay(s, spec, idempotency_key, response, store, tracking)
         if replay is not None:

@@ -114,6 +114,20 @@ class Scheduler:
         """The warm workers: how many run a trial, are idle, or are still starting."""
         return self.ctx.backend.pool() if self.ctx.backend.connected() else {}
 
+    def run_task(self, fn: Any, args: tuple, timeout_s: float) -> Any:
+        """``fn(*args)`` as a cluster task that holds no CPU or GPU (a check at submit), its return value.
+
+        Raises:
+            TimeoutError: it did not end within timeout_s (it is cancelled).
+            Exception: the task's own error, or Ray's when its worker died.
+        """
+        backend = self.ctx.backend
+        handle = backend.start_task(fn, args, 0, 0, 0)
+        if not backend.wait([handle], timeout_s):
+            backend.cancel(handle)
+            raise TimeoutError(f"the cluster task did not end within {timeout_s:g} s")
+        return backend.result(handle)
+
     def healthy(self) -> bool:
         return self.ctx.backend.connected() and bool(self.cluster_resources().get("CPU"))
 

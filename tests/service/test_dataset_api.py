@@ -57,6 +57,24 @@ def test_user_rewards_are_refused_until_the_server_enables_them(tmp_path, roots)
     assert loc == ["body", "task", "rewards", 0, "function"] and "GROUPSCALE_REWARD_ROOT" in msg and "built-in" in msg
 
 
+def test_a_relative_reward_file_is_resolved_against_the_reward_root(tmp_path, roots):
+    """Over HTTP a relative FILE is where the server takes user code from: under GROUPSCALE_REWARD_ROOT (it was
+    resolved against the controller's working directory and refused as outside the root)."""
+    data, rewards = roots
+    spec = _spec(data, rewards)
+    spec["task"]["rewards"] = [{"function": "rewards.py:accuracy"}, {"name": "numeric_match", "answer_column": "solution"}]
+    with _client(tmp_path, reward_root=rewards) as c:
+        r = c.post("/v1/sweeps", json=spec)
+        assert r.status_code == 201, r.text
+        stored = r.json()["spec"]["task"]["rewards"]
+        assert stored[0]["function"] == f"{rewards / 'rewards.py'}:accuracy" and stored[1]["function"] is None
+        assert c.post("/v1/sweeps", json=spec, headers={"Idempotency-Key": "k"}).status_code == 201
+        assert c.post("/v1/sweeps", json=spec, headers={"Idempotency-Key": "k"}).status_code == 200  # the same spec
+        spec["task"]["rewards"] = [{"function": "../data/rewards.py:accuracy"}]  # relative, but leaving the root
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+        assert loc == ["body", "task", "rewards", 0, "function"] and "outside the reward root" in msg
+
+
 def test_a_reward_file_outside_the_root_is_refused_after_resolving_links(tmp_path, roots):
     data, rewards = roots
     outside = tmp_path / "elsewhere"
@@ -78,7 +96,15 @@ def test_a_reward_file_must_define_the_name_and_is_not_run(tmp_path, roots):
         spec = _spec(data, rewards)
         spec["task"]["rewards"] = [{"function": f"{rewards / 'boom.py'}:accuracy"}]
         loc, msg = _error(c.post("/v1/sweeps", json=spec))
-        assert "defines no top-level 'accuracy'; its functions: ['other']" in msg
+        assert "binds no top-level 'accuracy' (by def, class, assignment or import); its functions: ['other']" in msg
+        # a name bound by an import, an assignment or inside a top-level block is found (and the file not run)
+        (rewards / "bound.py").write_text(
+            "raise SystemExit('ran')\nfrom trl.rewards import accuracy_reward as acc\ntry:\n    import numpy\n"
+            "except ImportError:\n    numpy = None\nlength = len\n"
+        )
+        for name in ("acc", "numpy", "length"):
+            spec["task"]["rewards"] = [{"function": f"{rewards / 'bound.py'}:{name}"}]
+            assert c.post("/v1/sweeps", json=spec).status_code == 201, name
         (rewards / "bad.py").write_text("def (:\n")
         spec["task"]["rewards"] = [{"function": f"{rewards / 'bad.py'}:accuracy"}]
         assert "does not parse as Python" in _error(c.post("/v1/sweeps", json=spec))[1]

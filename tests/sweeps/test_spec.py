@@ -193,3 +193,60 @@ def test_an_unknown_field_names_the_allowed_ones_and_the_closest(over, loc, word
 
     (err,) = errors(spec(**over))
     assert err["loc"] == loc and words in error_message(err)
+
+
+def _dataset(rewards, **task):
+    return spec(task={"name": "dataset", "path": "data.parquet", "rewards": rewards, **task}, model={"preset": "chat-tiny"})
+
+
+def test_a_spec_file_with_built_in_rewards_loads_and_reward_files_resolve_where_they_are(tmp_path):
+    """A built-in reward in a spec *file* was turned into a function path; a reward FILE that is not beside the
+    spec stays relative, for the server to resolve against its GROUPSCALE_REWARD_ROOT."""
+    (tmp_path / "here.py").write_text("def f(completions, **kw):\n    return [0.0] * len(completions)\n")
+    text = (
+        "name: s\ntask:\n  name: dataset\n  path: data.parquet\n  rewards:\n"
+        "    - {name: numeric_match, answer_column: solution}\n    - {function: here.py:f}\n    - {function: on_server.py:g}\n"
+        "model: {preset: chat-tiny}\ngroup_sizes: [2]\nsamples_per_step: [4]\n"
+    )
+    (tmp_path / "spec.yaml").write_text(text)
+    rewards = load_spec(tmp_path / "spec.yaml").task.rewards
+    assert (rewards[0].name, rewards[0].function, rewards[0].answer_column) == ("numeric_match", None, "solution")
+    assert rewards[1].function == f"{tmp_path / 'here.py'}:f" and rewards[2].function == "on_server.py:g"
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ({"name": "numeric_match", "kwargs": {"a": 1}}, "kwargs and convention belong to a function entry"),
+        ({"name": "exact_match", "convention": "verl"}, "kwargs and convention belong to a function entry"),
+        ({"function": "r.py:f", "answer_column": "solution"}, "answer_column belongs to built-ins and verl scorers"),
+        ({"function": "r.py:f", "convention": "rllm"}, "'trl' or 'verl'"),
+        ({"function": "r.py"}, "String should match pattern"),
+    ],
+)
+def test_reward_entries_are_checked(entry, words):
+    (err,) = errors(_dataset([entry]))
+    assert err["loc"][:4] == ("task", "dataset", "rewards", 0) and words in err["msg"], err
+
+
+def test_reward_entries_keep_verl_and_factory_settings_and_read_old_stored_specs():
+    rewards = [
+        {
+            "function": "s.py:compute_score",
+            "convention": "verl",
+            "answer_column": "reward_model.ground_truth",
+            "kwargs": {"m": 1},
+        },
+        {"function": "f.py:get_reward", "kwargs": {"max_len": 8}},
+        {"function": "old.py:f", "answer_column": "answer"},  # stored before answer_column became optional
+    ]
+    parsed = SweepSpec.model_validate(_dataset(rewards)).task.rewards
+    assert (parsed[0].convention, parsed[0].answer_column, parsed[0].kwargs) == ("verl", "reward_model.ground_truth", {"m": 1})
+    assert parsed[1].kwargs == {"max_len": 8} and parsed[2].answer_column is None
+
+
+def test_chat_template_kwargs_are_template_variables_only():
+    ok = SweepSpec.model_validate(spec(model={"preset": "chat-tiny", "chat_template_kwargs": {"enable_thinking": False}}))
+    assert ok.model.chat_template_kwargs == {"enable_thinking": False}
+    (err,) = errors(spec(model={"preset": "chat-tiny", "chat_template_kwargs": {"tokenize": True}}))
+    assert err["loc"] == ("model", "chat_template_kwargs") and "tokenize: set by groupscale" in err["msg"]

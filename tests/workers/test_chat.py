@@ -129,3 +129,62 @@ def test_chat_tiny_is_a_chat_model_between_the_pass_rate_bounds(model_cache):
     torch.manual_seed(1)
     rate, truncation = pass_rate(policy, word_problems(128, 99))
     assert 0.15 <= rate <= 0.85 and truncation < 0.2
+
+
+def test_chat_template_kwargs_reach_the_template(bos_tokenizer):
+    """TRL's chat_template_kwargs (``enable_thinking: false`` of Qwen3-style templates) are template variables."""
+    tok = build_chat_tokenizer(CORPUS, 300)
+    tok.chat_template = (
+        CHAT_TEMPLATE + "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+    )
+    assert not PromptEncoder(tok).render(MESSAGES).endswith("</think>\n\n")
+    rendered = PromptEncoder(tok, template_kwargs={"enable_thinking": False}).render(MESSAGES)
+    assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_sampling_ignores_the_sampling_fields_of_the_models_generation_config(tmp_path):
+    """A folder whose generation_config.json sets repetition_penalty 2.0 and top_k 3 (as Qwen2.5-Instruct ships
+    sampling fields) samples the same completions, at the same seed, as the folder without them; the fields it
+    ignored are listed, and its stop ids still come from it."""
+    from workers.models.loading import load_lm
+
+    tok = build_chat_tokenizer(CORPUS, 300)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+    )
+    im_end = tok.convert_tokens_to_ids(IM_END)
+    plain, shipped = tmp_path / "plain", tmp_path / "shipped"
+    for folder, extra in (
+        (plain, {}),
+        (shipped, {"repetition_penalty": 2.0, "top_k": 3, "top_p": 0.8, "temperature": 0.7, "do_sample": True}),
+    ):
+        model.generation_config = GenerationConfig(
+            bos_token_id=tok.bos_token_id, eos_token_id=[im_end, tok.eos_token_id], pad_token_id=tok.pad_token_id, **extra
+        )
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+    assert json.loads((shipped / "generation_config.json").read_text())["repetition_penalty"] == 2.0
+    texts = []
+    for folder in (plain, shipped):
+        policy = load_lm(folder)
+        torch.manual_seed(7)
+        texts.append(policy.sample([MESSAGES] * 16, max_new_tokens=12, temperature=1.0).texts)
+        assert policy.stop_ids == (im_end, tok.eos_token_id)
+    assert texts[0] == texts[1] and len(set(texts[0])) > 4  # the same draws, and they vary
+    assert policy.ignored_generation_config == {
+        "repetition_penalty": 2.0,
+        "top_k": 3,
+        "top_p": 0.8,
+        "temperature": 0.7,
+        "do_sample": True,
+    }
+    assert load_lm(plain).ignored_generation_config == {}

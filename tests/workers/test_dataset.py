@@ -10,7 +10,8 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from workers.data import DatasetError, check_rows, load_rows
-from workers.rewards import RewardError, build_rewards, compute_rewards, final_answer, numeric_match
+from workers.rewards import RewardError, TrainerState, compute_rewards, final_answer, numeric_match
+from workers.rewards.loading import build_terms
 from workers.tasks import make_task
 
 ROWS = [{"prompt": f"What is {i} + {i}?", "solution": str(2 * i), "level": i % 3} for i in range(12)]
@@ -186,13 +187,13 @@ def test_rewards_get_every_column_and_none_abstains(tmp_path, reward_file):
 )
 def test_a_failing_reward_function_is_named(tmp_path, reward_file, name, message):
     task = _task(tmp_path, ROWS, [{"function": f"{reward_file}:{name}"}])
-    with pytest.raises(RewardError, match=f"reward function trl_rewards.py raised|{message}") as e:
+    with pytest.raises(RewardError, match=f"reward function trl_rewards.py:{name} raised|{message}") as e:
         task.score(task.eval_problems(1) * 3, ["a", "b", "c"])
-    assert "trl_rewards.py" in str(e.value) and message in str(e.value)
+    assert f"trl_rewards.py:{name}" in str(e.value) and message in str(e.value) and e.value.index == 0
 
 
 def test_weights_and_builtins(tmp_path):
-    terms = build_rewards(
+    terms = build_terms(
         [{"name": "exact_match", "answer_column": "a", "weight": 2.0}, {"name": "numeric_match", "answer_column": "a"}]
     )
     got = compute_rewards(terms, {"completions": [" 7\n", "#### 7", "8"], "a": ["7", "7", "7"]}, 3)  # stripped
@@ -216,7 +217,8 @@ def test_math_verify_compares_parsed_answers():
 
 
 def test_a_reward_function_gets_trls_keyword_arguments(tmp_path):
-    """prompts, completions, completion_ids, trainer_state (its global_step) and every other column, as TRL passes them."""
+    """prompts, completions, completion_ids, trainer_state (its global_step), log_metric, log_extra and every other
+    column, as TRL passes them."""
     path = tmp_path / "spy.py"
     path.write_text(
         "import json\n\n"
@@ -228,12 +230,13 @@ def test_a_reward_function_gets_trls_keyword_arguments(tmp_path):
     )
     rows = [{"prompt": [{"role": "user", "content": "q"}], "solution": "4", "level": 1}] * 10
     task = _task(tmp_path, rows, [{"function": f"{path}:spy"}])
-    got = task.score(task.eval_problems(1) * 2, ["a", "bc"], completion_ids=[[5], [6, 7]], step=3, max_steps=9)
+    state = TrainerState(global_step=3, max_steps=9)
+    got = task.score(task.eval_problems(1) * 2, ["a", "bc"], completion_ids=[[5], [6, 7]], state=state)
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert got.rewards.tolist() == [1.0, 2.0]
     assert seen["completions"] == [[{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "bc"}]]
     assert seen["prompts"] == [[{"role": "user", "content": "q"}]] * 2 and seen["completion_ids"] == [[5], [6, 7]]
-    assert seen["step"] == 3 and seen["columns"] == ["level", "solution"]
+    assert seen["step"] == 3 and seen["columns"] == ["level", "log_extra", "log_metric", "solution"]
 
 
 def test_a_hub_name_is_not_fetched_and_the_message_says_how_to_get_it(tmp_path, monkeypatch):
@@ -243,3 +246,35 @@ def test_a_hub_name_is_not_fetched_and_the_message_says_how_to_get_it(tmp_path, 
     assert e.value.field == "path" and "hf download openai/gsm8k --repo-type dataset --local-dir DIR" in str(e.value)
     with pytest.raises(DatasetError, match=r"^.*no such file or folder$"):
         load_rows(tmp_path / "missing.parquet")
+
+
+def test_a_data_file_is_read_by_its_exact_name_not_as_a_glob(tmp_path):
+    """``x[v2].jsonl`` is that file (datasets reads data_files as a glob: unescaped, [v2] matched xv.jsonl)."""
+    (tmp_path / "x[v2].jsonl").write_text(json.dumps({"prompt": "a", "answer": "1"}) + "\n")
+    (tmp_path / "xv.jsonl").write_text(json.dumps({"prompt": "decoy", "answer": "2"}) + "\n")
+    (tmp_path / "part1.jsonl").write_text(json.dumps({"prompt": "p1", "answer": "3"}) + "\n")
+    assert load_rows(tmp_path / "x[v2].jsonl") == [{"prompt": "a", "answer": "1"}]
+    (tmp_path / "part*.jsonl").write_text(json.dumps({"prompt": "star", "answer": "4"}) + "\n")
+    assert load_rows(tmp_path / "part*.jsonl") == [{"prompt": "star", "answer": "4"}]  # one file, not every part
+
+
+def test_a_file_rewritten_within_a_second_gives_its_new_rows(tmp_path):
+    """datasets' cache is keyed by path and mtime: a rewrite within the same second came back as the old rows."""
+    path = tmp_path / "d.parquet"
+    for i in range(3):
+        Dataset.from_list([{"prompt": f"version {i}", "solution": str(i)}] * 2).to_parquet(str(path))
+        assert load_rows(path)[0]["prompt"] == f"version {i}"
+
+
+def test_answer_columns_take_a_dotted_path_into_nested_columns(tmp_path):
+    rows = [{"prompt": "q", "reward_model": {"style": "rule", "ground_truth": str(i)}} for i in range(10)]
+    check_rows(rows, "prompt", ["reward_model.ground_truth"])
+    with pytest.raises(
+        DatasetError, match=r"no column 'reward_model.answer': no 'answer' in reward_model \(found: \['ground_truth', 'style'\]\)"
+    ):
+        check_rows(rows, "prompt", ["reward_model.answer"])
+    task = _task(tmp_path, rows, [{"name": "exact_match", "answer_column": "reward_model.ground_truth"}])
+    problems = task.train_support()[0][:2]
+    assert [p.answer for p in problems] == [p.columns["reward_model"]["ground_truth"] for p in problems]
+    got = task.score(problems, [problems[0].answer, "x"])
+    assert got.rewards.tolist() == [1.0, 0.0]

@@ -10,7 +10,14 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from workers.models.prompts import Prompt, PromptEncoder, stop_token_ids
-from workers.rollout import Rollout, completion_logprobs, completion_logprobs_entropy, generate, sequence_logprob
+from workers.rollout import (
+    Rollout,
+    completion_logprobs,
+    completion_logprobs_entropy,
+    generate,
+    neutral_generation_config,
+    sequence_logprob,
+)
 
 
 @dataclass
@@ -21,19 +28,25 @@ class LMPolicy:
     forcing alike. On CUDA, forward passes run under bf16 autocast (log-softmax stays float32).
 
     Attributes:
+        chat_template_kwargs: extra variables of the chat template (``enable_thinking: false``), as TRL's.
         stop_ids: generation_config.eos_token_id (int or list) and the tokenizer's EOS, in that order.
+        ignored_generation_config: the sampling fields of the model's generation_config that sampling does
+            not apply (workers.rollout.neutral_generation_config), field -> value.
     """
 
     module: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     chat_template: bool = True
+    chat_template_kwargs: dict = field(default_factory=dict)
     encoder: PromptEncoder = field(init=False)
     stop_ids: tuple[int, ...] = field(init=False)
+    ignored_generation_config: dict = field(init=False)
 
     def __post_init__(self) -> None:
-        self.encoder = PromptEncoder(self.tokenizer, self.chat_template)
+        self.encoder = PromptEncoder(self.tokenizer, self.chat_template, self.chat_template_kwargs)
         generation = getattr(self.module, "generation_config", None)
         self.stop_ids = stop_token_ids(self.tokenizer, getattr(generation, "eos_token_id", None))
+        self.ignored_generation_config = neutral_generation_config(self.module)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         device = next(self.module.parameters()).device

@@ -32,7 +32,11 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
 
 
 def load_lm(
-    folder: Path, dtype: torch.dtype = torch.float32, chat_template: bool = True, attn_implementation: str | None = None
+    folder: Path,
+    dtype: torch.dtype = torch.float32,
+    chat_template: bool = True,
+    attn_implementation: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> LMPolicy:
     """A causal LM folder, always local_files_only=True and trust_remote_code=False.
 
@@ -46,7 +50,7 @@ def load_lm(
     tokenizer.padding_side = "left"
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, trust_remote_code=False, dtype=dtype, **extra)
-    return LMPolicy(model, tokenizer, chat_template=chat_template)
+    return LMPolicy(model, tokenizer, chat_template=chat_template, chat_template_kwargs=dict(chat_template_kwargs or {}))
 
 
 def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str = "cpu") -> Policy:
@@ -68,4 +72,5 @@ def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str 
         resolve_dtype(model.get("dtype", "auto"), device),
         model.get("chat_template", True),
         model.get("attn_implementation"),
+        model.get("chat_template_kwargs"),
     )

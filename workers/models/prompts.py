@@ -50,10 +50,13 @@ class PromptEncoder:
     Attributes:
         chat_template: render conversational prompts with the tokenizer's chat template; False
             (``model.chat_template: false``) joins the messages' contents with newlines instead.
+        template_kwargs: extra variables of the template (``model.chat_template_kwargs``, TRL's
+            ``chat_template_kwargs``: ``{enable_thinking: false}`` for Qwen3-style templates).
     """
 
     tokenizer: PreTrainedTokenizerBase
     chat_template: bool = True
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
     _bos: list[int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -68,7 +71,9 @@ class PromptEncoder:
         if isinstance(prompt, str):
             return prompt
         if self.uses_template:
-            return self.tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+            return self.tokenizer.apply_chat_template(
+                list(prompt), add_generation_prompt=True, tokenize=False, **self.template_kwargs
+            )
         return "\n".join(str(m["content"]) for m in prompt)
 
     def encode(self, prompts: Sequence[Prompt]) -> list[list[int]]:

@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from sweeps.spec import DEFAULT_EVAL_FRACTION
-from workers.data import check_rows, content_digest, is_conversational, load_rows
-from workers.rewards import RewardBatch, TrainerState, WeightedReward, build_rewards, compute_rewards
+from workers.data import check_rows, content_digest, is_conversational, load_rows, lookup
+from workers.rewards import RewardBatch, TrainerState, reward_scorer, trl_kwargs
+from workers.rewards.loading import answer_paths
 from workers.tasks.base import Problem, monte_carlo_value, split_rows
 
 
@@ -24,7 +25,7 @@ def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str
     return [
         Problem(
             row[prompt_column],
-            "" if answer_column is None else str(row.get(answer_column, "")),
+            "" if answer_column is None else str(lookup(row, answer_column)),
             {k: v for k, v in row.items() if k != prompt_column},
         )
         for row in rows
@@ -38,6 +39,9 @@ class DatasetTask:
     Raises (on construction):
         workers.data.DatasetError: the data cannot be read or lacks a column.
         workers.rewards.RewardError: a user reward function cannot be loaded.
+
+    User reward functions (and math_verify) run in a reward process of the task's own
+    (workers.rewards.process): ``close()`` stops it, as does garbage collection.
     """
 
     path: str
@@ -52,10 +56,10 @@ class DatasetTask:
     name: str = "dataset"
     digest: str = field(init=False, default="")  # content hash: part of repr, so caches follow the data
     _split: tuple[list[Problem], list[Problem]] = field(init=False, repr=False, compare=False)
-    _terms: list[WeightedReward] = field(init=False, repr=False, compare=False)
+    _scorer: Any = field(init=False, repr=False, compare=False)  # workers.rewards.reward_scorer
 
     def __post_init__(self) -> None:
-        answers = [r["answer_column"] for r in self.reward_specs if r.get("name")]
+        answers = answer_paths(self.reward_specs)
         answer = answers[0] if answers else None
         rows = load_rows(self.path, self.split)
         check_rows(rows, self.prompt_column, answers)
@@ -69,7 +73,7 @@ class DatasetTask:
         digest = content_digest(self.path, *([self.eval_path] if self.eval_path else []))
         object.__setattr__(self, "digest", digest[:16])
         object.__setattr__(self, "_split", (train, held_out))
-        object.__setattr__(self, "_terms", build_rewards(self.reward_specs))
+        object.__setattr__(self, "_scorer", reward_scorer(self.reward_specs))
 
     @property
     def exact_expected_reward(self) -> bool:
@@ -88,6 +92,15 @@ class DatasetTask:
         held_out = self._split[1]
         return [held_out[i % len(held_out)] for i in range(min(n, len(held_out)))]
 
+    @property
+    def train_rows(self) -> int:
+        """Rows of the training split (an epoch, for trainer_state)."""
+        return len(self._split[0])
+
+    def close(self) -> None:
+        """Stop the reward process, if the rewards run in one (also done when the task is garbage collected)."""
+        self._scorer.close()
+
     def train_support(self) -> tuple[list[Problem], np.ndarray]:
         train = self._split[0]
         return list(train), np.full(len(train), 1.0 / len(train))
@@ -97,25 +110,24 @@ class DatasetTask:
         problems: list[Problem],
         completions: list[str],
         completion_ids: list[list[int]] | None = None,
-        step: int = 0,
-        max_steps: int = 0,
+        state: TrainerState | None = None,
     ) -> RewardBatch:
-        """Call the reward terms the way TRL does: prompts, completions (as messages for conversational
-        prompts), completion_ids, trainer_state and every other column, one entry per completion.
+        """Call the reward terms the way TRL does (workers.rewards.terms): prompts, completions (as messages
+        for conversational prompts), completion_ids, trainer_state, log_metric, log_extra and every other
+        column, one entry per completion.
 
         Raises:
             workers.rewards.RewardError: a function failed (the message names it).
         """
-        wrapped = [[{"role": "assistant", "content": c}] for c in completions] if self.conversational else list(completions)
-        kwargs: dict[str, Any] = {
-            "prompts": [q.prompt for q in problems],
-            "completions": wrapped,
-            "completion_ids": completion_ids if completion_ids is not None else [[] for _ in completions],
-            "trainer_state": TrainerState(step, max_steps),
-        }
-        for key in problems[0].columns if problems else ():
-            kwargs.setdefault(key, [q.columns.get(key) for q in problems])
-        return compute_rewards(self._terms, kwargs, len(completions))
+        kwargs = trl_kwargs(
+            [q.prompt for q in problems],
+            completions,
+            completion_ids if completion_ids is not None else [[] for _ in completions],
+            [q.columns for q in problems],
+            self.conversational,
+            state,
+        )
+        return self._scorer.score(kwargs, len(completions))
 
     def rewards(
         self,

@@ -1,0 +1,70 @@
+"""Rewards of dataset tasks: the built-ins, users' TRL- and verl-style functions, their weighted sum.
+
+- ``builtin``: exact_match, numeric_match, math_verify (scores of one completion's text);
+- ``terms``: TRL's calling convention (keyword arguments, async, log_metric / log_extra, trainer_state)
+  and the weighted sum of the terms;
+- ``loading``: reward files as real modules, factories, verl's ``compute_score`` convention;
+- ``process``: the child process in whose main thread users' reward code runs.
+
+``reward_scorer(specs)`` is what a task holds: the terms in this process when they are built-ins that
+run anywhere, else in a RewardProcess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workers.rewards.builtin import BUILTIN_REWARDS, exact_match, final_answer, math_verify, math_verify_available, numeric_match
+from workers.rewards.terms import (
+    RewardBatch,
+    RewardError,
+    TrainerState,
+    WeightedReward,
+    compute_rewards,
+    metric_key,
+    trl_kwargs,
+)
+
+
+class InProcessRewards:
+    """Built-in terms that need no process of their own (exact_match, numeric_match), called here."""
+
+    def __init__(self, specs: Sequence[dict[str, Any]]) -> None:
+        from workers.rewards.loading import build_terms
+
+        self.terms = build_terms(specs)
+        self.names = [(t.name, t.key) for t in self.terms]
+
+    def score(self, kwargs: dict[str, Any], n: int) -> RewardBatch:
+        return compute_rewards(self.terms, kwargs, n)
+
+    def close(self) -> None:
+        pass
+
+
+def reward_scorer(specs: Sequence[dict[str, Any]]) -> Any:
+    """InProcessRewards or a RewardProcess for the spec's reward entries (both: ``score(kwargs, n)``, ``names``,
+    ``close()``). Raises RewardError when a term cannot be loaded."""
+    from workers.rewards.process import RewardProcess, needs_process
+
+    return RewardProcess(specs) if needs_process(specs) else InProcessRewards(specs)
+
+
+__all__ = [
+    "BUILTIN_REWARDS",
+    "InProcessRewards",
+    "RewardBatch",
+    "RewardError",
+    "TrainerState",
+    "WeightedReward",
+    "compute_rewards",
+    "exact_match",
+    "final_answer",
+    "math_verify",
+    "math_verify_available",
+    "metric_key",
+    "numeric_match",
+    "reward_scorer",
+    "trl_kwargs",
+]

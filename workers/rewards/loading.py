@@ -1,0 +1,263 @@
+"""Users' reward files as real Python modules, and the spec's reward entries as terms.
+
+``FILE.py:NAME`` imports FILE the way Python imports any module, so that the files people take from
+TRL, open-r1 or verl run unchanged:
+
+- a FILE in a package folder (``__init__.py`` up to some ancestor) is imported by its dotted name with
+  that package's parent first on ``sys.path``: package-relative imports (``from .utils import x``,
+  ``from ..import_utils import y``) and absolute ones of the package work;
+- a FILE in a plain folder is a module of a package made for that folder, so ``from .helpers import f``
+  reads ``helpers.py`` beside it, and the folder is first on ``sys.path``, so ``import helpers`` does too;
+- NAME is any callable attribute of the module (bound by ``def``, ``class``, import or assignment).
+
+The loading process is the reward process of one trial (workers.rewards.process), so a warm worker never
+keeps the first version of an edited file and two sweeps whose files share a module name never see each
+other's; modules made for plain folders are named by the file's content digest besides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from workers.rewards.builtin import text_of
+from workers.rewards.terms import RewardError, WeightedReward, builtin_function, column_values, term_names
+
+# import name -> the distribution that provides it, where the two differ (the hint of a missing package)
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "cv2": "opencv-python",
+    "dotenv": "python-dotenv",
+    "bs4": "beautifulsoup4",
+    "attr": "attrs",
+    "Levenshtein": "levenshtein",
+    "e2b_code_interpreter": "e2b-code-interpreter",
+    "async_lru": "async-lru",
+    "math_verify": "math-verify",
+    "latex2sympy2_extended": "latex2sympy2-extended",
+    "google": "protobuf",
+}
+VERL_GROUND_TRUTH = "reward_model.ground_truth"  # verl's parquet layout (examples/data_preprocess/*.py)
+
+
+def missing_package_hint(e: ModuleNotFoundError) -> str:
+    """`` (pip install NAME on every worker)`` for an import of a module that is not installed; '' otherwise."""
+    if not e.name:
+        return ""
+    top = e.name.split(".")[0]
+    return f" (pip install {DISTRIBUTIONS.get(top, top.replace('_', '-'))} on every Ray worker)"
+
+
+def _package_of(path: Path) -> tuple[Path, list[str]]:
+    """(the folder to put on sys.path, the dotted package path) of a file: the chain of folders with an
+    ``__init__.py`` above it, or (its folder, []) when its folder has none."""
+    root, parts = path.parent, []
+    while (root / "__init__.py").is_file() and root.name.isidentifier():
+        parts.insert(0, root.name)
+        root = root.parent
+    return (root, parts) if parts else (path.parent, [])
+
+
+def _first_on_path(folder: Path) -> None:
+    entry = str(folder)
+    if entry in sys.path:
+        sys.path.remove(entry)
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+
+
+def load_module(file: str | Path) -> types.ModuleType:
+    """Import FILE as a module (see the module docstring for how its imports resolve).
+
+    Raises:
+        OSError: FILE cannot be read.
+        Exception: whatever running FILE raises (SyntaxError, ImportError, ModuleNotFoundError, ...).
+    """
+    path = Path(file).resolve()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    root, package = _package_of(path)
+    _first_on_path(root)
+    if package:
+        top = importlib.import_module(package[0])
+        where = Path(getattr(top, "__file__", None) or "").resolve().parent
+        if where != root / package[0]:  # a module of that name was imported first: Python would use it
+            raise ImportError(
+                f"{path.name} is in package {package[0]!r}, but an installed module of that name ({where}) comes "
+                "first; rename the package folder"
+            )
+        importlib.import_module(".".join(package))  # the package's __init__ files, as Python runs them
+        if path.stem.isidentifier():
+            return importlib.import_module(".".join([*package, path.stem]))
+        parent = ".".join(package)
+    else:  # a package of its own for the plain folder, so that `from .x import y` reads x.py beside FILE
+        parent = f"_groupscale_rewards_{hashlib.sha256(str(root).encode()).hexdigest()[:12]}"
+        if parent not in sys.modules:
+            folder = types.ModuleType(parent)
+            folder.__path__ = [str(root)]
+            sys.modules[parent] = folder
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in path.stem)
+    name = f"{parent}.{safe}" if path.stem.isidentifier() else f"{parent}._{safe}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path.name} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: dataclasses and pickling look the module up
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_function(ref: str) -> Callable[..., Any]:
+    """``FILE.py:NAME`` -> the callable NAME of FILE's module.
+
+    Raises:
+        ValueError: not of the form FILE.py:NAME, or NAME is not a callable of the module (lists those it has).
+        Exception: FILE cannot be read or run (load_module).
+    """
+    file, sep, name = ref.rpartition(":")
+    if not sep or not file.endswith(".py") or not name.isidentifier():
+        raise ValueError(f"reward function {ref!r} is not of the form FILE.py:NAME")
+    module = load_module(file)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_") and not inspect.ismodule(v))
+        what = "defines no" if fn is None else f"has a {type(fn).__name__}, not a"
+        raise ValueError(f"{Path(file).name} {what} callable {name!r}; its callables: {found[:20]}")
+    return fn
+
+
+def verl_scorer(compute_score: Callable[..., Any], ground_truth: str, reward_kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """verl's ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)`` as a
+    TRL-style term: called once per completion with the completion's text, the row's ``data_source`` and
+    ``extra_info`` columns and the value at ``ground_truth`` (a dotted path), plus ``reward_kwargs`` (verl's
+    ``custom_reward_function.reward_kwargs``). Arguments the function does not accept are not passed (so
+    verl's per-dataset scorers, ``gsm8k.compute_score(solution_str, ground_truth)``, work too). A result is a
+    float or verl's dict with ``score``; the dict's other keys become ``log_extra`` columns.
+
+    Source: verl, ``NaiveRewardManager.__call__`` (verl/workers/reward_manager/naive.py) and
+    ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py).
+    """
+    params = inspect.signature(compute_score).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+    def accepted(kwargs: dict[str, Any]) -> dict[str, Any]:
+        return kwargs if takes_any else {k: v for k, v in kwargs.items() if k in params}
+
+    def score_all(completions: list[Any], log_extra: Callable[[str, list], None], **columns: Any) -> Any:
+        n = len(completions)
+        truths = column_values(columns, ground_truth, n)
+        sources = columns.get("data_source") or [None] * n
+        infos = columns.get("extra_info") or [None] * n
+        calls = [
+            accepted(
+                {
+                    "data_source": sources[i],
+                    "solution_str": text_of(completions[i]),
+                    "ground_truth": truths[i],
+                    "extra_info": dict(infos[i]) if isinstance(infos[i], dict) else infos[i],
+                    **reward_kwargs,
+                }
+            )
+            for i in range(n)
+        ]
+        results = [compute_score(**kw) for kw in calls]
+        if any(inspect.isawaitable(r) for r in results):
+            return _await_all(results, log_extra)
+        return _scores(results, log_extra)
+
+    score_all.__name__ = getattr(compute_score, "__name__", "compute_score")
+    return score_all
+
+
+async def _await_all(results: list[Any], log_extra: Callable[[str, list], None]) -> list[float | None]:
+    import asyncio
+
+    done = await asyncio.gather(*(r if inspect.isawaitable(r) else _ready(r) for r in results))
+    return _scores(list(done), log_extra)
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def _scores(results: list[Any], log_extra: Callable[[str, list], None]) -> list[float | None]:
+    """verl results (floats, or dicts with ``score`` and other keys) -> the scores; other keys -> log_extra."""
+    if not any(isinstance(r, dict) for r in results):
+        return results
+    for r in results:
+        if isinstance(r, dict) and "score" not in r:
+            raise ValueError(f"a verl scorer's dict needs a 'score' key; got keys {sorted(r)[:10]}")
+    keys = dict.fromkeys(k for r in results if isinstance(r, dict) for k in r if k != "score")
+    for key in keys:
+        log_extra(key, [r.get(key) if isinstance(r, dict) else None for r in results])
+    return [r["score"] if isinstance(r, dict) else r for r in results]
+
+
+def answer_paths(specs: Sequence[dict[str, Any]]) -> list[str]:
+    """The columns (or dotted paths) the entries read answers from: built-ins' answer_column (default
+    ``answer``) and verl scorers' ground truth (default ``reward_model.ground_truth``)."""
+    paths = []
+    for spec in specs:
+        if spec.get("name"):
+            paths.append(spec.get("answer_column") or "answer")
+        elif spec.get("convention") == "verl":
+            paths.append(spec.get("answer_column") or VERL_GROUND_TRUTH)
+    return paths
+
+
+def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
+    """Spec entries -> terms: ``{function: FILE.py:NAME, kwargs?, convention?, answer_column?, weight}`` or a
+    built-in ``{name, answer_column?, weight}``. With ``convention: trl`` (the default) and ``kwargs``, NAME is a
+    factory called once as ``NAME(**kwargs)``; with ``convention: verl`` NAME is verl's compute_score and
+    kwargs are its reward_kwargs (verl_scorer).
+
+    Raises:
+        RewardError: a function cannot be loaded, or its factory fails (the message names it and, for a
+            missing package, the pip command; ``index`` is the entry's position).
+        ValueError: an unknown built-in name.
+    """
+    terms = []
+    for i, (spec, (name, key)) in enumerate(zip(specs, term_names(specs))):
+        weight = float(spec.get("weight", 1.0))
+        if not spec.get("function"):
+            terms.append(WeightedReward(name, key, weight, builtin_function(spec["name"], spec.get("answer_column") or "answer")))
+            continue
+        try:
+            fn = load_function(spec["function"])
+        except ModuleNotFoundError as e:
+            raise RewardError(
+                f"reward function {name} could not be loaded: {type(e).__name__}: {e}{missing_package_hint(e)}", i
+            ) from e
+        except Exception as e:  # noqa: BLE001 - user code: any failure is reported with its name
+            raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}", i) from e
+        kwargs = dict(spec.get("kwargs") or {})
+        if spec.get("convention") == "verl":
+            fn = verl_scorer(fn, spec.get("answer_column") or VERL_GROUND_TRUTH, kwargs)
+        elif spec.get("kwargs") is not None:
+            fn = _from_factory(fn, kwargs, name, i)
+        terms.append(WeightedReward(name, key, weight, fn))
+    return terms
+
+
+def _from_factory(factory: Callable[..., Any], kwargs: dict[str, Any], name: str, index: int) -> Callable[..., Any]:
+    try:
+        fn = factory(**kwargs)
+    except Exception as e:  # noqa: BLE001 - user code
+        raise RewardError(f"reward factory {name}(**kwargs) raised {type(e).__name__}: {str(e)[:300]}", index) from e
+    if not callable(fn):
+        raise RewardError(f"reward factory {name}(**kwargs) returned a {type(fn).__name__}, not a reward function", index)
+    return fn
