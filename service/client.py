@@ -19,6 +19,9 @@ class ApiError(RuntimeError):
         self.status, self.detail, self.is_json, self.url = status, detail, is_json, url
 
 
+CHECKED_POST_S = 90.0  # a submit, probe or extend: the server checks the rewards on the cluster (up to 60 s) first
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0) -> None:
         self.url = (url or os.environ.get("GROUPSCALE_URL") or DEFAULT_URL).rstrip("/")
@@ -43,7 +46,7 @@ class Client:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         for attempt in range(attempts if idempotency_key else 1):
             try:
-                return self._call("POST", "/v1/sweeps", json=spec, headers=headers)
+                return self._call("POST", "/v1/sweeps", json=spec, headers=headers, timeout=CHECKED_POST_S)
             except httpx.TransportError:
                 if attempt == attempts - 1 or not idempotency_key:
                     raise
@@ -60,7 +63,8 @@ class Client:
         return self._call("DELETE", f"/v1/sweeps/{sweep_id}", params={"purge": "true"})
 
     def extend(self, sweep_id: str, group_sizes: list[int], seeds: list[int]) -> dict:
-        return self._call("POST", f"/v1/sweeps/{sweep_id}/extend", json={"group_sizes": group_sizes, "seeds": seeds})
+        body = {"group_sizes": group_sizes, "seeds": seeds}
+        return self._call("POST", f"/v1/sweeps/{sweep_id}/extend", json=body, timeout=CHECKED_POST_S)
 
     def trials(self, sweep_id: str) -> list[dict]:
         return self._call("GET", f"/v1/sweeps/{sweep_id}/trials")
@@ -78,7 +82,7 @@ class Client:
         return self._call("GET", "/v1/recommendations", params=params)
 
     def probe(self, spec: dict) -> dict:
-        return self._call("POST", "/v1/probes", json=spec)
+        return self._call("POST", "/v1/probes", json=spec, timeout=CHECKED_POST_S)
 
     def get_probe(self, probe_id: str) -> dict:
         return self._call("GET", f"/v1/probes/{probe_id}")

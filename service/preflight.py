@@ -91,7 +91,7 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
     if task.name != "dataset" or not needs_process([r.model_dump() for r in task.rewards]):
         return
     try:
-        failure = run_task(check_rewards_task, (task.model_dump(), REWARD_CHECK_S - 5), REWARD_CHECK_S)
+        failure = run_task(check_rewards_task, (task.model_dump(), REWARD_CHECK_S - 5, spec.steps), REWARD_CHECK_S)
     except TimeoutError:
         raise SpecError(
             ("task", "rewards"),
@@ -121,7 +121,7 @@ def with_server_paths(spec: SweepSpec, settings: Settings) -> SweepSpec:
     for r in task.rewards:
         file, _, name = (r.function or "").rpartition(":")
         relative = bool(file) and not Path(file).expanduser().is_absolute()
-        rewards.append(r.model_copy(update={"function": f"{root.expanduser() / file}:{name}"}) if relative else r)
+        rewards.append(r.model_copy(update={"function": f"{root.expanduser().resolve() / file}:{name}"}) if relative else r)
     return spec.model_copy(update={"task": task.model_copy(update={"rewards": rewards})})
 
 

@@ -56,7 +56,7 @@ PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward c
 PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_ids (lengths)
 
 
-def check_rewards_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 1) -> dict[str, Any] | None:
     """Import a dataset task's reward functions and call each on the first two rows of its data with placeholder
     completions, in a reward process (workers.rewards.process), as a trial would: run at submit on a Ray worker,
     where user code may run.
@@ -64,13 +64,14 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any]
     Args:
         task: the DatasetTaskSpec's fields.
         timeout_s: how long the loading and the calls may take together.
+        max_steps: the trials' T, for ``trainer_state`` (the check is a trial's first batch: global_step 0).
     Returns:
         None when every reward loads and returns one number (or None) per completion; else ``{"index": i or None,
         "message": ...}`` naming the reward and the cause (an import error with the pip command of a missing
         package, a factory's error, a wrong signature, a wrong return shape, a timeout).
     """
     from workers.data import DatasetError, is_conversational, load_rows
-    from workers.rewards import RewardError, trl_kwargs
+    from workers.rewards import RewardError, TrainerState, trl_kwargs
     from workers.rewards.process import RewardProcess, RewardTimeout
 
     start = time.monotonic()
@@ -86,6 +87,7 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any]
         [PLACEHOLDER_IDS] * len(rows),
         [{k: v for k, v in row.items() if k != column} for row in rows],
         is_conversational(prompts[0]),
+        TrainerState(global_step=0, max_steps=max_steps),
     )
     try:
         process = RewardProcess(task["rewards"], timeout_s=timeout_s)

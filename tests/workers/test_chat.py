@@ -159,6 +159,7 @@ def test_sampling_ignores_the_sampling_fields_of_the_models_generation_config(tm
             num_attention_heads=2,
             num_key_value_heads=2,
             max_position_embeddings=128,
+            initializer_range=1.0,  # logits far from uniform, so that a repetition penalty changes the draws
         )
     )
     im_end = tok.convert_tokens_to_ids(IM_END)
