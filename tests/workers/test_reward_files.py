@@ -243,3 +243,11 @@ def test_a_copied_package_does_not_hide_behind_an_installed_one(tmp_path):
     with pytest.raises(RewardError, match=r"r.py is in package 'numpy', but an installed module of that name"):
         RewardProcess([{"function": f"{tmp_path / 'numpy/r.py'}:r"}])
     shutil.rmtree(tmp_path / "numpy")
+
+
+def test_a_file_taken_out_of_its_package_says_to_keep_it_in_the_package(tmp_path):
+    """TRL's accuracy_rewards.py copied alone: ``from ..import_utils`` cannot resolve; the message says what to do."""
+    shutil.copy(REWARDS / "mathpkg/rewards/accuracy.py", tmp_path / "accuracy.py")
+    with pytest.raises(RewardError, match=r"ImportError: attempted relative import beyond top-level package; the file "
+                       r"imports package-relatively .* keep it in its package folder"):  # fmt: skip
+        RewardProcess([{"function": f"{tmp_path / 'accuracy.py'}:accuracy_reward"}])

@@ -46,7 +46,11 @@ DISTRIBUTIONS = {
     "latex2sympy2_extended": "latex2sympy2-extended",
     "google": "protobuf",
 }
-VERL_GROUND_TRUTH = "reward_model.ground_truth"  # verl's parquet layout (examples/data_preprocess/*.py)
+VERL_GROUND_TRUTH = "reward_model.ground_truth"
+RELATIVE_IMPORT_HINT = (
+    "; the file imports package-relatively (from .. import): keep it in its package folder, with the package's "
+    "__init__.py files and the modules it imports, under the reward root (e.g. a checkout's trl/ or open_r1/)"
+)  # verl's parquet layout (examples/data_preprocess/*.py)
 
 
 def missing_package_hint(e: ModuleNotFoundError) -> str:
@@ -243,7 +247,8 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
                 f"reward function {name} could not be loaded: {type(e).__name__}: {e}{missing_package_hint(e)}", i
             ) from e
         except Exception as e:  # noqa: BLE001 - user code: any failure is reported with its name
-            raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}", i) from e
+            hint = RELATIVE_IMPORT_HINT if isinstance(e, ImportError) and "relative import" in str(e) else ""
+            raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}{hint}", i) from e
         kwargs = dict(spec.get("kwargs") or {})
         if spec.get("convention") == "verl":
             fn = verl_scorer(fn, spec.get("answer_column") or VERL_GROUND_TRUTH, kwargs)
