@@ -147,21 +147,13 @@ def test_sampling_ignores_the_sampling_fields_of_the_models_generation_config(tm
     sampling fields) samples the same completions, at the same seed, as the folder without them; the fields it
     ignored are listed, and its stop ids still come from it."""
     from workers.models.loading import load_lm
+    from workers.models.presets import tiny_llama
 
     tok = build_chat_tokenizer(CORPUS, 300)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            initializer_range=1.0,  # logits far from uniform, so that a repetition penalty changes the draws
-        )
-    )
+    model = tiny_llama(tok, 0)
+    with torch.no_grad():  # logits far from uniform, so that a repetition penalty changes the draws
+        for p in model.parameters():
+            p.normal_(0.0, 1.0)
     im_end = tok.convert_tokens_to_ids(IM_END)
     plain, shipped = tmp_path / "plain", tmp_path / "shipped"
     for folder, extra in (
