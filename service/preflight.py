@@ -59,6 +59,24 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
         check_dataset_task(spec.task, settings)
     if spec.model.path is not None:
         check_model_folder(spec.model.path, settings.model_root)
+    if spec.engine == "trl":
+        check_trl_recipe(spec)
+
+
+def check_trl_recipe(spec: SweepSpec) -> None:
+    """engine trl: every trl: field is a field of the installed TRL's GRPOConfig, with a value its parser reads
+    (workers.trl_engine.coerce); TRL must be installed here and on the workers."""
+    try:
+        from workers.trl_engine import coerce
+    except ImportError as e:
+        raise SpecError(
+            ("engine",), f"engine trl needs TRL on the controller and the workers (pip install 'groupscale[trl]'): {e}"
+        ) from None
+    try:
+        coerce(spec.trl_recipe)
+    except ValueError as e:
+        field = str(e).split(":", 1)[0].removeprefix("trl.")
+        raise SpecError(("trl", field), str(e)) from None
 
 
 def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], what: str, variable: str) -> Path:

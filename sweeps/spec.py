@@ -46,6 +46,7 @@ TEMPLATE_ARGUMENTS = (
 )
 
 MAX_GROUP_SIZE = 4096
+MAX_COMPLETION_TOKENS = 1 << 17  # reasoning recipes ask for 8192 to 32768 tokens and more
 MAX_SAMPLES_PER_STEP = 1 << 20
 
 
@@ -179,6 +180,17 @@ class DatasetTaskSpec(_Strict):
 TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec | DatasetTaskSpec, Field(discriminator="name")]
 
 
+class LoraSpec(_Strict):
+    """``model.lora``: train a LoRA adapter instead of every weight (peft's LoraConfig; both engines)."""
+
+    r: int = Field(16, ge=1, le=4096, description="the adapter's rank")
+    alpha: float = Field(32.0, gt=0, le=1e6, description="lora_alpha: the update is scaled by alpha / r")
+    dropout: float = Field(0.05, ge=0, lt=1, description="lora_dropout")
+    target_modules: list[Annotated[str, Field(min_length=1, max_length=256)]] | Literal["all-linear"] = Field(
+        "all-linear", description="module names to adapt (q_proj, v_proj, ...), or all-linear"
+    )
+
+
 class ModelSpec(_Strict):
     """Either a built-in preset (tiny, built from a transformers config) or a local HF folder."""
 
@@ -191,6 +203,7 @@ class ModelSpec(_Strict):
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flex_attention"] | None = Field(
         None, description="passed to from_pretrained (default: transformers' choice)"
     )
+    lora: LoraSpec | None = Field(None, description="train a LoRA adapter (r, alpha, dropout, target_modules)")
     chat_template_kwargs: dict[str, Any] | None = Field(
         None,
         description="extra variables of the chat template wherever prompts are rendered (training, eval, probe), "
@@ -286,7 +299,7 @@ class GRPOSpec(_Strict):
     optimizer: Literal["adamw", "sgd"] = "adamw"
     lr: float = Field(2e-4, gt=0, le=1000.0, description="learning rate")
     temperature: float = Field(1.0, gt=0, le=10.0, description="sampling temperature; G > 1 needs > 0")
-    max_new_tokens: int = Field(4, ge=1, le=4096, description="completion length cap (tokens)")
+    max_new_tokens: int = Field(4, ge=1, le=MAX_COMPLETION_TOKENS, description="completion length cap (tokens)")
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     clip_eps_high: float | None = Field(None, gt=0, le=10, description="upper clip epsilon (DAPO clip-higher); default clip_eps")
     reward_scale: float = Field(1.0, gt=0, le=1e6, description="rewards are multiplied by this before advantages")
@@ -346,8 +359,9 @@ class ProbeSpec(_Strict):
     projection_dim: int = Field(512, ge=8, le=65_536, description="score vectors are sketched to this size when larger")
     parameters: str = Field(
         "all",
-        pattern=r"^(all|lm_head|last_layers:[1-9][0-9]{0,3})$",
-        description="scores over: all, lm_head, or last_layers:K (the last K layers, the final norm, the LM head)",
+        pattern=r"^(all|lm_head|lora|last_layers:[1-9][0-9]{0,3})$",
+        description="scores over: all, lm_head, lora (the adapter of model.lora), or last_layers:K (the last K layers, "
+        "the final norm, the LM head)",
     )
     seed: int = Field(0, ge=0, le=2**31 - 1)
     every: int | None = Field(
@@ -439,6 +453,14 @@ class SweepSpec(_Strict):
     mode: Literal["grid", "adaptive"] = "grid"
     adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     tune_lr: TuneLRSpec | None = None
+    engine: Literal["groupscale", "trl"] = Field(
+        "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
+    )
+    trl: dict[str, Any] | None = Field(
+        None,
+        description="engine trl: GRPOConfig fields, passed to TRL as they are but for what a sweep sets (num_generations, "
+        "the batch settings of B, max_steps, seed, output_dir, logging, saving)",
+    )
 
     @field_validator("model")
     @classmethod
@@ -525,6 +547,44 @@ class SweepSpec(_Strict):
                     f"budget{'s' if n > 1 else ''} = {k * n} trials); allowed: at least {k * n}"
                 )
         return v
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> SweepSpec:
+        if self.trl is not None and self.engine != "trl":
+            raise ValueError(
+                "trl: holds GRPOConfig fields for engine trl; set engine: trl, or put groupscale's settings in grpo:"
+            )
+        if self.model.lora is not None and self.model.preset == "tabular":
+            raise ValueError("model.lora adapts a language model; the tabular policy of task bandit has no layers to adapt")
+        if self.probe.parameters == "lora" and self.model.lora is None:
+            raise ValueError("probe.parameters lora takes scores over the adapter: set model.lora")
+        if self.engine != "trl":
+            return self
+        refused = [
+            (self.task.name == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
+            (self.measure.kind != "outcome", f"measure.kind {self.measure.kind} (it measures groupscale's own estimator)"),
+            (self.tune_lr is not None, "tune_lr (set learning_rate in trl:)"),
+            (bool(self.grpo.model_fields_set), f"grpo: {sorted(self.grpo.model_fields_set)} (TRL reads trl:, in TRL's names)"),
+        ]
+        for bad, what in refused:
+            if bad:
+                raise ValueError(f"engine trl does not take {what}")
+        from sweeps.trl_steps import structure_for
+
+        for b in self.samples_per_step:
+            structure_for(self.trl or {}, b)  # a ValueError names the field and the allowed budgets
+        return self
+
+    @property
+    def one_process_per_trial(self) -> bool:
+        """Trials that vLLM generates for run in a worker process of their own (vLLM does not give GPU memory back
+        inside a process), so no warm worker takes the next one."""
+        return self.engine == "trl" and str(self.trl_recipe.get("use_vllm", False)).lower() == "true"
+
+    @property
+    def trl_recipe(self) -> dict[str, Any]:
+        """The trl: section (empty for TRL's defaults)."""
+        return dict(self.trl or {})
 
     def with_paths_from(self, base: Path) -> SweepSpec:
         """The spec with relative file paths (task data, reward files found there, model folder) made absolute

@@ -16,6 +16,7 @@ from workers import algos
 from workers.config import TrialConfig
 from workers.models.base import Policy
 from workers.models.loading import load_policy
+from workers.models.lora import add_lora
 from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
@@ -23,13 +24,15 @@ from workers.tasks.base import completion_ids_of
 
 
 def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
-    """Seed everything from cfg.seed, build the task and load the policy."""
+    """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora)."""
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
+    if cfg.model.get("lora") and cfg.engine == "groupscale":  # the TRL engine hands TRL a peft_config instead
+        policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)
     if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -42,6 +42,8 @@ class TrialConfig:
     checkpoint_every: int = 0  # steps; 0 disables
     device: str = "cpu"  # or cuda (bf16 autocast)
     num_threads: int = 1
+    engine: str = "groupscale"  # or trl: TRL's GRPOTrainer on the recipe ``trl`` (workers.trl_engine)
+    trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig fields of engine trl
 
     @property
     def prompts_per_step(self) -> int:  # N
@@ -92,7 +94,7 @@ class TrialConfig:
             samples_per_step=plan.samples_per_step,
             seed=plan.seed,
             steps=spec.steps,
-            grpo=spec.grpo if lr is None else spec.grpo.model_copy(update={"lr": lr}),
+            grpo=_grpo(spec, lr),
             eval_prompts=spec.eval.prompts,
             eval_samples_per_prompt=spec.eval.samples_per_prompt,
             eval_batch_size=spec.eval.batch_size,
@@ -106,7 +108,23 @@ class TrialConfig:
             checkpoint_every=spec.checkpoint_every,
             device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
             num_threads=max(1, int(spec.resources.cpus_per_trial)),
+            engine=spec.engine,
+            trl=spec.trl_recipe,
         )
+
+
+TRL_SAMPLING_DEFAULTS = {"max_completion_length": 256, "temperature": 1.0}  # GRPOConfig's defaults
+
+
+def _grpo(spec: SweepSpec, lr: float | None) -> GRPOSpec:
+    """The trial's GRPO settings: the spec's (with a tuned ``lr``); under engine trl, the held-out eval samples as the
+    recipe does (its max_completion_length and temperature, TRL's defaults when it sets none)."""
+    if spec.engine == "trl":
+        recipe = {**TRL_SAMPLING_DEFAULTS, **spec.trl_recipe}
+        return spec.grpo.model_copy(
+            update={"max_new_tokens": int(recipe["max_completion_length"]), "temperature": float(recipe["temperature"])}
+        )
+    return spec.grpo if lr is None else spec.grpo.model_copy(update={"lr": lr})
 
 
 @dataclass

@@ -18,6 +18,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from workers.head import head_stats
+from workers.models.lora import transformer_body
 
 
 @dataclass
@@ -224,7 +225,7 @@ def _completion_hidden(model: PreTrainedModel, rollout: Rollout) -> torch.Tensor
     """(S, L, H) last hidden states at the positions whose next token is a completion token."""
     ids, att = rollout.input_ids, rollout.attention_mask
     p, g = rollout.prompt_len, rollout.group_size
-    body = model.base_model
+    body = transformer_body(model)
     if g > 1 and p > 0 and not getattr(model, "is_gradient_checkpointing", False):
         return _shared_prefix_hidden(body, model, ids, att, p, g)
     out = body(inputs_embeds=_embeddings(model, ids, att), attention_mask=att, position_ids=position_ids_from_mask(att))

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 import torch
 
+from workers.models.lora import LORA_MARK
 from workers.rollout import Rollout, _completion_hidden
 
 
@@ -34,8 +35,9 @@ def _is_rms_norm(module: torch.nn.Module) -> bool:
 
 
 def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Parameter]:
-    """``probe.parameters``: ``all``, ``lm_head`` (the output embedding, tied or not) or ``last_layers:K``
-    (the last K decoder layers, the final norm and the LM head).
+    """``probe.parameters``: ``all`` (every trainable parameter: the adapter alone under LoRA), ``lm_head`` (the
+    output embedding, tied or not), ``lora`` (the LoRA adapter) or ``last_layers:K`` (the last K decoder layers,
+    the final norm and the LM head).
 
     Raises:
         ValueError: an unknown choice, or K outside 1..number of layers.
@@ -43,6 +45,11 @@ def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Param
     params = [p for p in model.parameters() if p.requires_grad]
     if which == "all":
         return params
+    if which == "lora":
+        adapter = [p for name, p in model.named_parameters() if LORA_MARK in name and p.requires_grad]
+        if not adapter:
+            raise ValueError("probe.parameters lora needs a model with a LoRA adapter (model.lora)")
+        return adapter
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if which == "lm_head":
         if head is None:
@@ -58,7 +65,7 @@ def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Param
         chosen |= {id(p) for name, p in model.named_parameters() if name.endswith("norm.weight") and "layers." not in name}
         chosen.add(id(head.weight))
         return [p for p in params if id(p) in chosen]
-    raise ValueError(f"unknown probe.parameters {which!r}; valid: all, lm_head, last_layers:K")
+    raise ValueError(f"unknown probe.parameters {which!r}; valid: all, lm_head, lora, last_layers:K")
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from workers.batch import Batch, sample_batch, score_completions, setup, trainer
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import Report, TrialConfig, TrialResult
 from workers.models.base import Policy
+from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
 from workers.probe import probe_policy
 from workers.rewards import RewardError
 from workers.tasks import Problem, Task
@@ -282,7 +283,7 @@ def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np
         ref.module.requires_grad_(False).eval()
     model = policy.module
     model.train()
-    opt = make_optimizer(cfg.grpo.optimizer, model.parameters(), cfg.grpo.lr)
+    opt = make_optimizer(cfg.grpo.optimizer, [p for p in model.parameters() if p.requires_grad], cfg.grpo.lr)
     counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
     history: list[dict] = []  # the reported step metrics: trainer_state.log_history of reward functions
     ignored = getattr(policy, "ignored_generation_config", None)
@@ -297,9 +298,9 @@ def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np
         except torch.OutOfMemoryError:
             return TrialResult("failed", reason=_oom_reason(cfg, 0, "the evaluation"))
         first = 1
-        report({f"{k}_initial": v for k, v in initial.items()}, 0)
+        report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(model), 0)
     else:
-        model.load_state_dict(ckpt["model"])
+        load_trainable_state(model, ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])
         rng.bit_generator.state = ckpt["numpy_rng"]
@@ -370,7 +371,7 @@ def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np
                 cfg.checkpoint_dir,
                 {
                     "step": step,
-                    "model": model.state_dict(),
+                    "model": trainable_state(model),  # the adapter alone under LoRA
                     "optimizer": opt.state_dict(),
                     "torch_rng": torch.get_rng_state(),
                     "numpy_rng": rng.bit_generator.state,

@@ -123,7 +123,9 @@ class TrialJob:
         """Store the trial's result and end its run. A worker that died more often than Ray restarts it
         (its restarts count over every trial it ran) sends the trial back to pending, to resume from its
         checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
-        if outcome.died:  # its worker is gone for good (Ray's restarts used up): never handed another trial
+        with ctx.store.read() as s:
+            fresh = ctx.store.spec(s.get(Trial, work.id).sweep).one_process_per_trial
+        if outcome.died or fresh:  # gone for good (Ray's restarts used up), or vLLM's GPU memory: never reused
             ctx.backend.kill_trial(trial_actor_name(work.id))
         else:
             ctx.backend.release_trial(trial_actor_name(work.id))  # its worker stays warm for the next trial

@@ -1,0 +1,121 @@
+"""How TRL's GRPOTrainer splits a generation batch of B completions into optimizer steps, and the settings that give a
+recipe's step structure at another B or on another number of processes.
+
+TRL 1.16 (``GRPOConfig.__post_init__``): a generation batch holds ``generation_batch_size`` completions
+= ``per_device_train_batch_size`` x processes x ``steps_per_generation``; each of its ``steps_per_generation``
+micro-steps feeds one ``per_device_train_batch_size`` batch per process, and ``gradient_accumulation_steps``
+micro-steps make one optimizer step. So one generation gives ``steps_per_generation / gradient_accumulation_steps``
+optimizer steps, each over B / that many completions, and ``num_iterations`` passes repeat them. A recipe that
+sets neither ``generation_batch_size`` nor ``steps_per_generation`` gets ``steps_per_generation`` =
+``gradient_accumulation_steps``: one on-policy optimizer step per generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TRL_PER_DEVICE_DEFAULT = 8  # GRPOConfig.per_device_train_batch_size
+
+
+@dataclass(frozen=True)
+class StepStructure:
+    """One generation batch of ``generation_batch_size`` completions as TRL trains on it.
+
+    optimizer_steps_per_generation: k, optimizer steps each generation batch feeds (per pass);
+    num_iterations: passes over each generation batch (TRL's mu); the other fields are GRPOConfig's.
+    """
+
+    generation_batch_size: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    num_processes: int
+    optimizer_steps_per_generation: int
+    num_iterations: int = 1
+
+    @property
+    def steps_per_generation(self) -> int:
+        return self.optimizer_steps_per_generation * self.gradient_accumulation_steps
+
+    @property
+    def completions_per_optimizer_step(self) -> int:
+        return self.generation_batch_size // self.optimizer_steps_per_generation
+
+    def config(self) -> dict[str, int]:
+        """The GRPOConfig fields that give this structure (steps_per_generation follows from them in TRL)."""
+        return {
+            "generation_batch_size": self.generation_batch_size,
+            "per_device_train_batch_size": self.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+        }
+
+    def describe(self) -> str:
+        passes = f", {self.num_iterations} passes" if self.num_iterations > 1 else ""
+        return (
+            f"each generation of {self.generation_batch_size} completions feeds {self.optimizer_steps_per_generation} "
+            f"optimizer step(s) of {self.completions_per_optimizer_step}{passes} (per_device_train_batch_size "
+            f"{self.per_device_train_batch_size} x {self.num_processes} process(es) x gradient_accumulation_steps "
+            f"{self.gradient_accumulation_steps})"
+        )
+
+
+def _int(recipe: dict[str, Any], key: str, default: int | None) -> int | None:
+    value = recipe.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or int(float(value)) != float(value):
+        raise ValueError(f"trl.{key}: {value!r} is not a whole number")
+    return int(float(value))
+
+
+def recipe_structure(recipe: dict[str, Any], num_processes: int = 1) -> StepStructure:
+    """The step structure a TRL recipe (GRPOConfig fields) has on ``num_processes`` processes, with TRL's defaults.
+
+    Raises:
+        ValueError: TRL would refuse the recipe (both generation_batch_size and steps_per_generation, a generation
+            batch that is not a whole number of global batches), or steps_per_generation is not a multiple of
+            gradient_accumulation_steps.
+    """
+    per_device = _int(recipe, "per_device_train_batch_size", TRL_PER_DEVICE_DEFAULT) or TRL_PER_DEVICE_DEFAULT
+    accumulation = _int(recipe, "gradient_accumulation_steps", 1) or 1
+    gbs, spg = _int(recipe, "generation_batch_size", None), _int(recipe, "steps_per_generation", None)
+    global_batch = per_device * num_processes
+    if gbs is not None and spg is not None:
+        raise ValueError("trl: generation_batch_size and steps_per_generation cannot both be set (TRL refuses it)")
+    if gbs is not None:
+        if gbs % global_batch:
+            raise ValueError(f"trl.generation_batch_size ({gbs}) must be divisible by the global batch size ({global_batch})")
+        spg = gbs // global_batch
+    spg = accumulation if spg is None else spg
+    if spg % accumulation:
+        raise ValueError(
+            f"trl.steps_per_generation ({spg}) is not a multiple of gradient_accumulation_steps ({accumulation}): a "
+            "generation batch would end inside an optimizer step"
+        )
+    return StepStructure(
+        global_batch * spg, per_device, accumulation, num_processes, spg // accumulation, _int(recipe, "num_iterations", 1) or 1
+    )
+
+
+def structure_for(recipe: dict[str, Any], samples_per_step: int, num_processes: int = 1) -> StepStructure:
+    """The recipe's optimizer steps per generation (k) and passes, at a generation batch of B = ``samples_per_step``
+    completions on ``num_processes`` processes: per-device batch and accumulation are chosen so that each of the k
+    optimizer steps takes B / k completions, with the recipe's per-device batch where it divides them (memory),
+    else the largest one below it that does.
+
+    Raises:
+        ValueError: the recipe is refused (recipe_structure), or B / k is not a whole number of completions per
+            process.
+    """
+    k = recipe_structure(recipe, 1).optimizer_steps_per_generation
+    step = samples_per_step / k / num_processes  # completions per process per optimizer step
+    if step != int(step):
+        raise ValueError(
+            f"samples_per_step {samples_per_step} cannot feed the recipe's {k} optimizer step(s) per generation on "
+            f"{num_processes} process(es): allowed, multiples of {k * num_processes}"
+        )
+    wanted = _int(recipe, "per_device_train_batch_size", int(step)) or int(step)
+    per_device = max(d for d in range(1, min(wanted, int(step)) + 1) if int(step) % d == 0)
+    return StepStructure(
+        samples_per_step, per_device, int(step) // per_device, num_processes, k, _int(recipe, "num_iterations", 1) or 1
+    )

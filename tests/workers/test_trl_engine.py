@@ -1,0 +1,182 @@
+"""``engine: trl``: trials trained by TRL's own GRPOTrainer on chat-tiny, in a thread as on a warm Ray worker, measured as
+every trial is (TRL's per-step metrics under TRL's names, groupscale's held-out gap, checkpoints and resume, LoRA)."""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.user_material import REWARDS, word_problem_rows, write_parquet
+from workers.config import TrialConfig, TrialResult
+from workers.models.presets import preset_path
+from workers.trl_engine import coerce, train_trial_trl, trl_arguments
+
+TRL_NAMES = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "entropy",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "clip_ratio/low_mean",
+    "step_time",
+)
+RECIPE = {"learning_rate": "3e-4", "max_completion_length": 24, "beta": 0.0, "loss_type": "dapo", "lr_scheduler_type": "constant"}
+
+
+class Recorder:
+    def __init__(self, die_at: int | None = None) -> None:
+        self.steps: dict[int, dict[str, float]] = {}
+        self.table: list[dict] = []
+        self.die_at = die_at
+
+    def __call__(self, metrics: dict[str, float], step: int) -> None:
+        if self.die_at is not None and step == self.die_at and "loss" in metrics:
+            raise KeyboardInterrupt  # a worker killed mid-trial (nothing in the trainer catches it)
+        self.steps.setdefault(step, {}).update(metrics)
+
+    def log_table(self, rows: list[dict]) -> None:
+        self.table = rows
+
+
+def _run(cfg: TrialConfig, report: Recorder) -> TrialResult | BaseException:
+    out: list = []
+
+    def target() -> None:
+        try:
+            out.append(train_trial_trl(cfg, report))
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.append(e)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+@pytest.fixture(scope="module")
+def chat(model_cache, tmp_path_factory):
+    data = write_parquet(word_problem_rows(60), tmp_path_factory.mktemp("data") / "train.parquet")
+    return preset_path("chat-tiny", None, model_cache), data
+
+
+def _config(chat, tmp_path, **over) -> TrialConfig:
+    folder, data = chat
+    base = dict(
+        task={
+            "name": "dataset",
+            "path": str(data),
+            "rewards": [
+                {"function": f"{REWARDS / 'mathpkg/rewards/accuracy.py'}:accuracy_reward"},
+                {"name": "numeric_match", "answer_column": "solution", "weight": 0.5},
+            ],
+        },
+        model={"path": str(folder)},
+        group_size=2,
+        samples_per_step=8,
+        seed=0,
+        steps=4,
+        eval_prompts=8,
+        eval_samples_per_prompt=2,
+        cache_dir=str(tmp_path),
+        engine="trl",
+        trl=RECIPE,
+        max_new_tokens=24,
+    )
+    return TrialConfig.flat(**{**base, **over})
+
+
+def test_the_recipe_reaches_trl_unchanged_but_for_what_a_sweep_sets(tmp_path):
+    recipe = {
+        **RECIPE,
+        "num_generations": 14,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "steps_per_generation": 4,
+        "max_steps": 500,
+        "report_to": "wandb",
+        "weight_decay": "0.1",
+        "bf16": "true",
+    }
+    cfg = TrialConfig.flat(
+        task={"name": "arithmetic"},
+        model={"preset": "tiny-llama"},
+        group_size=4,
+        samples_per_step=32,
+        seed=3,
+        steps=7,
+        cache_dir=str(tmp_path),
+        engine="trl",
+        trl=recipe,
+    )
+    args = trl_arguments(cfg)
+    assert (
+        args["learning_rate"] == 3e-4 and args["weight_decay"] == 0.1 and args["loss_type"] == "dapo"
+    )  # strings read as TRL reads them
+    assert (args["num_generations"], args["generation_batch_size"], args["max_steps"], args["seed"]) == (4, 32, 7, 3)
+    assert args["report_to"] == "none" and args["logging_steps"] == 1 and "steps_per_generation" not in args
+    # the recipe's 2 optimizer steps per generation (steps_per_generation 4 / accumulation 2), each of 32 / 2 completions
+    assert args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] == 16
+    assert args["use_cpu"] is True and args["bf16"] is False  # a CPU trial
+    from trl import GRPOConfig
+
+    trl = GRPOConfig(**args)
+    assert trl.steps_per_generation // trl.gradient_accumulation_steps == 2 and trl.generation_batch_size == 32
+    with pytest.raises(ValueError, match=r"trl.learnig_rate: not a field of TRL's GRPOConfig \(did you mean learning_rate"):
+        coerce({"learnig_rate": 1e-6})
+    with pytest.raises(ValueError, match=r"trl.beta: 'a lot' is not a float"):
+        coerce({"beta": "a lot"})
+
+
+def test_a_trl_trial_logs_trls_metrics_and_groupscales_gap(chat, tmp_path):
+    report = Recorder()
+    result = _run(_config(chat, tmp_path, eval_every=2), report)
+    assert isinstance(result, TrialResult) and result.status == "succeeded", result
+    for step in range(1, 5):
+        assert all(name in report.steps[step] for name in TRL_NAMES), sorted(report.steps[step])
+        assert (
+            "rewards/accuracy.accuracy_reward/mean" in report.steps[step] and "rewards/numeric_match/mean" in report.steps[step]
+        )
+    assert {"gap", "gap_se", "eval_accuracy"} <= set(report.steps[2]) and {"gap", "eval_accuracy"} <= set(report.steps[4])
+    assert {"gap_initial", "parameters_total"} <= set(report.steps[0])
+    assert result.metrics["gap"] == report.steps[4]["gap"] and "gap_initial" in result.metrics
+    assert report.table and {"prompt", "completion", "reward"} <= set(report.table[0])
+    # the same eval as the groupscale engine: the initial gap of the two engines is the same number
+    from workers.trainer import train_trial
+
+    same = Recorder()
+    train_trial(_config(chat, tmp_path, engine="groupscale", trl={}, steps=1), same)
+    assert same.steps[0]["gap_initial"] == report.steps[0]["gap_initial"]
+
+
+def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
+    straight = _run(_config(chat, tmp_path / "a"), Recorder())
+    cfg = _config(chat, tmp_path / "b", checkpoint_every=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    killed = _run(cfg, Recorder(die_at=3))
+    assert isinstance(killed, KeyboardInterrupt)
+    assert sorted(p.name for p in Path(cfg.checkpoint_dir).glob("checkpoint-*")) == ["checkpoint-2"]
+    report = Recorder()
+    resumed = _run(cfg, report)
+    assert resumed.status == "succeeded" and min(report.steps) == 2 and report.steps[2] == {"resumed_from_step": 2.0}
+    assert sorted(s for s in report.steps if "loss" in report.steps[s]) == [3, 4]  # no step trained twice
+    assert resumed.metrics["gap_initial"] == straight.metrics["gap_initial"]  # kept beside the checkpoints
+    assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
+
+
+def test_lora_in_the_trl_engine_trains_the_adapter_alone(chat, tmp_path):
+    lora = {"r": 4, "alpha": 8.0, "dropout": 0.0, "target_modules": "all-linear"}
+    folder, _ = chat
+    report = Recorder()
+    cfg = _config(
+        chat, tmp_path, model={"path": str(folder), "lora": lora}, checkpoint_every=4, checkpoint_dir=str(tmp_path / "c")
+    )
+    result = _run(cfg, report)
+    assert result.status == "succeeded", result
+    counts = report.steps[0]
+    assert 0 < counts["parameters_trainable"] < 0.2 * counts["parameters_total"]
+    saved = Path(cfg.checkpoint_dir) / "checkpoint-4"
+    assert (saved / "adapter_model.safetensors").is_file() and not (saved / "model.safetensors").exists()
+    assert json.loads((saved / "adapter_config.json").read_text())["r"] == 4

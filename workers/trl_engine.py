@@ -1,0 +1,268 @@
+"""``engine: trl``: a trial trained by TRL's own GRPOTrainer on the user's recipe, measured as every trial is.
+
+The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set: ``num_generations``
+= G, ``generation_batch_size`` = B with the per-device batch and accumulation that keep the recipe's optimizer steps
+per generation (sweeps.trl_steps), ``max_steps`` = T, ``seed``, ``output_dir`` (the trial's checkpoint folder),
+``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` and, on a CPU, ``use_cpu``.
+Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
+engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
+reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to ``report`` under TRL's names; the
+held-out ``gap`` comes from groupscale's own evaluator (workers.trainer.evaluate: the same eval set and seed as the
+groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last checkpoint.
+
+Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sweeps.trl_steps import structure_for
+from workers.batch import setup
+from workers.config import Report, TrialConfig, TrialResult
+from workers.models.lora import lora_config, parameter_counts
+from workers.rewards import RewardError, TrainerState
+from workers.rewards.builtin import text_of
+from workers.tasks import Problem, Task
+from workers.trainer import NO_SIGNAL_STEP_FRACTION, evaluate
+
+ROW = "groupscale_row"  # the dataset column that maps TRL's rows back to the task's problems
+# GRPOConfig fields a sweep sets itself (a recipe's values for them are replaced; the stored spec keeps them).
+SWEEP_SETS = (
+    "num_generations",
+    "generation_batch_size",
+    "steps_per_generation",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_steps",
+    "seed",
+    "output_dir",
+    "logging_steps",
+    "report_to",
+    "save_steps",
+    "save_strategy",
+)
+
+
+def coerce(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's values as TRL's parser reads a YAML config: strings for numeric or boolean fields converted
+    (YAML 1.1 reads ``1e-6`` as a string; ``trl grpo --config`` takes it as a float).
+
+    Raises:
+        ValueError: an unknown GRPOConfig field (with the closest names), or a value TRL's parser would refuse.
+    """
+    import dataclasses
+    import difflib
+    import typing
+
+    from trl import GRPOConfig
+
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    hints = typing.get_type_hints(GRPOConfig)
+    out = {}
+    for key, value in recipe.items():
+        if key not in names:
+            close = difflib.get_close_matches(key, sorted(names), n=3, cutoff=0.6)
+            raise ValueError(
+                f"trl.{key}: not a field of TRL's GRPOConfig" + (f" (did you mean {', '.join(close)}?)" if close else "")
+            )
+        kinds = {t for t in (typing.get_args(hints[key]) or (hints[key],)) if t in (int, float, bool)}
+        if isinstance(value, str) and kinds:
+            try:
+                value = _parse(value, kinds)
+            except ValueError:
+                raise ValueError(f"trl.{key}: {value!r} is not a {' or '.join(sorted(k.__name__ for k in kinds))}") from None
+        out[key] = value
+    return out
+
+
+def _parse(text: str, kinds: set[type]) -> Any:
+    if bool in kinds and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if int in kinds and text.lstrip("+-").isdigit():
+        return int(text)
+    if float in kinds:
+        return float(text)
+    raise ValueError(text)
+
+
+def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
+    """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring)."""
+    structure = structure_for(cfg.trl, cfg.samples_per_step)
+    args = {k: v for k, v in coerce(cfg.trl).items() if k not in SWEEP_SETS}
+    args |= structure.config() | {
+        "num_generations": cfg.group_size,
+        "max_steps": cfg.steps,
+        "seed": cfg.seed,
+        "output_dir": str(cfg.checkpoint_dir or Path(cfg.cache_dir) / "trl-unsaved"),
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
+        "save_steps": cfg.checkpoint_every or 1,
+        "disable_tqdm": True,
+    }
+    if cfg.device == "cpu":
+        args |= {"use_cpu": True, "bf16": False, "fp16": False}
+    args.setdefault("max_completion_length", cfg.grpo.max_new_tokens)
+    args.setdefault("temperature", cfg.grpo.temperature)
+    return args
+
+
+class TrlRewards:
+    """The task's reward terms as TRL ``reward_funcs``: one callable per term, all served by one scoring of a batch.
+
+    TRL calls each function with the same keyword arguments; the first call of a batch scores every term (in the
+    task's reward process, workers.rewards) and replays what they logged through TRL's ``log_metric`` and
+    ``log_extra``; the others read their term's values. Rows come back to the task's problems by the ROW column.
+    """
+
+    def __init__(self, task: Task, problems: list[Problem]) -> None:
+        self.task, self.problems = task, problems
+        names = getattr(getattr(task, "_scorer", None), "names", None)
+        self.keys = [key for _, key in names] if names else ["reward"]
+        self._batch: tuple[Any, dict[str, np.ndarray]] | None = None
+
+    def functions(self) -> list[Any]:
+        return [self._term(i, key) for i, key in enumerate(self.keys)]
+
+    def weights(self) -> list[float]:
+        specs = getattr(self.task, "reward_specs", None)
+        return [float(s.get("weight", 1.0)) for s in specs] if specs else [1.0]
+
+    def _term(self, index: int, key: str) -> Any:
+        def reward(completions: list[Any], completion_ids: list[list[int]], **kwargs: Any) -> list[float | None]:
+            values = self._scores(completions, completion_ids, kwargs)[key]
+            return [None if math.isnan(v) else float(v) for v in values]
+
+        reward.__name__ = key  # TRL logs rewards/<name>/mean
+        return reward
+
+    def _scores(self, completions: list[Any], completion_ids: list[list[int]], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
+        marker = (id(completions), kwargs["trainer_state"].global_step)
+        if self._batch is not None and self._batch[0] == marker:
+            return self._batch[1]
+        problems = [self.problems[i] for i in kwargs[ROW]]
+        texts = [text_of(c) for c in completions]
+        if hasattr(self.task, "score"):
+            scored = self.task.score(problems, texts, completion_ids, _state(kwargs["trainer_state"]))
+            for name, value in scored.logged.items():
+                kwargs["log_metric"](name, value)
+            for column, values in scored.extras.items():
+                kwargs["log_extra"](column, values)
+            per_term = scored.per_function
+        else:
+            per_term = {"reward": self.task.rewards(problems, texts, np.random.default_rng(0)).astype(np.float64)}
+        self._batch = (marker, per_term)
+        return per_term
+
+
+def _state(trl_state: Any) -> TrainerState:
+    """TRL's TrainerState as the reward process receives it (plain fields, no callbacks)."""
+    return TrainerState(
+        global_step=trl_state.global_step,
+        max_steps=trl_state.max_steps,
+        epoch=float(trl_state.epoch or 0.0),
+        num_train_epochs=float(trl_state.num_train_epochs or 0.0),
+        logging_steps=trl_state.logging_steps,
+        train_batch_size=trl_state.train_batch_size or 0,
+        log_history=list(trl_state.log_history),
+    )
+
+
+def _dataset(task: Task) -> tuple[Any, list[Problem]]:
+    """TRL's train_dataset: the task's training problems with their columns and the ROW index (TRL samples them
+    uniformly, as the groupscale engine does)."""
+    from datasets import Dataset
+
+    problems = task.train_support()[0]
+    rows = [{**p.columns, "prompt": p.prompt, ROW: i} for i, p in enumerate(problems)]
+    return Dataset.from_list(rows), problems
+
+
+INITIAL = "groupscale-initial.json"  # the eval before step 1, kept beside TRL's checkpoints for a resumed trial
+
+
+def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: Report) -> tuple[dict, list]:
+    """The held-out eval before training (reported at step 0 and kept in output_dir), or the kept one on a resume."""
+    kept = Path(cfg.checkpoint_dir or "") / INITIAL
+    if resume is not None and kept.is_file():
+        step = int(resume.rsplit("-", 1)[-1])
+        report({"resumed_from_step": float(step)}, step)
+        return json.loads(kept.read_text()), []
+    initial, samples = evaluate(policy, task, cfg, 0)
+    report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(policy.module), 0)
+    if cfg.checkpoint_dir:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(initial))
+    return initial, samples
+
+
+def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
+    """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception or a
+    reward function's failure, ``no_signal`` when most steps' groups all had equal rewards (TRL's
+    ``frac_reward_zero_std`` = 1), else ``succeeded`` with groupscale's final eval metrics."""
+    from transformers import PrinterCallback, TrainerCallback
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOConfig, GRPOTrainer
+
+    if str(cfg.trl.get("use_vllm", False)).lower() == "true" and importlib.util.find_spec("vllm") is None:
+        return TrialResult("failed", reason="trl.use_vllm is set but this worker has no vLLM: pip install 'groupscale[vllm]'")
+    task, policy, _ = setup(cfg)
+    try:
+        data, problems = _dataset(task)
+        rewards = TrlRewards(task, problems)
+        args = GRPOConfig(**trl_arguments(cfg), reward_weights=rewards.weights())
+        silent: list[int] = []
+        history: list[dict] = []
+
+        class Measure(TrainerCallback):
+            def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
+                metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
+                if metrics.get("frac_reward_zero_std") == 1.0:
+                    silent.append(state.global_step)
+                report(metrics, state.global_step)
+                history.append({**metrics, "step": state.global_step})
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                step = state.global_step
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                    mid, _ = evaluate(policy, task, cfg, step, history)
+                    report(mid, step)
+
+        lora = cfg.model.get("lora")
+        trainer = GRPOTrainer(
+            model=policy.module,
+            reward_funcs=rewards.functions(),
+            args=args,
+            train_dataset=data,
+            processing_class=policy.tokenizer,
+            callbacks=[Measure()],
+            peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
+        )
+        trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
+        resume = get_last_checkpoint(args.output_dir) if cfg.checkpoint_dir and Path(args.output_dir).is_dir() else None
+        initial, samples = _initial(policy, task, cfg, resume, report)
+        trainer.train(resume_from_checkpoint=resume)
+        if len(silent) > NO_SIGNAL_STEP_FRACTION * cfg.steps:
+            reason = f"{len(silent)}/{cfg.steps} steps without signal (TRL's frac_reward_zero_std = 1)"
+            return TrialResult("no_signal", reason=reason, steps_done=cfg.steps)
+        final, last = evaluate(policy, task, cfg, cfg.steps, history)
+        report(final, cfg.steps)
+        if hasattr(report, "log_table") and samples + last:
+            report.log_table(samples + last)
+        metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}}
+        return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+    except RewardError as e:
+        return TrialResult("failed", reason=str(e))
+    except (ValueError, RuntimeError, TypeError, torch.OutOfMemoryError) as e:  # TRL's own refusals and failures
+        return TrialResult("failed", reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
+    finally:
+        if hasattr(task, "close"):
+            task.close()
