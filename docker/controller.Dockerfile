@@ -31,11 +31,11 @@ WORKDIR /opt/groupscale
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
  && pip install "ray[default]==${RAY_VERSION}" "psycopg[binary]>=3.1"
 
-# The project's dependencies (the base ones and the extras server, worker, math) in their own layer,
+# The project's dependencies (the base ones and the extras server, worker, math, trl) in their own layer,
 # so that a source change does not reinstall them.
 COPY pyproject.toml ./
 COPY docker/requirements.py /tmp/requirements.py
-RUN python /tmp/requirements.py server worker math > /tmp/requirements.txt \
+RUN python /tmp/requirements.py server worker math trl > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt "ray[default]==${RAY_VERSION}" "torch==${TORCH_VERSION}" \
  && rm /tmp/requirements.txt /tmp/requirements.py
 

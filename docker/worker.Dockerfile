@@ -38,10 +38,10 @@ RUN index=(); if [ -n "${TORCH_INDEX_URL}" ]; then index=(--index-url "${TORCH_I
  && pip install "${index[@]}" "torch==${TORCH_VERSION}" \
  && pip install "ray[default]==${RAY_VERSION}"
 
-# The project's dependencies (the base ones and the extras worker, math) in their own layer.
+# The project's dependencies (the base ones and the extras worker, math, trl) in their own layer.
 COPY pyproject.toml ./
 COPY docker/requirements.py /tmp/requirements.py
-RUN python /tmp/requirements.py worker math > /tmp/requirements.txt \
+RUN python /tmp/requirements.py worker math trl > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt "ray[default]==${RAY_VERSION}" "torch==${TORCH_VERSION}" \
  && rm /tmp/requirements.txt /tmp/requirements.py
 

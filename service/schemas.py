@@ -43,6 +43,9 @@ class SweepPublic(BaseModel):
     fit_status: str | None = None
     g_star: float | None = None
     recommended_group_size: int | None = None
+    step_structure: list[str] | None = Field(
+        None, description="engine trl: how each generation batch of B is split into optimizer steps, per budget B"
+    )
     created_at: datetime
     updated_at: datetime
     error: str | None = None

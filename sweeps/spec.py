@@ -458,6 +458,7 @@ class SweepSpec(_Strict):
     )
     trl: dict[str, Any] | None = Field(
         None,
+        validate_default=True,
         description="engine trl: GRPOConfig fields, passed to TRL as they are but for what a sweep sets (num_generations, "
         "the batch settings of B, max_steps, seed, output_dir, logging, saving)",
     )
@@ -477,6 +478,8 @@ class SweepSpec(_Strict):
                     else "a language model (preset tiny-llama, chat-tiny or a path)"
                 )
             )
+        if v.lora is not None and v.preset == "tabular":
+            raise ValueError("model.lora adapts a language model; the tabular policy of task bandit has no layers to adapt")
         if task.name == "dataset" and v.preset == "tiny-llama":
             raise ValueError(
                 "preset tiny-llama is built for a task's character vocabulary; with task dataset use "
@@ -493,6 +496,14 @@ class SweepSpec(_Strict):
                 "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
                 "arithmetic, bandit, jsonl with reward exact_match, or dataset with one exact_match reward"
             )
+        return v
+
+    @field_validator("probe")
+    @classmethod
+    def _probe_fits_model(cls, v: ProbeSpec, info: ValidationInfo) -> ProbeSpec:
+        model = info.data.get("model")
+        if v.parameters == "lora" and model is not None and model.lora is None:
+            raise ValueError("probe.parameters lora takes scores over the adapter: set model.lora")
         return v
 
     @field_validator("samples_per_step", "seeds")
@@ -548,32 +559,31 @@ class SweepSpec(_Strict):
                 )
         return v
 
-    @model_validator(mode="after")
-    def _engine_fits(self) -> SweepSpec:
-        if self.trl is not None and self.engine != "trl":
-            raise ValueError(
-                "trl: holds GRPOConfig fields for engine trl; set engine: trl, or put groupscale's settings in grpo:"
-            )
-        if self.model.lora is not None and self.model.preset == "tabular":
-            raise ValueError("model.lora adapts a language model; the tabular policy of task bandit has no layers to adapt")
-        if self.probe.parameters == "lora" and self.model.lora is None:
-            raise ValueError("probe.parameters lora takes scores over the adapter: set model.lora")
-        if self.engine != "trl":
-            return self
+    @field_validator("trl")
+    @classmethod
+    def _engine_fits(cls, v: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        data = info.data
+        if data.get("engine") != "trl":
+            if v is not None:
+                raise ValueError(
+                    "trl: holds GRPOConfig fields for engine trl; set engine: trl, or use grpo: (groupscale's names)"
+                )
+            return v
+        task, measure, grpo = data.get("task"), data.get("measure"), data.get("grpo")
         refused = [
-            (self.task.name == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
-            (self.measure.kind != "outcome", f"measure.kind {self.measure.kind} (it measures groupscale's own estimator)"),
-            (self.tune_lr is not None, "tune_lr (set learning_rate in trl:)"),
-            (bool(self.grpo.model_fields_set), f"grpo: {sorted(self.grpo.model_fields_set)} (TRL reads trl:, in TRL's names)"),
+            (getattr(task, "name", None) == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
+            (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
+            (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
+            (grpo is not None and bool(grpo.model_fields_set), f"grpo: {sorted(grpo.model_fields_set or ())} (TRL reads trl:)"),
         ]
         for bad, what in refused:
             if bad:
-                raise ValueError(f"engine trl does not take {what}")
+                raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
         from sweeps.trl_steps import structure_for
 
-        for b in self.samples_per_step:
-            structure_for(self.trl or {}, b)  # a ValueError names the field and the allowed budgets
-        return self
+        for b in data.get("samples_per_step") or ():
+            structure_for(v or {}, b)  # a ValueError names the field and the allowed budgets
+        return v
 
     @property
     def one_process_per_trial(self) -> bool:

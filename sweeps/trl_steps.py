@@ -12,6 +12,7 @@ sets neither ``generation_batch_size`` nor ``steps_per_generation`` gets ``steps
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,12 +61,21 @@ class StepStructure:
 
 
 def _int(recipe: dict[str, Any], key: str, default: int | None) -> int | None:
+    """recipe[key] as a whole number >= 1 (a numeric string too, as TRL's parser reads it), else default when absent.
+
+    Raises:
+        ValueError: naming the key and the value.
+    """
     value = recipe.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float | str) or int(float(value)) != float(value):
-        raise ValueError(f"trl.{key}: {value!r} is not a whole number")
-    return int(float(value))
+    try:
+        number = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
+    except ValueError:
+        number = math.nan
+    if not number.is_integer() or number < 1:
+        raise ValueError(f"trl.{key}: {value!r} is not a whole number >= 1")
+    return int(number)
 
 
 def recipe_structure(recipe: dict[str, Any], num_processes: int = 1) -> StepStructure:

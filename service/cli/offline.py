@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 import shutil
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -96,6 +97,11 @@ def law_fit(
     _print_json(doc) if as_json else print_fit(doc)
 
 
+class Engine(StrEnum):
+    trl = "trl"
+    groupscale = "groupscale"
+
+
 @spec_app.command("from-trl")
 def spec_from_trl_command(
     config: Annotated[
@@ -105,24 +111,69 @@ def spec_from_trl_command(
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="seeds per G")] = 3,
     steps: Annotated[int | None, typer.Option(min=1, help="T (default: the recipe's max_steps, else 200)")] = None,
     model: Annotated[str | None, typer.Option(help="a local model folder (default: the recipe's model_name_or_path)")] = None,
+    engine: Annotated[
+        Engine, typer.Option(help="trl: TRL trains each trial on the recipe as written; groupscale: translated")
+    ] = Engine.trl,
+    num_processes: Annotated[
+        int | None, typer.Option(min=1, help="processes the recipe trains on (B is its generation batch there); default 1")
+    ] = None,
+    accelerate_config: Annotated[
+        Path | None, typer.Option(help="an accelerate config whose num_processes the recipe trains on")
+    ] = None,
 ) -> None:
-    """Turn a TRL GRPO recipe into a sweep spec (YAML on stdout); what could not be mapped goes to stderr."""
+    """Turn a TRL GRPO recipe into a sweep spec (YAML on stdout); what it did not keep goes to stderr."""
     import yaml
 
     from service.cli.app import err
-    from sweeps.recipes import spec_from_trl
+    from sweeps.from_trl import spec_from_trl
 
+    data = _yaml_mapping(config, "CONFIG.yaml")
+    processes = num_processes
+    if accelerate_config is not None:
+        if num_processes is not None:
+            _fail("--num-processes and --accelerate-config: give one of them", 2)
+        processes = _yaml_mapping(accelerate_config, "--accelerate-config").get("num_processes", 1)
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+            _fail(f"--accelerate-config: num_processes {processes!r} is not a whole number >= 1", 2)
+    fields = _grpo_config_fields() if engine is Engine.trl else None
     try:
-        data = yaml.safe_load(config.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        _fail(f"CONFIG.yaml: cannot read {config}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
-    if not isinstance(data, dict):
-        _fail(f"CONFIG.yaml: {config} holds no mapping of TRL settings", 2)
-    try:
-        spec, skipped = spec_from_trl(data, _ints("--group-sizes", group_sizes), seeds=seeds, steps=steps, model=model)
+        spec, notes = spec_from_trl(
+            data,
+            _ints("--group-sizes", group_sizes),
+            seeds=seeds,
+            steps=steps,
+            model=model,
+            engine=engine.value,
+            num_processes=processes or 1,
+            grpo_fields=fields,
+        )
     except ValueError as e:
         _fail(str(e), 2)
     out.print(yaml.safe_dump(spec, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True)
-    for line in skipped:
-        err.print(f"not mapped: {line}", highlight=False, markup=False, soft_wrap=True)
+    for line in notes:
+        err.print(f"not kept: {line}", highlight=False, markup=False, soft_wrap=True)
     err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)
+
+
+def _yaml_mapping(path: Path, what: str) -> dict:
+    """A YAML file's mapping; anything else exits 2 naming ``what``."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        _fail(f"{what}: cannot read {path}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    if not isinstance(data, dict):
+        _fail(f"{what}: {path} holds no mapping of settings", 2)
+    return data
+
+
+def _grpo_config_fields() -> set[str]:
+    """The installed TRL's GRPOConfig field names (engine trl puts those of a recipe under trl:)."""
+    import dataclasses
+
+    try:
+        from trl import GRPOConfig
+    except ImportError:
+        _fail("--engine trl reads the installed TRL's GRPOConfig: pip install 'groupscale[trl]' (or --engine groupscale)", 2)
+    return {f.name for f in dataclasses.fields(GRPOConfig)}

@@ -136,6 +136,9 @@ def recommend(
             "--format", help="text; json; trl: a GRPOConfig YAML; verl: hydra overrides (with the sweep's loss settings)"
         ),
     ] = RecommendFormat.text,
+    num_processes: Annotated[
+        int, typer.Option(min=1, help="--format trl: the processes your run trains on (the batch settings give B there)")
+    ] = 1,
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -163,7 +166,10 @@ def recommend(
         f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
     )
     if fmt is RecommendFormat.trl:
-        typer.echo(trl_config(g, budget, spec.grpo, header=head), nl=False)
+        try:
+            typer.echo(trl_config(g, budget, spec, header=head, num_processes=num_processes), nl=False)
+        except ValueError as e:
+            _fail(f"--num-processes: {e}", 2)
     else:
         lines, notes = verl_overrides(g, budget, spec.grpo)
         typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))

@@ -161,3 +161,32 @@ def test_demo_with_a_bad_spec_exits_2_naming_the_field_before_starting_anything(
     r = runner.invoke(app, ["demo", "--spec", str(bad), "--data-dir", str(tmp_path / "data")])
     assert r.exit_code == 2 and "group_sizes" in r.output and "valid group sizes for B=16: 2, 4, 8, 16" in r.output
     assert not (tmp_path / "data").exists()  # no stack was started
+
+
+def test_spec_from_trl_reads_the_processes_from_an_accelerate_config(tmp_path):
+    import yaml
+
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nlearning_rate: 1e-6\nnum_generations: 16\n")
+    (tmp_path / "acc.yaml").write_text("distributed_type: MULTI_GPU\nnum_processes: 8\n")
+    r = runner.invoke(
+        app, ["spec", "from-trl", str(recipe), "--group-sizes", "8,16", "--accelerate-config", str(tmp_path / "acc.yaml")]
+    )
+    assert r.exit_code == 0, r.output
+    spec = yaml.safe_load(r.stdout)
+    assert (
+        spec["engine"] == "trl"
+        and spec["samples_per_step"] == [128]
+        and spec["trl"] == {"per_device_train_batch_size": 16, "learning_rate": "1e-6"}
+    )
+    r = runner.invoke(
+        app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", "--engine", "groupscale", "--num-processes", "2"]
+    )
+    assert (
+        r.exit_code == 0
+        and yaml.safe_load(r.stdout)["grpo"]["lr"] == 1e-6
+        and yaml.safe_load(r.stdout)["samples_per_step"] == [32]
+    )
+    both = ["--num-processes", "2", "--accelerate-config", str(tmp_path / "acc.yaml")]
+    r = runner.invoke(app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", *both])
+    assert r.exit_code == 2 and "give one of them" in r.output

@@ -253,10 +253,56 @@ def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch
         assert (got["num_generations"], got["generation_batch_size"]) == (4, 32)
         assert (got["loss_type"], got["scale_rewards"], got["beta"]) == ("dr_grpo", "group", 0.04)
         assert "sweep s0" in trl.stdout.splitlines()[0]
+        assert (got["per_device_train_batch_size"], got["gradient_accumulation_steps"]) == (32, 1)  # one step of B
         assert "learning_rate" not in got  # a sweep's lr is tuned for its own model: not carried over
+        on_four = yaml.safe_load(CliRunner().invoke(cli, [*args, "trl", "--num-processes", "4"]).stdout)
+        assert (on_four["generation_batch_size"], on_four["per_device_train_batch_size"]) == (32, 8)  # 8 x 4 processes
         verl = CliRunner().invoke(cli, [*args, "verl", "--samples-per-step", "64"])
         assert verl.exit_code == 0, verl.output
         assert "actor_rollout_ref.rollout.n=4" in verl.stdout and "data.train_batch_size=16" in verl.stdout
         assert ".optim.lr=" not in verl.stdout
         bad = CliRunner().invoke(cli, [*args, "yaml"])
         assert bad.exit_code == 2 and "trl" in bad.output and "verl" in bad.output
+
+
+def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_path, monkeypatch):
+    import yaml
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from service.client import Client
+
+    recipe = {
+        "learning_rate": "1e-6",
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "steps_per_generation": 4,
+    }
+    spec = {"name": "r", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": [2, 4, 8],
+            "samples_per_step": [32], "steps": 1, "engine": "trl", "trl": recipe}  # fmt: skip
+    fit = {"status": "ok", "g_star": 4.2, "g_star_ci95": [3.5, 5.0], "recommended_group_size": 4, "message": "G* = 4.2"}
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(
+                Sweep(id="s0", name="r", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+        assert c.get("/v1/sweeps/s0").json()["step_structure"] == [
+            "each generation of 32 completions feeds 2 optimizer step(s) of 16 (per_device_train_batch_size 4 x 1 "
+            "process(es) x gradient_accumulation_steps 4)"
+        ]
+
+        def over_the_app(url=None, token=None, timeout_s=30.0):
+            client = Client("http://testserver")
+            client._http = c
+            return client
+
+        monkeypatch.setattr("service.cli.results.Client", over_the_app)
+        out = CliRunner().invoke(cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl"])
+        assert out.exit_code == 0, out.output
+        got = yaml.safe_load(out.stdout)
+        assert got == {"learning_rate": "1e-6", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 4,
+                       "num_generations": 4, "generation_batch_size": 32}  # fmt: skip
+        bad = CliRunner().invoke(
+            cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl", "--num-processes", "3"]
+        )
+        assert bad.exit_code == 2 and "--num-processes: samples_per_step 32 cannot feed" in bad.output

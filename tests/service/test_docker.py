@@ -63,13 +63,13 @@ def test_each_image_installs_the_extras_it_runs():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    controller = requirements(ROOT / "pyproject.toml", ["server", "worker", "math"])
-    worker = requirements(ROOT / "pyproject.toml", ["worker", "math"])
-    assert set(controller) == {*project["dependencies"], *extras["server"], *extras["worker"], *extras["math"]}
-    assert set(worker) == {*project["dependencies"], *extras["worker"], *extras["math"]}
+    controller = requirements(ROOT / "pyproject.toml", ["server", "worker", "math", "trl"])
+    worker = requirements(ROOT / "pyproject.toml", ["worker", "math", "trl"])
+    assert set(controller) == {*project["dependencies"], *extras["server"], *extras["worker"], *extras["math"], *extras["trl"]}
+    assert set(worker) == {*project["dependencies"], *extras["worker"], *extras["math"], *extras["trl"]}
     assert requirements(ROOT / "pyproject.toml", ["all"]) == controller  # `all` expanded, nothing twice
     assert any(r.startswith("mlflow[auth]") for r in controller)  # the basic-auth app of compose's MLflow
-    for dockerfile, line in (("controller", "server worker math"), ("worker", "worker math")):
+    for dockerfile, line in (("controller", "server worker math trl"), ("worker", "worker math trl")):
         assert (
             f"python /tmp/requirements.py {line} > /tmp/requirements.txt"
             in (ROOT / f"docker/{dockerfile}.Dockerfile").read_text()

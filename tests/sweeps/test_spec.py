@@ -250,3 +250,35 @@ def test_chat_template_kwargs_are_template_variables_only():
     assert ok.model.chat_template_kwargs == {"enable_thinking": False}
     (err,) = errors(spec(model={"preset": "chat-tiny", "chat_template_kwargs": {"tokenize": True}}))
     assert err["loc"] == ("model", "chat_template_kwargs") and "tokenize: set by groupscale" in err["msg"]
+
+
+@pytest.mark.parametrize(
+    "over, loc, words",
+    [
+        ({"trl": {"beta": 0.04}}, ("trl",), "trl: holds GRPOConfig fields for engine trl"),
+        ({"engine": "trl", "task": {"name": "bandit"}, "model": {"preset": "tabular"}}, ("trl",), "does not take task bandit"),
+        ({"engine": "trl", "tune_lr": {"low": 1e-5, "high": 1e-3}}, ("trl",), "engine trl does not take tune_lr"),
+        ({"engine": "trl", "grpo": {"lr": 1e-5}}, ("trl",), "engine trl does not take grpo: ['lr'] (TRL reads trl:)"),
+        (
+            {"engine": "trl", "trl": {"steps_per_generation": 4}, "samples_per_step": [18], "group_sizes": [2]},
+            ("trl",),
+            "samples_per_step 18 cannot feed the recipe's 4",
+        ),
+        ({"engine": "trl", "trl": {"generation_batch_size": 16, "steps_per_generation": 2}}, ("trl",), "cannot both be set"),
+        ({"model": {"preset": "tabular", "lora": {}}, "task": {"name": "bandit"}}, ("model",), "model.lora adapts a language"),
+        ({"probe": {"parameters": "lora"}}, ("probe",), "probe.parameters lora takes scores over the adapter: set model.lora"),
+        ({"model": {"preset": "tiny-llama", "lora": {"r": 0}}}, ("model", "lora", "r"), "greater than or equal to 1"),
+        ({"grpo": {"max_new_tokens": 200_000}}, ("grpo", "max_new_tokens"), "less than or equal to 131072"),
+    ],
+)
+def test_engine_trl_and_lora_errors_name_the_setting(over, loc, words):
+    (err,) = errors(spec(**over))
+    assert err["loc"] == loc and words in err["msg"], err
+
+
+def test_an_engine_trl_spec_keeps_the_recipe_as_written():
+    recipe = {"learning_rate": "1e-6", "beta": "4e-2", "per_device_train_batch_size": 4, "max_completion_length": 8192}
+    parsed = SweepSpec.model_validate(spec(engine="trl", trl=recipe, model={"preset": "tiny-llama", "lora": {"r": 8}}))
+    assert parsed.trl == recipe and parsed.engine == "trl" and not parsed.one_process_per_trial
+    assert parsed.model.lora.model_dump() == {"r": 8, "alpha": 32.0, "dropout": 0.05, "target_modules": "all-linear"}
+    assert SweepSpec.model_validate(spec(engine="trl", trl={"use_vllm": True})).one_process_per_trial

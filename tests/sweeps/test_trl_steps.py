@@ -1,6 +1,8 @@
 """TRL's step structure: what a recipe does with a generation batch, and the settings that keep it at another B,
 checked against TRL's own GRPOConfig arithmetic."""
 
+import re
+
 import pytest
 
 from sweeps.trl_steps import recipe_structure, structure_for
@@ -60,5 +62,8 @@ def test_refusals_name_the_field():
         recipe_structure({"steps_per_generation": 3, "gradient_accumulation_steps": 2})
     with pytest.raises(ValueError, match="samples_per_step 18 cannot feed the recipe's 4 optimizer step"):
         structure_for({"steps_per_generation": 4}, 18)
-    with pytest.raises(ValueError, match="trl.per_device_train_batch_size: 2.5 is not a whole number"):
-        recipe_structure({"per_device_train_batch_size": 2.5})
+    for bad in (2.5, 0, "eight", [16], True):
+        with pytest.raises(
+            ValueError, match=rf"trl.per_device_train_batch_size: {re.escape(repr(bad))} is not a whole number >= 1"
+        ):
+            recipe_structure({"per_device_train_batch_size": bad})

@@ -1,0 +1,241 @@
+"""A TRL GRPO recipe (the YAML ``trl grpo --config`` reads, open-r1's ``recipes/*/grpo/config_*.yaml``, or a
+``GRPOConfig.to_dict()`` dump) as a sweep spec: under ``engine: trl`` the recipe itself, else translated.
+
+``engine: trl`` (the default) keeps every GRPOConfig field of the recipe under ``trl:`` as it is written, so nothing
+changes meaning; a sweep only owns G, B, T and where a trial writes (SWEEP_OWNED). B is the recipe's generation
+batch as TRL computes it on the recipe's number of processes (sweeps.trl_steps); a ``generation_batch_size`` is
+kept as the ``steps_per_generation`` it gives there, so the optimizer steps per generation stay the recipe's.
+``engine: groupscale`` translates what groupscale's trainer has and lists the rest. The keys of the recipe that are
+not GRPOConfig fields (TRL's ModelConfig and ScriptArguments: the model, the dataset, the reward functions) go to
+``model:`` where groupscale has the setting, else to the notes. Strings such as ``1e-6`` (YAML 1.1) are numbers,
+as in TRL's parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
+from sweeps.trl_steps import recipe_structure
+
+# GRPOConfig fields a sweep owns: its trials set them (engine trl) or they would publish or evaluate elsewhere.
+SWEEP_OWNED = {
+    "num_generations": "G: --group-sizes",
+    "generation_batch_size": "B: samples_per_step (kept as steps_per_generation)",
+    "max_steps": "T: steps",
+    "seed": "seeds",
+    "output_dir": "each trial's checkpoint folder",
+    "logging_steps": "every step is logged to MLflow",
+    "report_to": "MLflow, through groupscale",
+    "save_steps": "checkpoint_every",
+    "save_strategy": "checkpoint_every",
+    "save_total_limit": "a trial keeps its checkpoints",
+    "resume_from_checkpoint": "a trial resumes from its own checkpoint",
+    "overwrite_output_dir": "each trial's checkpoint folder",
+    "push_to_hub": "a sweep's trials are not published",
+    "hub_model_id": "a sweep's trials are not published",
+    "hub_strategy": "a sweep's trials are not published",
+    "hub_private_repo": "a sweep's trials are not published",
+    "run_name": "MLflow names each trial's run",
+    "do_eval": "groupscale's held-out eval: eval.every",
+    "eval_strategy": "groupscale's held-out eval: eval.every",
+    "eval_steps": "groupscale's held-out eval: eval.every",
+    "use_cpu": "resources.gpus_per_trial",
+    "num_processes": "B is the generation batch on these processes; a trial trains on one",
+}
+# Keys of TRL's ModelConfig / ScriptArguments (and open-r1's) that name what a spec holds elsewhere.
+ELSEWHERE = {
+    "dataset_name": "a hub dataset id: groupscale reads local files only; set task.path",
+    "dataset_config": "set task.path (and task.split)",
+    "dataset_train_split": "task.split of a save_to_disk folder",
+    "dataset_test_split": "task.eval_path, or task.eval_fraction",
+    "reward_funcs": "set task.rewards to FILE.py:NAME entries (open-r1's and TRL's reward files load unchanged)",
+    "system_prompt": "groupscale does not add a system message: put it first in each row's prompt messages",
+    "chat_template": "put the template in the model folder (chat_template.jinja); groupscale renders with it",
+}
+DTYPES = {"bfloat16": "bfloat16", "float32": "float32", "auto": "auto"}
+
+
+def _number(value: Any) -> Any:
+    """A YAML 1.1 numeric string (``1e-6``) as the number TRL's parser makes of it (``true``/``false`` as booleans);
+    anything else as it is."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
+    return value
+
+
+def _steps(config: dict[str, Any]) -> int | None:
+    value = _number(config.get("max_steps"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"max_steps: {config.get('max_steps')!r} is not a whole number")
+    return value if value > 0 else None
+
+
+def spec_from_trl(
+    config: dict[str, Any],
+    group_sizes: list[int],
+    seeds: int = 3,
+    steps: int | None = None,
+    model: str | None = None,
+    engine: str = "trl",
+    num_processes: int = 1,
+    grpo_fields: Collection[str] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """A sweep spec (plain data, for SweepSpec.model_validate) from a TRL GRPO recipe, and notes on what it did not keep.
+
+    Args:
+        config: the recipe (YAML mapping) or a GRPOConfig dump.
+        group_sizes: the G to sweep; each must divide B.
+        seeds: seeds per (G, B); steps: T (default: the recipe's max_steps when > 0, else 200).
+        model: a local model folder (default: the recipe's model_name_or_path).
+        engine: ``trl`` (the recipe under ``trl:``) or ``groupscale`` (translated into ``grpo:``).
+        num_processes: the processes the recipe trains on (accelerate's num_processes; the recipe's own num_processes
+            when this is 1): B is its generation batch there.
+        grpo_fields: the installed TRL's GRPOConfig field names (engine trl: which keys go under ``trl:``).
+    Returns:
+        (spec dict, notes "key: value (why)"). The task is left for the user to fill (a local data file, FILE.py:NAME).
+    Raises:
+        ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
+            (engine groupscale), each naming the key and the value.
+    """
+    if engine not in ("trl", "groupscale"):
+        raise ValueError(f"--engine: {engine!r}; allowed: trl, groupscale")
+    if num_processes < 1:
+        raise ValueError(f"--num-processes: {num_processes}; allowed: 1 or more")
+    recipe_processes = _number(config.get("num_processes"))
+    if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
+        num_processes = recipe_processes  # `trl grpo --config` passes num_processes to accelerate
+    from_recipe = model is None
+    model = model or config.get("model_name_or_path")
+    if not model:
+        raise ValueError("the TRL config names no model (model_name_or_path): pass --model with a local model folder")
+    if not group_sizes or len(set(group_sizes)) != len(group_sizes) or min(group_sizes) < 2:
+        raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
+    batch = {k: _number(config[k]) for k in _BATCH if config.get(k) is not None}
+    structure = recipe_structure(batch, num_processes)
+    budget = structure.generation_batch_size if engine == "trl" else structure.completions_per_optimizer_step
+    allowed = valid_group_sizes(budget)
+    bad = [g for g in group_sizes if g not in allowed]
+    if bad:
+        raise ValueError(f"group sizes {bad} do not divide B = {budget}; allowed: {', '.join(map(str, allowed))}")
+    spec: dict[str, Any] = {
+        "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
+        "engine": engine,
+        "task": {
+            "name": "dataset",
+            "path": "FILL IN: a local data file (jsonl, parquet, ...)",
+            "prompt_column": "prompt",
+            "rewards": [{"function": "FILL IN: rewards.py:NAME"}],
+        },
+        "model": {"path": str(model), **_model_settings(config)},
+        "group_sizes": sorted(group_sizes),
+        "samples_per_step": [budget],
+        "seeds": list(range(seeds)),
+        "steps": steps or _steps(config) or 200,
+    }
+    if engine == "trl":
+        notes = _as_recipe(config, spec, structure, grpo_fields)
+    else:
+        notes = _translated(config, spec, structure)
+    notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
+    if from_recipe and not Path(str(model)).expanduser().is_dir():
+        notes.append(
+            f"model_name_or_path: {model!r} is not a local folder here: groupscale never downloads weights; download it "
+            f"(e.g. `hf download {model} --local-dir DIR`) and pass --model DIR, or set model.path"
+        )
+    recipe_g = _number(config.get("num_generations"))
+    if isinstance(recipe_g, int) and recipe_g not in group_sizes:
+        notes.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")
+    return spec, notes
+
+
+_BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size")
+_MODEL_KEYS = ("model_name_or_path", "torch_dtype", "dtype", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
+               "lora_dropout", "lora_target_modules", "trust_remote_code", "model_revision")  # fmt: skip
+
+
+def _model_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """model: settings from TRL's ModelConfig keys (dtype, attention, LoRA)."""
+    out: dict[str, Any] = {}
+    dtype = config.get("torch_dtype", config.get("dtype"))
+    if dtype in DTYPES:
+        out["dtype"] = DTYPES[dtype]
+    if config.get("attn_implementation") in ("eager", "sdpa", "flash_attention_2", "flex_attention"):
+        out["attn_implementation"] = config["attn_implementation"]
+    if str(config.get("use_peft", False)).lower() == "true":
+        lora = {"r": _number(config.get("lora_r", 16)), "alpha": float(_number(config.get("lora_alpha", 32)))}
+        lora["dropout"] = float(_number(config.get("lora_dropout", 0.05)))
+        targets = config.get("lora_target_modules")
+        lora["target_modules"] = targets if isinstance(targets, list) else "all-linear"
+        out["lora"] = lora
+    return out
+
+
+def _model_notes(config: dict[str, Any], kept: dict[str, Any]) -> list[str]:
+    notes = []
+    dtype = config.get("torch_dtype", config.get("dtype"))
+    if dtype is not None and "dtype" not in kept:
+        notes.append(f"torch_dtype: {dtype!r} (model.dtype allows auto, bfloat16, float32)")
+    if config.get("trust_remote_code"):
+        notes.append("trust_remote_code: groupscale never runs a model folder's code")
+    if config.get("model_revision") not in (None, "main"):
+        notes.append(f"model_revision: {config['model_revision']!r} (model.path is a local folder of that revision)")
+    return notes
+
+
+def _as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grpo_fields: Collection[str] | None) -> list[str]:
+    """engine trl: the recipe's GRPOConfig fields under trl:, but for what a sweep owns."""
+    if grpo_fields is None:
+        raise ValueError("engine trl needs the installed TRL's GRPOConfig fields: pip install 'groupscale[trl]'")
+    trl = {k: v for k, v in config.items() if k in grpo_fields and k not in SWEEP_OWNED}
+    if config.get("generation_batch_size") is not None:  # kept as the steps it gives on the recipe's processes
+        trl["steps_per_generation"] = structure.steps_per_generation
+    spec["trl"] = trl
+    notes = [f"{k}: {config[k]!r} (set by the sweep: {why})" for k, why in SWEEP_OWNED.items() if k in config]
+    other = [k for k in config if k not in grpo_fields and k not in {*ELSEWHERE, *_MODEL_KEYS, *SWEEP_OWNED}]
+    notes += [f"{k}: {config[k]!r} (not a field of TRL's GRPOConfig; a recipe script's own setting)" for k in other]
+    return notes + _model_notes(config, spec["model"])
+
+
+def _translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> list[str]:
+    """engine groupscale: the recipe's settings in groupscale's names, with TRL's defaults where it names none."""
+    grpo: dict[str, Any] = {"loss_type": "dapo", "scale_rewards": "group"}  # TRL 1.16's defaults: the same objective
+    for key in (*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing"):
+        if config.get(key) is not None:
+            grpo[key] = _number(config[key])
+    for key, value in list(grpo.items()):
+        try:  # an invalid value, or a TRL setting groupscale does not run, would change the objective: refused
+            GRPOSpec.model_validate({key: value})
+        except ValidationError as e:
+            raise ValueError(f"{key}: {config.get(key, value)!r}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    spec["grpo"] = GRPOSpec.model_validate(grpo).model_dump(include={TRL_ALIASES.get(k, k) for k in grpo})
+    kept = {*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing", *_BATCH, *_MODEL_KEYS, *ELSEWHERE}
+    notes = []
+    if structure.optimizer_steps_per_generation > 1:
+        notes.append(
+            f"steps_per_generation: {structure.steps_per_generation} ({structure.optimizer_steps_per_generation} optimizer "
+            f"steps per generation in TRL; groupscale samples each step's {structure.completions_per_optimizer_step} "
+            "completions fresh: B is that; engine trl keeps TRL's structure)"
+        )
+    if config.get("reward_weights") is not None:
+        notes.append(f"reward_weights: {config['reward_weights']!r} (set each task.rewards entry's weight, in order)")
+        kept.add("reward_weights")
+    if str(config.get("mask_truncated_completions", False)).lower() == "true":
+        notes.append("mask_truncated_completions: refused (groupscale trains on truncated completions; engine trl keeps it)")
+    kept |= {"mask_truncated_completions", "num_generations", "max_steps", "num_processes"}
+    notes += [
+        f"{k}: {config[k]!r} (groupscale's trainer has no such setting; engine trl keeps it)" for k in config if k not in kept
+    ]
+    return notes + _model_notes(config, spec["model"])

@@ -1,0 +1,134 @@
+"""engine trl on the real stack: TRL's GRPOTrainer trains each trial of a sweep on Ray, logging TRL's metrics and
+groupscale's gap to MLflow; cancel, and a killed worker resuming from TRL's last checkpoint, as for the groupscale engine."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+from tests.e2e.conftest import Stack
+from tests.user_material import REWARDS, word_problem_rows, write_parquet
+from workers.models.presets import preset_path
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a few minutes on 2 cores: `make test-slow` (CI runs it)
+TRL_NAMES = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "entropy", "loss", "grad_norm",
+             "learning_rate", "rewards/accuracy.accuracy_reward/mean")  # fmt: skip
+RECIPE = {"learning_rate": "3e-4", "max_completion_length": 24, "lr_scheduler_type": "constant", "per_device_train_batch_size": 8}
+
+
+@pytest.fixture(scope="module")
+def trl_stack(tmp_path_factory, model_cache):
+    root = tmp_path_factory.mktemp("trl")
+    rewards, data, models = root / "rewards", root / "data", root / "models"
+    shutil.copytree(REWARDS, rewards)
+    data.mkdir()
+    write_parquet(word_problem_rows(80), data / "train.parquet")
+    preset_path("chat-tiny", None, model_cache)
+    (root / "cli").mkdir()
+    (root / "cli" / "models").symlink_to(model_cache)
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "models", "export", "chat-tiny", str(models / "chat-tiny")],
+        env={**os.environ, "GROUPSCALE_DATA_DIR": str(root / "cli")},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    (root / "stack").mkdir()
+    stack = Stack(root / "stack", {"GROUPSCALE_REWARD_ROOT": str(rewards)})
+    stack.start()
+    yield stack, data / "train.parquet", models / "chat-tiny"
+    stack.stop()
+
+
+def _spec(data, model, **over) -> dict:
+    spec = {
+        "name": "trl-engine",
+        "engine": "trl",
+        "trl": RECIPE,
+        "task": {"name": "dataset", "path": str(data), "rewards": [{"function": "mathpkg/rewards/accuracy.py:accuracy_reward"}]},
+        "model": {"path": str(model)},
+        "group_sizes": [2, 4],
+        "samples_per_step": [16],
+        "seeds": [0],
+        "steps": 10,
+        "checkpoint_every": 0,
+        "eval": {"prompts": 8, "samples_per_prompt": 2, "every": 5},
+    }
+    return {**spec, **over}
+
+
+def test_an_engine_trl_sweep_logs_trls_metrics_and_gap_and_is_fitted(trl_stack):
+    stack, data, model = trl_stack
+    r = stack.http.post("/v1/sweeps", json=_spec(data, model), timeout=90)
+    assert r.status_code == 201, r.text
+    assert r.json()["step_structure"] == [
+        "each generation of 16 completions feeds 1 optimizer step(s) of 16 (per_device_train_batch_size 8 x 1 process(es) "
+        "x gradient_accumulation_steps 2)"
+    ]
+    sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"}, timeout_s=900)
+    trials = stack.http.get(f"/v1/sweeps/{sweep['id']}/trials").json()
+    assert sweep["status"] == "succeeded" and {t["status"] for t in trials} <= {"succeeded", "no_signal"}, (sweep, trials)
+    client = MlflowClient(stack.mlflow_uri)
+    for t in trials:
+        run = t["mlflow_run_id"]
+        for name in TRL_NAMES:
+            assert sorted(m.step for m in client.get_metric_history(run, name)) == list(range(1, 11)), (t["group_size"], name)
+        if t["status"] == "succeeded":
+            assert sorted(m.step for m in client.get_metric_history(run, "gap")) == [5, 10]
+    fit = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit").json()
+    assert fit["status"] in ("ok", "boundary", "insufficient_data", "no_signal") and "n_rows" in fit
+
+
+def test_cancel_stops_an_engine_trl_sweep(trl_stack):
+    stack, data, model = trl_stack
+    sid = stack.http.post("/v1/sweeps", json=_spec(data, model, name="trl-cancel", steps=100_000), timeout=90).json()["id"]
+    deadline = time.monotonic() + 180
+    while not any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    time.sleep(8)  # TRL is training
+    t0 = time.monotonic()
+    assert stack.http.delete(f"/v1/sweeps/{sid}").json()["status"] == "cancelled"
+    while any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
+        assert time.monotonic() - t0 < 10, "running trials must stop within 10 s of a cancel"
+        time.sleep(0.25)
+    client = MlflowClient(stack.mlflow_uri)
+    for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json():
+        assert t["status"] == "cancelled"
+        if t["mlflow_run_id"]:
+            deadline = time.monotonic() + 30
+            while client.get_run(t["mlflow_run_id"]).info.status != "KILLED":
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+
+
+def test_a_killed_engine_trl_worker_resumes_from_trls_last_checkpoint(trl_stack):
+    stack, data, model = trl_stack
+    spec = _spec(data, model, name="trl-kill", group_sizes=[4], steps=12, checkpoint_every=4)
+    sid = stack.http.post("/v1/sweeps", json=spec, timeout=90).json()["id"]
+    deadline = time.monotonic() + 300
+    while True:
+        trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+        if trials and trials[0]["status"] == "running" and list((stack.data_dir / "checkpoints" / trials[0]["id"]).glob("checkpoint-*")):
+            break
+        assert time.monotonic() < deadline, trials
+        time.sleep(0.2)
+    trial = trials[0]
+    states = [json.loads(f.read_text()) for f in (stack.data_dir / "workers").glob("*.json")]
+    (pid,) = [s["pid"] for s in states if s["trial"] == f"trial-{trial['id']}" and not s["done"]]
+    os.kill(pid, 9)
+    sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=600)
+    (trial,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+    assert sweep["status"] == "succeeded" and trial["status"] in ("succeeded", "no_signal"), (sweep, trial)
+    client = MlflowClient(stack.mlflow_uri)
+    steps = [m.step for m in client.get_metric_history(trial["mlflow_run_id"], "loss")]
+    assert sorted(steps) == list(range(1, 13))  # one point per step: none lost, none twice
+    (resumed,) = client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")
+    assert resumed.value > 0 and resumed.value % 4 == 0  # from one of TRL's checkpoints
+    runs = client.search_runs([sweep["mlflow"]["experiment_id"]], filter_string=f"tags.`groupscale.trial_id` = '{trial['id']}'")
+    assert len(runs) == 1  # one MLflow run for the trial

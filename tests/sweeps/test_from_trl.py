@@ -1,0 +1,129 @@
+"""TRL recipes as sweep specs (sweeps.from_trl): recipes written here in the shapes of TRL's docs and open-r1's
+recipes, under engine trl (the recipe as it is) and engine groupscale (translated)."""
+
+import pytest
+import yaml
+
+from sweeps.from_trl import SWEEP_OWNED, spec_from_trl
+from sweeps.spec import SweepSpec
+from sweeps.trl_steps import recipe_structure
+
+trl = pytest.importorskip("trl")
+FIELDS = {f.name for f in __import__("dataclasses").fields(trl.GRPOConfig)}
+
+# TRL's docs (clis.md): a recipe with no batch settings at all
+DOCS = """
+model_name_or_path: /models/Qwen2.5-0.5B
+dataset_name: HuggingFaceH4/Polaris-Dataset-53K
+reward_funcs:
+  - accuracy_reward
+"""
+# open-r1's shape (recipes/*/grpo/config_demo.yaml): 8 processes, strings YAML 1.1 reads, hub and logging settings
+OPEN_R1 = """
+model_name_or_path: /models/DeepSeek-R1-Distill-Qwen-1.5B
+model_revision: main
+torch_dtype: bfloat16
+attn_implementation: flash_attention_2
+chat_template: "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+dataset_name: open-r1/OpenR1-Math-220k
+system_prompt: "You are a helpful AI Assistant."
+bf16: true
+use_vllm: true
+do_eval: false
+gradient_accumulation_steps: 4
+gradient_checkpointing: true
+gradient_checkpointing_kwargs:
+  use_reentrant: false
+hub_model_id: my-grpo
+learning_rate: 1e-6
+beta: 4e-2
+log_completions: true
+lr_scheduler_type: cosine_with_min_lr
+lr_scheduler_kwargs:
+  min_lr_rate: 0.1
+max_completion_length: 8192
+max_steps: -1
+num_generations: 16
+num_train_epochs: 1
+output_dir: data/out
+per_device_train_batch_size: 16
+push_to_hub: true
+report_to:
+- wandb
+reward_funcs: [accuracy, format]
+reward_weights: [1.0, 0.5]
+save_strategy: "epoch"
+seed: 42
+temperature: 0.7
+warmup_ratio: 0.1
+"""
+
+
+def _trl_section_is_the_recipe(recipe: dict, spec: dict) -> None:
+    """trl: holds every GRPOConfig field of the recipe as written, but those a sweep owns."""
+    want = {k: v for k, v in recipe.items() if k in FIELDS and k not in SWEEP_OWNED}
+    got = {k: v for k, v in spec["trl"].items() if not (k == "steps_per_generation" and "generation_batch_size" in recipe)}
+    assert got == want
+
+
+def test_trls_docs_recipe_gets_trls_defaults():
+    recipe = yaml.safe_load(DOCS)
+    spec, notes = spec_from_trl(recipe, [2, 4, 8], grpo_fields=FIELDS)
+    assert spec["engine"] == "trl" and spec["samples_per_step"] == [8]  # TRL's per-device 8 on one process
+    _trl_section_is_the_recipe(recipe, spec)
+    assert spec["trl"] == {}
+    assert any(n.startswith("dataset_name:") for n in notes) and any(n.startswith("reward_funcs:") for n in notes)
+    SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+
+
+def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
+    recipe = yaml.safe_load(OPEN_R1)
+    assert recipe["learning_rate"] == "1e-6" and recipe["beta"] == "4e-2"  # YAML 1.1: strings
+    spec, notes = spec_from_trl(recipe, [4, 8, 16], num_processes=8, grpo_fields=FIELDS)
+    assert spec["samples_per_step"] == [16 * 8 * 4]  # per-device 16 x 8 processes x accumulation 4: 512
+    _trl_section_is_the_recipe(recipe, spec)
+    assert spec["trl"]["max_completion_length"] == 8192 and spec["trl"]["learning_rate"] == "1e-6"
+    assert spec["model"] == {
+        "path": "/models/DeepSeek-R1-Distill-Qwen-1.5B",
+        "dtype": "bfloat16",
+        "attn_implementation": "flash_attention_2",
+    }
+    text = "\n".join(notes)
+    for owned in ("push_to_hub", "hub_model_id", "report_to", "output_dir", "seed", "save_strategy", "num_generations"):
+        assert f"{owned}: " in text, owned
+    assert "warmup_ratio: 0.1 (not a field of TRL's GRPOConfig" in text  # transformers 5 dropped it: said, not passed
+    assert "system_prompt:" in text and "chat_template:" in text
+    parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+    assert parsed.one_process_per_trial  # use_vllm: each trial in a process of its own
+
+
+def test_steps_per_generation_above_accumulation_and_g_14_on_7_processes():
+    recipe = {"model_name_or_path": "/m", "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2,
+              "steps_per_generation": 4, "num_generations": 14}  # fmt: skip
+    spec, _ = spec_from_trl(recipe, [7, 14], num_processes=7, grpo_fields=FIELDS)
+    assert spec["samples_per_step"] == [8 * 7 * 4]  # 224: a G = 14 recipe is swept at its own G
+    _trl_section_is_the_recipe(recipe, spec)
+    assert recipe_structure(spec["trl"]).optimizer_steps_per_generation == 2  # two optimizer steps per generation
+    with_gbs = {"model_name_or_path": "/m", "per_device_train_batch_size": 8, "generation_batch_size": 256}
+    spec, _ = spec_from_trl(with_gbs, [2, 4], num_processes=8, grpo_fields=FIELDS)
+    assert spec["samples_per_step"] == [256] and spec["trl"] == {"per_device_train_batch_size": 8, "steps_per_generation": 4}
+    with pytest.raises(ValueError, match=r"group sizes \[14\] do not divide B = 64"):
+        spec_from_trl(
+            {**recipe, "steps_per_generation": 8, "per_device_train_batch_size": 4}, [14], num_processes=2, grpo_fields=FIELDS
+        )
+
+
+def test_the_groupscale_engine_translates_with_trls_defaults_and_names_what_it_cannot_keep():
+    recipe = yaml.safe_load(OPEN_R1) | {"mask_truncated_completions": True, "max_grad_norm": "0.2", "steps_per_generation": 8}
+    spec, notes = spec_from_trl(recipe, [4, 8], engine="groupscale", num_processes=8)
+    parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+    assert parsed.samples_per_step == [512]  # 16 x 8 x 8 completions per generation, 2 optimizer steps: 512 each
+    assert (parsed.grpo.loss_aggregation, parsed.grpo.advantage) == ("token_mean", "mean_std")  # TRL's dapo, group
+    assert (parsed.grpo.lr, parsed.grpo.kl_beta, parsed.grpo.max_grad_norm, parsed.grpo.max_new_tokens) == (1e-6, 0.04, 0.2, 8192)
+    assert parsed.grpo.gradient_checkpointing is True and parsed.grpo.temperature == 0.7
+    text = "\n".join(notes)
+    assert "mask_truncated_completions: refused" in text and "reward_weights: [1.0, 0.5]" in text
+    assert "steps_per_generation: 8 (2 optimizer steps per generation in TRL; groupscale samples each step's 512" in text
+    assert "log_completions: True (groupscale's trainer has no such setting" in text
+    with pytest.raises(ValueError, match="loss_type: 'cispo'"):
+        spec_from_trl(recipe | {"loss_type": "cispo"}, [4], engine="groupscale")
