@@ -1,12 +1,13 @@
-"""The two engines on the same small sweep, and the TRL engine's wrapper against a plain GRPOTrainer.train().
+"""The two engines on the same small sweep, and the TRL engine's wrapper against a plain GRPOTrainer run.
 
-One task (arithmetic on the tiny-llama preset), G in {2, 4, 8, 16, 32} at B = 64, two seeds, T steps, on the CPU with one
-thread, in this process: groupscale's trainer (engine groupscale) and TRL's GRPOTrainer (engine trl, the same
-loss settings: dapo token mean, no std scaling, no KL, one step per generation). Prints the seconds per step of
-each (median over steps after a warm-up), the ratio ``seconds_per_step_trl_over_groupscale``, each engine's fitted
-G* with its 95% interval (a boundary fit: the side of the grid it lies beyond) and whether the two overlap; then ``trl_wrapper_overhead``: the wall time of one
-engine-trl trial (the held-out evals left out: they are measurement, the same for both engines) over a plain
-``GRPOTrainer.train()`` with the same GRPOConfig, data and reward in the same run (goal <= 1.1).
+One task (arithmetic on the tiny-llama preset), G in {2, 4, 8, 16, 32} at B = 64, two seeds, T steps, on the CPU
+with one thread, in this process: groupscale's trainer (engine groupscale) and TRL's GRPOTrainer (engine trl, the
+same loss settings: dapo token mean, no std scaling, no KL, one step per generation). Prints the seconds per step
+of each (median over steps after a warm-up), the ratio ``seconds_per_step_trl_over_groupscale``, each engine's
+fitted G* with its 95% interval (a boundary fit: the side of the grid it lies beyond) and whether the two overlap;
+then ``trl_wrapper_overhead``: the wall time of one engine-trl trial (its held-out evals left out: they are
+measurement, the same for both engines) over a plain run (load the model and data, build a GRPOTrainer with the
+same GRPOConfig, data and reward, train) in the same process (goal <= 1.1).
 
     python bench/engines.py [--steps 30]
 """
