@@ -570,11 +570,13 @@ class SweepSpec(_Strict):
                 )
             return v
         task, measure, grpo = data.get("task"), data.get("measure"), data.get("grpo")
+        # settings that differ from groupscale's defaults (a stored spec holds every field, at its default)
+        changed = sorted(k for k, v in (grpo or GRPOSpec()).model_dump().items() if v != GRPOSpec.model_fields[k].default)
         refused = [
             (getattr(task, "name", None) == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
             (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
             (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
-            (grpo is not None and bool(grpo.model_fields_set), f"grpo: {sorted(grpo.model_fields_set or ())} (TRL reads trl:)"),
+            (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
         ]
         for bad, what in refused:
             if bad:

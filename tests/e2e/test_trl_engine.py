@@ -114,7 +114,11 @@ def test_a_killed_engine_trl_worker_resumes_from_trls_last_checkpoint(trl_stack)
     deadline = time.monotonic() + 300
     while True:
         trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
-        if trials and trials[0]["status"] == "running" and list((stack.data_dir / "checkpoints" / trials[0]["id"]).glob("checkpoint-*")):
+        if (
+            trials
+            and trials[0]["status"] == "running"
+            and list((stack.data_dir / "checkpoints" / trials[0]["id"]).glob("checkpoint-*"))
+        ):
             break
         assert time.monotonic() < deadline, trials
         time.sleep(0.2)

@@ -282,3 +282,9 @@ def test_an_engine_trl_spec_keeps_the_recipe_as_written():
     assert parsed.trl == recipe and parsed.engine == "trl" and not parsed.one_process_per_trial
     assert parsed.model.lora.model_dump() == {"r": 8, "alpha": 32.0, "dropout": 0.05, "target_modules": "all-linear"}
     assert SweepSpec.model_validate(spec(engine="trl", trl={"use_vllm": True})).one_process_per_trial
+
+
+def test_a_stored_engine_trl_spec_validates_again():
+    """The store keeps model_dump() (every grpo field at its default) and parses it again for every answer."""
+    parsed = SweepSpec.model_validate(spec(engine="trl", trl={"beta": 0.04}))
+    assert SweepSpec.model_validate(parsed.model_dump(mode="json")) == parsed
