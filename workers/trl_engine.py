@@ -229,6 +229,9 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
                     silent.append(state.global_step)
                 report(metrics, state.global_step)
                 history.append({**metrics, "step": state.global_step})
+                saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
+                if saves and hasattr(report, "flush"):  # TRL logs a step, then saves it: points before the checkpoint
+                    report.flush()
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 step = state.global_step

@@ -41,6 +41,9 @@ class Recorder:
     def log_table(self, rows: list[dict]) -> None:
         self.table = rows
 
+    def flush(self) -> None:
+        self.flushed = max(self.steps)
+
 
 def _run(cfg: TrialConfig, report: Recorder) -> TrialResult | BaseException:
     out: list = []
@@ -155,9 +158,11 @@ def test_a_trl_trial_logs_trls_metrics_and_groupscales_gap(chat, tmp_path):
 def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
     straight = _run(_config(chat, tmp_path / "a"), Recorder())
     cfg = _config(chat, tmp_path / "b", checkpoint_every=2, checkpoint_dir=str(tmp_path / "ckpt"))
-    killed = _run(cfg, Recorder(die_at=3))
+    killed_report = Recorder(die_at=3)
+    killed = _run(cfg, killed_report)
     assert isinstance(killed, KeyboardInterrupt)
     assert sorted(p.name for p in Path(cfg.checkpoint_dir).glob("checkpoint-*")) == ["checkpoint-2"]
+    assert killed_report.flushed == 2  # step 2's points were flushed before TRL wrote checkpoint-2
     report = Recorder()
     resumed = _run(cfg, report)
     assert resumed.status == "succeeded" and min(report.steps) == 2 and report.steps[2] == {"resumed_from_step": 2.0}
