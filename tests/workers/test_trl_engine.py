@@ -104,17 +104,8 @@ def test_the_recipe_reaches_trl_unchanged_but_for_what_a_sweep_sets(tmp_path):
         "weight_decay": "0.1",
         "bf16": "true",
     }
-    cfg = TrialConfig.flat(
-        task={"name": "arithmetic"},
-        model={"preset": "tiny-llama"},
-        group_size=4,
-        samples_per_step=32,
-        seed=3,
-        steps=7,
-        cache_dir=str(tmp_path),
-        engine="trl",
-        trl=recipe,
-    )
+    arithmetic = {"task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}}
+    cfg = _config(("unused", "unused"), tmp_path, **arithmetic, group_size=4, samples_per_step=32, seed=3, steps=7, trl=recipe)
     args = trl_arguments(cfg)
     assert (
         args["learning_rate"] == 3e-4 and args["weight_decay"] == 0.1 and args["loss_type"] == "dapo"
