@@ -6,6 +6,10 @@
 3. ``medium_step``: one GRPO step at the medium shape of bench/scale_vs_trl.py (11M parameters, 32k
    vocabulary, B = 64, G = 8, 64 tokens, micro-batches of 16): s/step, tokens/s, peak CUDA memory (GiB).
 4. ``probe``: the probe on the tiny preset on CUDA: G*, its interval, seconds.
+5. ``lora_groupscale`` / ``lora_trl``: a LoRA trial of each engine on CUDA (bf16): status, seconds, trainable and
+   total parameters.
+6. ``trl_vllm``: an engine-trl trial with ``use_vllm: true, vllm_mode: colocate`` (TRL generating with vLLM in the
+   trial's process): status (or why not: vLLM not installed), seconds, gap.
 """
 
 from __future__ import annotations
@@ -96,7 +100,33 @@ def main() -> None:
 
         probe = run_probe(TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
         out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}
+
+        lora = {
+            **base,
+            "model": {**base["model"], "lora": {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}},
+        }
+        recipe = {"bf16": True, "learning_rate": 2e-4, "max_completion_length": 4, "per_device_train_batch_size": 32}
+        for name, engine, trl in (("lora_groupscale", "groupscale", {}), ("lora_trl", "trl", recipe)):
+            out[name] = _trial(TrialConfig.flat(group_size=4, samples_per_step=64, steps=10, engine=engine, trl=trl, **lora))
+        vllm = {**recipe, "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3}
+        out["trl_vllm"] = _trial(TrialConfig.flat(group_size=4, samples_per_step=64, steps=10, engine="trl", trl=vllm, **base))
     print(json.dumps(out, indent=2, default=float))
+
+
+def _trial(cfg) -> dict:
+    """One trial of either engine (workers.entry.run_measure): status, reason, seconds, gap and parameter counts."""
+    from workers.entry import run_measure
+
+    seen: dict = {}
+    t0 = time.perf_counter()
+    try:
+        res = run_measure(cfg, lambda m, s: seen.update(m))
+    except Exception as e:  # noqa: BLE001 - the check reports every item, whatever one of them does
+        return {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+    keys = ("parameters_trainable", "parameters_total")
+    return {"status": res.status, "reason": res.reason, "seconds": time.perf_counter() - t0, "gap": res.metrics.get("gap")} | {
+        k: seen.get(k) for k in keys
+    }
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from workers.config import TrialConfig, TrialResult
 from workers.models.presets import preset_path
 from workers.trainer import train_trial
 
+pytestmark = pytest.mark.slow  # two chat-tiny trials; tests/e2e/test_user_material.py runs the same on Ray (also slow)
 PLAIN = REWARDS / "plain"
 THINKING = "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
 STEPS = 3

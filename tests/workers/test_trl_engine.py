@@ -176,3 +176,11 @@ def test_lora_in_the_trl_engine_trains_the_adapter_alone(chat, tmp_path):
     saved = Path(cfg.checkpoint_dir) / "checkpoint-4"
     assert (saved / "adapter_model.safetensors").is_file() and not (saved / "model.safetensors").exists()
     assert json.loads((saved / "adapter_config.json").read_text())["r"] == 4
+
+
+def test_a_trl_exception_fails_the_trial_with_its_cause(tmp_path, model_cache):
+    """A recipe TRL refuses when it builds its config (an unknown loss type) ends the trial failed, naming TRL's error."""
+    cfg = _config(("unused", "unused"), tmp_path, task={"name": "arithmetic"}, model={"preset": "tiny-llama"},
+                  cache_dir=str(model_cache), trl={**RECIPE, "loss_type": "no-such-loss"})  # fmt: skip
+    result = _run(cfg, Recorder())
+    assert result.status == "failed" and result.reason.startswith("TRL: ValueError:") and "no-such-loss" in result.reason
