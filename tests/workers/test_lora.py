@@ -10,7 +10,9 @@ import torch
 from workers.batch import sample_batch, setup
 from workers.checkpoint import load_checkpoint
 from workers.models.lora import LORA_MARK, parameter_counts
+from workers.models.presets import preset_path
 from workers.probe import run_probe
+from workers.tasks import make_task
 from workers.trainer import TrialConfig, grpo_update, make_optimizer, train_trial
 
 LORA = {"r": 4, "alpha": 8.0, "dropout": 0.0, "target_modules": "all-linear"}
@@ -71,6 +73,7 @@ def test_a_resumed_lora_trial_equals_an_uninterrupted_one_and_checkpoints_hold_t
 
 def test_the_probe_over_the_adapter_gives_a_finite_g_star(model_cache):
     lora = cfg(model_cache)
+    preset_path("tiny-llama", make_task(lora.task), model_cache)  # built (or found) before either probe is timed
     start = time.perf_counter()
     over_adapter = run_probe(lora, 32, 8, 512, 0, parameters="lora")
     adapter_s = time.perf_counter() - start
