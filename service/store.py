@@ -6,8 +6,11 @@ service.lifecycle writes them.
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +41,36 @@ from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatu
 from sweeps.spec import SweepSpec
 
 VERSION_TABLE = "groupscale_alembic_version"  # not alembic_version: Optuna's schema version lives there
+CHECK_ENV = "GROUPSCALE_CHECK_TRANSACTIONS"  # "1": a network call inside a store transaction raises (the tests set it)
+_open = threading.local()  # .depth: how many store transactions this thread has open
+
+
+class NetworkInTransaction(RuntimeError):
+    """A tracking or Ray call was made while this thread had a store transaction open (checked when CHECK_ENV is 1)."""
+
+
+def outside_transaction(fn: Callable) -> Callable:
+    """Decorate a method that goes over the network (MLflow, Ray): with GROUPSCALE_CHECK_TRANSACTIONS=1 it raises
+    NetworkInTransaction when called inside ``Store.session()`` or ``Store.read()``. A transaction held across a
+    call that retries for minutes holds SQLite's write lock (and PostgreSQL's row locks) as long: the API's
+    writes, and on SQLite its health check, would wait for it."""
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if getattr(_open, "depth", 0) and os.environ.get(CHECK_ENV) == "1":
+            raise NetworkInTransaction(f"{fn.__qualname__} called inside a store transaction")
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    _open.depth = getattr(_open, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _open.depth -= 1
 
 
 def utcnow() -> datetime:
@@ -206,13 +239,13 @@ class Store:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A write transaction (on SQLite it holds the write lock from its start), committed on exit."""
-        with self._sessions() as s, s.begin():
+        with _counted(), self._sessions() as s, s.begin():
             yield s
 
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read transaction: on SQLite it takes no write lock, so readers never wait for the scheduler."""
-        with self._reads() as s, s.begin():
+        with _counted(), self._reads() as s, s.begin():
             yield s
 
     def set_spec(self, row: Sweep, spec: SweepSpec) -> None:

@@ -16,6 +16,7 @@ import httpx
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 
 from service.identity import short_digest, task_key
+from service.store import outside_transaction
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
@@ -71,6 +72,7 @@ class Tracking:
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
         return run.info.run_id
 
+    @outside_transaction
     def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
         """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
         exp_id = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
@@ -87,6 +89,7 @@ class Tracking:
         self.client.log_inputs(run_id, datasets=[dataset_input(spec, key)])
         return exp_id, run_id
 
+    @outside_transaction
     def start_trial(
         self,
         experiment_id: str,
@@ -119,12 +122,14 @@ class Tracking:
         self.client.log_inputs(run_id, datasets=[dataset_input(spec, key or task_key(spec))])
         return run_id
 
+    @outside_transaction
     def end_trial(self, run_id: str, status: str, reason: str | None = None) -> None:
         self.client.set_tag(run_id, "groupscale.status", status)
         if reason:
             self.client.set_tag(run_id, "groupscale.reason", reason[:5000])
         self.client.set_terminated(run_id, TRIAL_RUN_STATUS.get(status, "FAILED"))
 
+    @outside_transaction
     def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
         """Log the fit (metrics, fit.json, fit.png, g_star_over_time.png, report.html) on the parent run and
         end it with ``status``."""
@@ -141,6 +146,7 @@ class Tracking:
             self.client.log_text(run_id, render_report(fit, title), "report.html")
         self.client.set_terminated(run_id, status)
 
+    @outside_transaction
     def reopen_sweep(self, run_id: str, spec: SweepSpec, added: int) -> None:
         """An extended sweep's parent run runs again (service.extend); its params keep the first grid (MLflow
         params cannot change), the tags give the grid now."""
@@ -152,6 +158,7 @@ class Tracking:
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         self.client.update_run(run_id, status="RUNNING")
 
+    @outside_transaction
     def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
         """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
         params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
@@ -166,12 +173,14 @@ class Tracking:
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
 
+    @outside_transaction
     def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None, step: int = 0) -> None:
         """The numeric values (None skipped) as metrics at ``step``, and the tags, in one request."""
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, step) for k, v in values.items() if isinstance(v, int | float)]
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
+    @outside_transaction
     def log_decision(
         self, parent_run_id: str, number: int, group_size: int, samples_per_step: int, fit: LawFit | None, reason: str
     ) -> None:
@@ -187,6 +196,7 @@ class Tracking:
         }
         self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=number)
 
+    @outside_transaction
     def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:
         """End KILLED the tune_lr runs at (G, B) that a lost tuning task left RUNNING."""
         parent = self.client.get_run(parent_run_id)
@@ -198,6 +208,7 @@ class Tracking:
         for run in self.client.search_runs([parent.info.experiment_id], query):
             self.client.set_terminated(run.info.run_id, "KILLED")
 
+    @outside_transaction
     def running_trial_runs(self, experiment_id: str, parent_run_id: str) -> dict[str, str]:
         """Trial id -> run id of the sweep's trial runs that are RUNNING (tag groupscale.trial_id)."""
         children = f"tags.mlflow.parentRunId = '{parent_run_id}'"
@@ -211,10 +222,12 @@ class Tracking:
             if not token:
                 return runs
 
+    @outside_transaction
     def kill(self, run_id: str) -> None:
         if self.client.get_run(run_id).info.status == RunStatus.to_string(RunStatus.RUNNING):
             self.client.set_terminated(run_id, "KILLED")
 
+    @outside_transaction
     def healthy(self, timeout_s: float = 3.0) -> bool:
         """A fast check of the tracking server (calls through mlflow_call retry for up to GROUPSCALE_MLFLOW_RETRY_S)."""
         if not self.uri.startswith("http"):

@@ -1,6 +1,11 @@
+import os
+
 import pytest
 
+from service.store import CHECK_ENV
 from tests.postgres import PostgresServer
+
+os.environ.setdefault(CHECK_ENV, "1")  # a tracking or Ray call inside a store transaction raises, in every test and e2e stack
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
@@ -22,6 +23,8 @@ from service.schemas import SweepPublic, TrialPublic
 from service.store import Sweep, Trial
 from sweeps.law import LawFit
 from sweeps.spec import SweepSpec
+
+log = logging.getLogger("groupscale.api")
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"], dependencies=[ReadAuthorized])  # writes: Authorized too
 
@@ -175,9 +178,13 @@ def extend(
             added = extend_sweep(s, store, sweep, new)
         except ExtendRefused as e:
             raise HTTPException(e.status, e.message) from None
-        if tracking and sweep.mlflow_parent_run_id:
-            tracking.reopen_sweep(sweep.mlflow_parent_run_id, new, len(added))
         public = _public(sweep, store, tracking)
+        parent = sweep.mlflow_parent_run_id
+    if tracking and parent:  # after the commit: no MLflow call inside a transaction
+        try:
+            tracking.reopen_sweep(parent, new, len(added))
+        except Exception:  # noqa: BLE001 - the trials run all the same; the parent run shows the old status meanwhile
+            log.exception("reopening the MLflow parent run %s of sweep %s failed", parent, sweep_id)
     if scheduler is not None:
         scheduler.wake()
     return public

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -40,13 +41,40 @@ def tuned_lrs(sweep: Sweep) -> dict[tuple[int, int], float] | None:
     return {(t.group_size, t.samples_per_step): t.best_lr for t in sweep.lr_tunings if t.best_lr is not None}
 
 
+@dataclass(frozen=True)
+class Ready:
+    """A row ready to start, read in a store transaction and launched after it (no network call inside one).
+
+    id: the trial, probe or lr tuning; spec: its sweep's (or probe's) spec; sweep_id: its sweep (None: a probe);
+    lr: a trial's tuned lr (None: the spec's); trial: a trial's plan and run fields, None for the other kinds."""
+
+    id: str
+    spec: SweepSpec
+    sweep_id: str | None = None
+    lr: float | None = None
+    trial: TrialRow | None = None
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """What a trial's launch needs of its row and sweep."""
+
+    group_size: int
+    samples_per_step: int
+    seed: int
+    mlflow_run_id: str | None
+    experiment_id: str | None
+    parent_run_id: str | None
+    task_key: str
+
+
 class TrialJob:
     """A trial: run on a warm worker (workers.entry.TrialWorker, a detached named actor), logging into its
     own MLflow child run."""
 
     kind = "trial"
 
-    def ready(self, ctx: Context, s: Session) -> Iterator[tuple[Trial, SweepSpec, float | None]]:
+    def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         """Pending trials of running sweeps whose lr tuning has ended, in sweep then plan order, with the tuned lr."""
         rows = s.execute(
             select(Trial, Sweep)
@@ -60,63 +88,102 @@ class TrialJob:
                 tuned[sweep.id] = tuned_lrs(sweep)
             lrs = tuned[sweep.id]
             if lrs is not None:  # the sweep proper starts once its learning rates are tuned
-                yield trial, ctx.store.spec(sweep), lrs.get((trial.group_size, trial.samples_per_step))
+                row = TrialRow(
+                    trial.group_size,
+                    trial.samples_per_step,
+                    trial.seed,
+                    trial.mlflow_run_id,
+                    sweep.mlflow_experiment_id,
+                    sweep.mlflow_parent_run_id,
+                    sweep.task_name,
+                )
+                yield Ready(trial.id, ctx.store.spec(sweep), sweep.id, lrs.get((trial.group_size, trial.samples_per_step)), row)
 
-    def launch(self, ctx: Context, s: Session, trial: Trial, spec: SweepSpec, lr: float | None) -> Any | None:
-        """Start the trial; None (nothing started) when its MLflow run cannot be created yet or it was cancelled meanwhile."""
-        ckpt = ctx.checkpoint_dir(trial.id)  # a rerun resumes from it
-        config = TrialConfig.from_spec(
-            spec, TrialPlan(trial.group_size, trial.samples_per_step, trial.seed), ctx.settings.model_cache_dir, ckpt, lr=lr
-        )
-        sweep = trial.sweep
-        if ctx.tracking and sweep.mlflow_parent_run_id and not trial.mlflow_run_id:  # a resume keeps its run
-            trial.mlflow_run_id = ctx.take_run(trial.id)  # made ahead by prepare, if it was
-            if not trial.mlflow_run_id:
+    def launch(self, ctx: Context, ready: Ready) -> Any | None:
+        """Start the trial; None (nothing started) when its MLflow run cannot be created yet or it was cancelled
+        meanwhile. Its run is made before, and the worker started after, the transaction that marks it running."""
+        row, spec = ready.trial, ready.spec
+        assert row is not None
+        ckpt = ctx.checkpoint_dir(ready.id)  # a rerun resumes from it
+        plan = TrialPlan(row.group_size, row.samples_per_step, row.seed)
+        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir, ckpt, lr=ready.lr)
+        run_id = row.mlflow_run_id  # a resume keeps its run
+        if ctx.tracking and row.parent_run_id and not run_id:
+            run_id = ctx.take_run(ready.id)  # made ahead by prepare, if it was
+            if not run_id:
                 try:
-                    trial.mlflow_run_id = ctx.tracking.start_trial(*self._run_args(trial, spec, config.grpo.lr))
+                    run_id = ctx.tracking.start_trial(*self._run_args(ready, config.grpo.lr))
                 except Exception:  # noqa: BLE001 - this trial waits for the next tick
-                    log.exception("creating the MLflow run of trial %s failed; retrying later", trial.id)
+                    log.exception("creating the MLflow run of trial %s failed; retrying later", ready.id)
                     return None
-        if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
-            return None  # cancelled meanwhile
-        args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, trial.mlflow_run_id)
-        return ctx.backend.start_trial(
-            trial_actor_name(trial.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
-        )
+        with ctx.store.session() as s:
+            trial = s.get(Trial, ready.id)
+            trial.mlflow_run_id = run_id  # stored even when a cancel won: close_cancelled ends it
+            if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
+                return None  # cancelled meanwhile
+        args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, run_id)
+        try:
+            return ctx.backend.start_trial(
+                trial_actor_name(ready.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+            )
+        except Exception:
+            with ctx.store.session() as s:  # not started: it waits for the next tick, as if never launched
+                trial = s.get(Trial, ready.id)
+                if trial.status == TrialStatus.RUNNING:
+                    transition(s, trial, TrialStatus.PENDING, attempts=trial.attempts - 1)
+            raise
 
-    def prepare(self, ctx: Context, rows: list[tuple[Trial, SweepSpec, float | None]]) -> None:
+    def prepare(self, ctx: Context, rows: list[Ready]) -> None:
         """Create the MLflow runs of the trials to launch next (``rows``, in order) on the MLflow thread,
         while the running ones train: a freed worker then starts its next trial without waiting for MLflow."""
         if ctx.tracking is None:
             return
-        for trial, spec, lr in rows:
-            if trial.sweep.mlflow_parent_run_id and not trial.mlflow_run_id:
-                ctx.prepare_run(trial.id, ctx.tracking.start_trial, *self._run_args(trial, spec, lr))
+        for ready in rows:
+            if ready.trial and ready.trial.parent_run_id and not ready.trial.mlflow_run_id:
+                lr = ready.spec.grpo.lr if ready.lr is None else ready.lr
+                ctx.prepare_run(ready.id, ctx.tracking.start_trial, *self._run_args(ready, lr))
 
-    def adopt_runs(self, ctx: Context, s: Session, sweep: Sweep) -> None:
+    def adopt_runs(self, ctx: Context) -> None:
         """After a restart: a pending trial without a run whose run was made (ahead, or just before a crash)
         but not stored takes that run (RUNNING, tagged with its id), so that each trial keeps one run."""
-        waiting = [t for t in sweep.trials if t.status == TrialStatus.PENDING and not t.mlflow_run_id]
-        if not (waiting and ctx.tracking and sweep.mlflow_parent_run_id and sweep.mlflow_experiment_id):
+        if ctx.tracking is None:
             return
-        made = ctx.safe(ctx.tracking.running_trial_runs, sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id) or {}
-        for trial in waiting:
-            trial.mlflow_run_id = made.get(trial.id)
+        with ctx.store.read() as s:
+            waiting = s.execute(
+                select(Trial.id, Sweep.mlflow_experiment_id, Sweep.mlflow_parent_run_id)
+                .join(Sweep)
+                .where(
+                    Sweep.status == SweepStatus.RUNNING,
+                    Trial.status == TrialStatus.PENDING,
+                    Trial.mlflow_run_id.is_(None),
+                    Sweep.mlflow_parent_run_id.is_not(None),
+                    Sweep.mlflow_experiment_id.is_not(None),
+                )
+            ).all()
+        made: dict[str, str] = {}
+        for experiment_id, parent in {(e, p) for _, e, p in waiting}:
+            made |= ctx.safe(ctx.tracking.running_trial_runs, experiment_id, parent) or {}
+        adopt = {trial_id: made[trial_id] for trial_id, _, _ in waiting if trial_id in made}
+        if adopt:
+            with ctx.store.session() as s:
+                for trial in s.scalars(select(Trial).where(Trial.id.in_(adopt), Trial.mlflow_run_id.is_(None))):
+                    trial.mlflow_run_id = adopt[trial.id]
 
     @staticmethod
-    def _run_args(trial: Trial, spec: SweepSpec, lr: float | None) -> tuple:
-        """Tracking.start_trial's arguments for this trial (``lr``: the tuned one, None for the spec's)."""
-        sweep = trial.sweep
+    def _run_args(ready: Ready, lr: float) -> tuple:
+        """Tracking.start_trial's arguments for this trial (``lr``: the one it trains with)."""
+        row = ready.trial
+        assert row is not None
         return (
-            sweep.mlflow_experiment_id,
-            sweep.mlflow_parent_run_id,
-            spec,
-            trial.id,
-            trial.group_size,
-            trial.samples_per_step,
-            trial.seed,
-            spec.grpo.lr if lr is None else lr,
-            sweep.task_name,  # the stored task_key: the data files are not read again
+            row.experiment_id,
+            row.parent_run_id,
+            ready.spec,
+            ready.id,
+            row.group_size,
+            row.samples_per_step,
+            row.seed,
+            lr,
+            row.task_key,  # the stored task_key: the data files are not read again
         )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
@@ -166,28 +233,32 @@ class ProbeJob:
 
     kind = "probe"
 
-    def ready(self, ctx: Context, s: Session) -> Iterator[tuple[Probe, SweepSpec, None]]:
+    def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.QUEUED).order_by(Probe.created_at)):
-            yield probe, ctx.store.spec(probe), None
+            yield Ready(probe.id, ctx.store.spec(probe))
 
-    def launch(self, ctx: Context, s: Session, probe: Probe, spec: SweepSpec, _: None) -> Any | None:
+    def launch(self, ctx: Context, ready: Ready) -> Any | None:
+        spec = ready.spec
         plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
         config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
-        if not transition(s, probe, ProbeStatus.RUNNING):
-            return None
+        with ctx.store.session() as s:
+            if not transition(s, s.get(Probe, ready.id), ProbeStatus.RUNNING):
+                return None
         res = spec.resources
-        return ctx.backend.start_task(
-            run_probe_task, (config, spec.probe.model_dump()), res.cpus_per_trial, res.gpus_per_trial, 0
-        )
+        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, run_probe_task, (config, spec.probe.model_dump()), res, 0)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
+        ok = outcome.error is None
         with ctx.store.session() as s:
             probe = s.get(Probe, work.id)
-            ok = outcome.error is None
             result = finite_or_none(outcome.value) if ok else None
-            transition(s, probe, ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED, error=outcome.error, result=result)
-            if ctx.tracking and ok:
-                probe.mlflow_run_id = ctx.safe(ctx.tracking.log_probe, probe.id, ctx.store.spec(probe), outcome.value)
+            stored = transition(s, probe, ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED, error=outcome.error, result=result)
+            spec = ctx.store.spec(probe)
+        if ctx.tracking and ok and stored:  # after the commit: no MLflow call inside a transaction
+            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value)
+            if run_id:
+                with ctx.store.session() as s:
+                    s.get(Probe, work.id).mlflow_run_id = run_id
 
     def prepare(self, ctx: Context, rows: list) -> None:
         """Nothing to make ahead."""
@@ -204,22 +275,27 @@ class TuningJob:
     def __init__(self, record_study: Callable[[str, int, int, dict], None]) -> None:
         self.record_study = record_study  # copies a finished search into Optuna (service.scheduler.adaptive)
 
-    def ready(self, ctx: Context, s: Session) -> Iterator[tuple[LrTuning, SweepSpec, None]]:
+    def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         ready = (Sweep.status == SweepStatus.RUNNING, LrTuning.status == TuningStatus.PENDING)
         rows = s.execute(select(LrTuning, Sweep).join(Sweep).where(*ready).order_by(Sweep.created_at, LrTuning.created_at)).all()
         for tuning, sweep in rows:
-            yield tuning, ctx.store.spec(sweep), None
+            yield Ready(tuning.id, ctx.store.spec(sweep), sweep.id)
 
-    def launch(self, ctx: Context, s: Session, tuning: LrTuning, spec: SweepSpec, _: None) -> Any | None:
-        plan = TrialPlan(tuning.group_size, tuning.samples_per_step, spec.seeds[0])
+    def launch(self, ctx: Context, ready: Ready) -> Any | None:
+        spec = ready.spec
+        with ctx.store.session() as s:
+            tuning = s.get(LrTuning, ready.id)
+            if not transition(s, tuning, TuningStatus.RUNNING):
+                return None
+            g, b, sweep = tuning.group_size, tuning.samples_per_step, tuning.sweep
+            experiment_id, parent = sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id
+        plan = TrialPlan(g, b, spec.seeds[0])
         config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
         tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
-        if not transition(s, tuning, TuningStatus.RUNNING):
-            return None
-        sweep = tuning.sweep
-        args = (config, tune, ctx.tracking.uri if ctx.tracking else None, sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id)
-        res = spec.resources
-        return ctx.backend.start_task(run_tune_lr, args, res.cpus_per_trial, res.gpus_per_trial, ctx.settings.trial_retries)
+        args = (config, tune, ctx.tracking.uri if ctx.tracking else None, experiment_id, parent)
+        return _start_task(
+            ctx, LrTuning, ready.id, TuningStatus.PENDING, run_tune_lr, args, spec.resources, ctx.settings.trial_retries
+        )
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Store the tuned lr; copy the search into an Optuna study of the controller's database (so
@@ -251,3 +327,16 @@ class TuningJob:
 
     def stop(self, ctx: Context, work: Work, handle: Any) -> None:
         ctx.backend.cancel(handle)
+
+
+def _start_task(ctx: Context, table: type, row_id: str, back: Any, fn: Callable, args: tuple, res: Any, retries: int) -> Any:
+    """``fn(*args)`` as a Ray task for a row just marked running (after that transaction's commit); when the
+    backend refuses it, the row goes back to ``back`` (queued or pending) for the next tick and the error is raised."""
+    try:
+        return ctx.backend.start_task(fn, args, res.cpus_per_trial, res.gpus_per_trial, retries)
+    except Exception:
+        with ctx.store.session() as s:
+            row = s.get(table, row_id)
+            if row.status in (ProbeStatus.RUNNING, TuningStatus.RUNNING):
+                transition(s, row, back)
+        raise

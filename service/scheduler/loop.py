@@ -48,6 +48,7 @@ from sweeps.planner import plan_trials
 
 log = logging.getLogger("groupscale.scheduler")
 RESOURCES_TTL_S = 5.0  # the cluster's total resources are read again after this long
+STOP_S = 10.0  # stop() waits at most this long for the scheduling thread, and as long for MLflow's pending calls
 LOOKAHEAD = 8  # at most this many waiting trials get their MLflow run made ahead (one per running trial)
 
 
@@ -73,9 +74,9 @@ class Scheduler:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
+        """Connect and start the scheduling thread, which reconciles first: the web server's startup makes no
+        call that can wait for long (a stack whose MLflow is down stops at once on Ctrl-C)."""
         self.ctx.backend.connect()
-        self.reconcile()
-        self.prewarm()
         self._thread = threading.Thread(target=self._loop, name="groupscale-scheduler", daemon=True)
         self._thread.start()
 
@@ -85,21 +86,23 @@ class Scheduler:
         back to pending (the next start resumes them from their checkpoints) and their MLflow runs end
         KILLED rather than staying RUNNING."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
-        if not self.ctx.drain(timeout_s=30):
-            log.warning("MLflow calls still pending at shutdown: some trial runs may stay RUNNING")
-        for trial_id in self.ctx.prepared():  # made ahead for trials that did not start: the next start makes new ones
-            run_id = self.ctx.take_run(trial_id, wait=False)
-            if run_id and self.ctx.tracking:
-                self.ctx.safe(self.ctx.tracking.kill, run_id)
+            self._thread.join(timeout=STOP_S)  # a tick stuck in an MLflow retry is left behind (a daemon thread)
+        self.ctx.drain(timeout_s=STOP_S)  # the collected trials' ends, and the runs being made ahead
+        runs = [self.ctx.take_run(t, wait=False) for t in self.ctx.prepared()]  # made ahead for trials that did not start
         if not self.ctx.settings.ray_address:
             running = [w.id for w in self.inflight.values() if w.kind == "trial"]
             with self.ctx.store.session() as s:
-                for trial in s.scalars(select(Trial).where(Trial.id.in_(running), Trial.status == TrialStatus.RUNNING)):
-                    if trial.mlflow_run_id and self.ctx.tracking:
-                        self.ctx.safe(self.ctx.tracking.kill, trial.mlflow_run_id)
+                stopped = s.scalars(select(Trial).where(Trial.id.in_(running), Trial.status == TrialStatus.RUNNING)).all()
+                runs += [t.mlflow_run_id for t in stopped]
+                for trial in stopped:
                     transition(s, trial, TrialStatus.PENDING, mlflow_run_id=None)
+        for run_id in runs:
+            if run_id and self.ctx.tracking:
+                self.ctx.defer(self.ctx.tracking.kill, run_id)
+        if not self.ctx.drain(timeout_s=STOP_S):  # MLflow down: its calls retry for minutes, the stop does not wait
+            log.warning("MLflow calls still pending at shutdown: some runs may stay RUNNING")
         self.inflight.clear()
         self.ctx.backend.disconnect()
 
@@ -133,12 +136,17 @@ class Scheduler:
 
     # -- the loop ------------------------------------------------------------------------------
     def _loop(self) -> None:
+        reconciled = False
         while not self._stop.is_set():
             try:
+                if not reconciled:
+                    self.reconcile()
+                    self.prewarm()
+                    reconciled = True
                 self.tick()
             except Exception:  # noqa: BLE001 - the loop must survive any one failure; it is logged
-                log.exception("scheduler tick failed")
-                time.sleep(self.ctx.settings.poll_interval_s)
+                log.exception("scheduler %s failed", "tick" if reconciled else "reconcile")
+                self._stop.wait(self.ctx.settings.poll_interval_s)
 
     def tick(self, wait_s: float | None = None) -> None:
         """One pass; waits at most ``wait_s`` (default poll_interval_s) for work to end."""
@@ -177,19 +185,28 @@ class Scheduler:
         self.inflight.update(reconcile(self.ctx, self.trials))
 
     def admit(self) -> None:
-        """Queued sweeps start: their MLflow parent run, their lr tunings and (grid) trials are created."""
-        tracking = self.ctx.tracking
-        with self.ctx.store.session() as s:
-            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.QUEUED):
-                spec = self.ctx.store.spec(sweep)
-                if tracking and not sweep.mlflow_parent_run_id:
-                    try:
-                        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = tracking.start_sweep(
-                            sweep.id, spec, sweep.task_name
-                        )
-                    except Exception:  # noqa: BLE001 - the sweep stays queued; the rest of the tick goes on
-                        log.exception("creating the MLflow parent run of sweep %s failed; retrying later", sweep.id)
-                        continue
+        """Queued sweeps start: their MLflow parent run (made outside any transaction), their lr tunings and
+        (grid) trials are created."""
+        tracking, store = self.ctx.tracking, self.ctx.store
+        with store.read() as s:
+            queued = [
+                (w.id, store.spec(w), w.task_name, w.mlflow_parent_run_id)
+                for w in store.sweeps_with_status(s, SweepStatus.QUEUED)
+            ]
+        for sweep_id, spec, key, parent in queued:
+            runs = None
+            if tracking and not parent:
+                try:
+                    runs = tracking.start_sweep(sweep_id, spec, key)
+                except Exception:  # noqa: BLE001 - the sweep stays queued; the rest of the tick goes on
+                    log.exception("creating the MLflow parent run of sweep %s failed; retrying later", sweep_id)
+                    continue
+            with store.session() as s:
+                sweep = s.get(Sweep, sweep_id)
+                if runs:  # stored even when a cancel came first: close_cancelled ends the run
+                    sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = runs
+                if sweep.status != SweepStatus.QUEUED:
+                    continue
                 if spec.tune_lr is not None and not sweep.lr_tunings:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
@@ -222,23 +239,23 @@ class Scheduler:
         always starts (the cluster queues it). Stops at the first row that does not fit, so order holds.
         Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
         started = {w.id for w in self.inflight.values()}
+        with self.ctx.store.read() as s:
+            rows = [r for r in job.ready(self.ctx, s) if r.id not in started]
         free: tuple[float, float] | None = None
-        with self.ctx.store.session() as s:
-            rows = [r for r in job.ready(self.ctx, s) if r[0].id not in started]
-            for i, (row, spec, extra) in enumerate(rows):
-                cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
-                free = free or self._free()
-                if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9):
-                    running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
-                    job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])  # the next to start, made ready
-                    return
-                if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
-                    self._make_room(cpus, gpus, free)
-                handle = job.launch(self.ctx, s, row, spec, extra)
-                if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
-                    continue
-                self.inflight[handle] = Work(job.kind, row.id, getattr(row, "sweep_id", None), cpus, gpus)
-                free = (free[0] - cpus, free[1] - gpus)
+        for i, ready in enumerate(rows):
+            cpus, gpus = ready.spec.resources.cpus_per_trial, ready.spec.resources.gpus_per_trial
+            free = free or self._free()
+            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9):
+                running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
+                job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])  # the next to start, made ready
+                return
+            if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
+                self._make_room(cpus, gpus, free)
+            handle = job.launch(self.ctx, ready)
+            if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
+                continue
+            self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus)
+            free = (free[0] - cpus, free[1] - gpus)
 
     def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
         """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle
@@ -283,19 +300,23 @@ class Scheduler:
         """End the MLflow parent run of each cancelled sweep KILLED, once none of its work is in flight (so
         every child run it owns has ended first); child runs a lost worker left RUNNING end KILLED too."""
         busy = {w.sweep_id for w in self.inflight.values()}
-        tracking = self.ctx.tracking
-        with self.ctx.store.session() as s:
-            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.CANCELLED):
-                if sweep.mlflow_closed or sweep.id in busy:
-                    continue
-                self.ctx.drain()  # the child runs' own ends first
-                if tracking and sweep.mlflow_parent_run_id:
-                    for trial in sweep.trials:
-                        for run_id in (trial.mlflow_run_id, self.ctx.take_run(trial.id)):  # a run made ahead, too
-                            if run_id:
-                                self.ctx.safe(tracking.kill, run_id)
-                    self.ctx.safe(tracking.end_sweep, sweep.mlflow_parent_run_id, None, sweep.name, "KILLED")
-                sweep.mlflow_closed = True
+        tracking, store = self.ctx.tracking, self.ctx.store
+        with store.read() as s:
+            todo = [
+                (w.id, w.name, w.mlflow_parent_run_id, [(t.id, t.mlflow_run_id) for t in w.trials])
+                for w in store.sweeps_with_status(s, SweepStatus.CANCELLED)
+                if not w.mlflow_closed and w.id not in busy
+            ]
+        for sweep_id, name, parent, trials in todo:
+            self.ctx.drain()  # the child runs' own ends first
+            if tracking and parent:
+                for trial_id, stored in trials:
+                    for run_id in (stored, self.ctx.take_run(trial_id)):  # a run made ahead, too
+                        if run_id:
+                            self.ctx.safe(tracking.kill, run_id)
+                self.ctx.safe(tracking.end_sweep, parent, None, name, "KILLED")
+            with store.session() as s:
+                s.get(Sweep, sweep_id).mlflow_closed = True
 
     def finish(self) -> None:
         """Sweeps whose trials and tunings have all ended (and, adaptive, whose study says stop) are fitted."""
@@ -306,22 +327,36 @@ class Scheduler:
                 if any(t.status not in TUNING_TERMINAL for t in sweep.lr_tunings) or not self.adaptive.done(sweep):
                     continue
                 transition(s, sweep, SweepStatus.FITTING)
-        with self.ctx.store.session() as s:
-            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
-                self._fit_and_close(s, sweep)
+        with self.ctx.store.read() as s:  # the fits are computed in a read transaction: no write waits for them
+            fitting = [
+                (w.id, w.name, w.mlflow_parent_run_id, self._fit(w))
+                for w in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING)
+            ]
+        for sweep_id, name, parent, (fit, error) in fitting:
+            self._close(sweep_id, name, parent, fit, error)
 
-    def _fit_and_close(self, s: Any, sweep: Sweep) -> None:
-        tracking, parent = self.ctx.tracking, sweep.mlflow_parent_run_id
-        self.ctx.drain()  # the child runs end before their parent
+    def _fit(self, sweep: Sweep) -> tuple[Any, str | None]:
+        """(the law fit of a sweep whose trials have all ended, None) or (None, why it failed: no usable trial)."""
         if not any(t.status in TRIAL_USABLE for t in sweep.trials):
             reasons = sorted({t.reason or t.status for t in sweep.trials})
-            if transition(s, sweep, SweepStatus.FAILED, error="no trial finished: " + "; ".join(reasons)[:2000]):
-                if tracking and parent:
-                    self.ctx.safe(tracking.end_sweep, parent, None, sweep.name, "FAILED")
+            return None, "no trial finished: " + "; ".join(reasons)[:2000]
+        return fit_from_trials(sweep.trials, self.ctx.store.spec(sweep)), None
+
+    def _close(self, sweep_id: str, name: str, parent: str | None, fit: Any, error: str | None) -> None:
+        """Store a fitted sweep's end; its MLflow parent run ends first (after its children), outside the
+        transaction (a cancel that lands meanwhile wins: close_cancelled then ends the run KILLED)."""
+        tracking = self.ctx.tracking
+        self.ctx.drain()  # the child runs end before their parent
+        if tracking and parent:
+            if error is None:
+                self.ctx.safe(tracking.end_sweep, parent, fit, f"{name}: {fit.status}")
+            else:
+                self.ctx.safe(tracking.end_sweep, parent, None, name, "FAILED")
+        with self.ctx.store.session() as s:
+            sweep = s.get(Sweep, sweep_id)
+            if error is None:
+                closed = transition(s, sweep, SweepStatus.SUCCEEDED, fit=fit.model_dump(mode="json"))
+            else:
+                closed = transition(s, sweep, SweepStatus.FAILED, error=error)
+            if closed:
                 sweep.mlflow_closed = True
-            return
-        fit = fit_from_trials(sweep.trials, self.ctx.store.spec(sweep))
-        if transition(s, sweep, SweepStatus.SUCCEEDED, fit=fit.model_dump(mode="json")):
-            if tracking and parent:
-                self.ctx.safe(tracking.end_sweep, parent, fit, f"{sweep.name}: {fit.status}")
-            sweep.mlflow_closed = True

@@ -8,6 +8,7 @@ what is free. This module is that interface on a real Ray cluster; the loop's un
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import time
@@ -18,11 +19,16 @@ from typing import Any
 import ray
 
 from service.settings import Settings
+from service.store import outside_transaction
 from workers.entry import TrialWorker
 
 NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
 WORKER_PREFIX = "worker-"
+TRIAL_SLOTS = 4  # threads of a worker's default concurrency group: its trial's run() and the attaches of restarts
+CONTROL = "control"  # a worker's concurrency group of its own for current(): liveness never waits for those slots
+WORKER_ANSWER_S = 120.0  # a worker that neither answers nor is known dead by then is killed (a restart takes seconds)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+log = logging.getLogger("groupscale.scheduler")
 
 
 def connect_ray(settings: Settings) -> bool:
@@ -72,6 +78,7 @@ class RayBackend:
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
 
     # -- the connection ----------------------------------------------------------------------
+    @outside_transaction
     def connect(self) -> None:
         if not ray.is_initialized():  # `groupscale up` connects before the web server starts
             connect_ray(self.settings)
@@ -86,14 +93,17 @@ class RayBackend:
     def connected(self) -> bool:
         return ray.is_initialized()
 
+    @outside_transaction
     def total_resources(self) -> dict[str, float]:
         return dict(ray.cluster_resources()) if ray.is_initialized() else {}
 
+    @outside_transaction
     def available_resources(self) -> dict[str, float]:
         """What the cluster has free now, other users' work on a shared cluster included."""
         return dict(ray.available_resources()) if ray.is_initialized() else {}
 
     # -- trials, on a pool of warm workers ------------------------------------------------------
+    @outside_transaction
     def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any:
         """Run trial ``name`` on a warm worker of the same shape (an idle one, else a new one) and return
         the ref of its result. A worker already running ``name`` (launched just before a controller
@@ -120,13 +130,15 @@ class RayBackend:
                 num_gpus=gpus,
                 max_restarts=self.settings.trial_retries,
                 max_task_retries=-1,
-                max_concurrency=4,
+                max_concurrency=TRIAL_SLOTS,
+                concurrency_groups={CONTROL: 1},
             )
             .remote(str(self.state_dir), name)
         )
-        self._workers[name] = _Worker(handle, cpus, gpus, started=handle.current.remote())
+        self._workers[name] = _Worker(handle, cpus, gpus, started=_current(handle))
         return self._workers[name]
 
+    @outside_transaction
     def prewarm(self, n: int, cpus: float, gpus: float) -> None:
         """Start idle workers of this shape until ``n`` are warm (torch and the trainer imported before
         the first trial asks for one)."""
@@ -140,6 +152,7 @@ class RayBackend:
             if w.trial == name:
                 w.trial, w.idle_since = None, time.monotonic()
 
+    @outside_transaction
     def kill_trial(self, name: str) -> None:
         """Stop a running trial: its worker process is killed (and not restarted)."""
         for worker_name, w in list(self._workers.items()):
@@ -150,6 +163,7 @@ class RayBackend:
         """Whether a warm worker of this shape is idle (a trial of the shape starts on it, taking nothing new)."""
         return any(w.trial is None and (w.cpus, w.gpus) == (cpus, gpus) for w in self._workers.values())
 
+    @outside_transaction
     def evict_idle(self, cpus: float, gpus: float) -> None:
         """Kill idle workers, longest idle first, until those killed held at least ``cpus`` and ``gpus``
         (or none is left): room for work that cannot run on them."""
@@ -161,6 +175,7 @@ class RayBackend:
                 self._kill_worker(worker_name)
                 freed = [freed[0] + w.cpus, freed[1] + w.gpus]
 
+    @outside_transaction
     def reap_idle(self, max_idle_s: float) -> None:
         """Kill the workers idle for longer than ``max_idle_s`` (0: every idle one)."""
         now = time.monotonic()
@@ -173,6 +188,7 @@ class RayBackend:
         idle = [w for w in self._workers.values() if w.trial is None]
         return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
 
+    @outside_transaction
     def pool(self) -> dict[str, int]:
         """How many workers run a trial, are idle and warm, or are idle and still starting (importing).
         Called from the API's threads: it reads a snapshot of the pool."""
@@ -191,34 +207,64 @@ class RayBackend:
             pass
         (self.state_dir / f"{worker_name}.json").unlink(missing_ok=True)
 
+    @outside_transaction
     def trial_names(self) -> set[str]:
         """Names of the trials that the workers alive in this namespace run (or ran last), read from them."""
         self._discover()
         return {w.trial for w in self._workers.values() if w.trial is not None}
 
     def _discover(self) -> None:
-        """Find the workers a previous controller started (a cluster of its own keeps them)."""
+        """Find the workers a previous controller started (a cluster of its own keeps them) and ask each which
+        trial it runs. Waits until every one has answered or is known dead (Ray said so): one restarting
+        resumes its trial, so its trial is not lost. One that does neither within WORKER_ANSWER_S is killed
+        (and waited for), so that its trial, started again elsewhere, never runs twice."""
+        asks: dict[Any, tuple[str, Any]] = {}
         for name in ray.util.list_named_actors():
             if not name.startswith(WORKER_PREFIX) or name in self._workers:
                 continue
             try:
                 handle = ray.get_actor(name)
-                trial, _ = ray.get(handle.current.remote(), timeout=10)
-            except Exception:  # noqa: BLE001 - dead, restarting or gone: its trial goes back to pending
+            except ValueError:  # gone since it was listed
                 continue
-            self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused; stopped once idle
+            asks[_current(handle)] = (name, handle)
+        deadline = time.monotonic() + WORKER_ANSWER_S
+        pending = list(asks)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=1.0)
+            for ref in ready:
+                name, handle = asks.pop(ref)
+                try:
+                    trial, _ = ray.get(ref)
+                except ray.exceptions.ActorUnavailableError:  # restarting: ask again
+                    ref = _current(handle)
+                    asks[ref] = (name, handle)
+                    pending.append(ref)
+                    continue
+                except ray.exceptions.RayActorError:  # dead for good: its trial goes back to pending
+                    continue
+                self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused; stopped once idle
+            if pending and time.monotonic() > deadline:
+                for ref in pending:
+                    name, handle = asks[ref]
+                    log.warning("worker %s did not answer within %g s: killed, its trial runs again", name, WORKER_ANSWER_S)
+                    ray.kill(handle, no_restart=True)
+                ray.wait(pending, num_returns=len(pending), timeout=30)  # each ends with ActorDiedError once killed
+                return
 
+    @outside_transaction
     def attach_trial(self, name: str) -> Any | None:
         """The result ref of trial ``name`` on the live worker that runs it, or None when none does
         (workers are found by trial_names, which reconcile calls first)."""
         worker = next((w for w in self._workers.values() if w.trial == name), None)
         return None if worker is None else worker.handle.run.remote(name)
 
+    @outside_transaction
     def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any:
         """A Ray task (a probe, an lr tuning): retried ``retries`` times if its worker dies, never on an
         exception of its own."""
         return ray.remote(fn).options(num_cpus=cpus, num_gpus=gpus, max_retries=retries, retry_exceptions=False).remote(*args)
 
+    @outside_transaction
     def wait(self, handles: list[Any], timeout_s: float) -> list[Any]:
         """The handles whose work has ended, after at most timeout_s."""
         ready, _ = ray.wait(handles, num_returns=1, timeout=timeout_s)  # back as soon as one has ended
@@ -226,10 +272,12 @@ class RayBackend:
             ready, _ = ray.wait(handles, num_returns=len(handles), timeout=0)
         return ready
 
+    @outside_transaction
     def result(self, handle: Any) -> Any:
         """The work's return value. Raises: the work's own exception, or Ray's when its worker died."""
         return ray.get(handle)
 
+    @outside_transaction
     def cancel(self, handle: Any) -> None:
         ray.cancel(handle, force=True)
 
@@ -240,3 +288,8 @@ class RayBackend:
         cause = getattr(e, "cause", None) or e
         first = (_ANSI.sub("", str(cause)).strip().splitlines() or [""])[0]
         return f"{type(cause).__name__}: {first}"[:1000], died
+
+
+def _current(handle: Any) -> Any:
+    """The ref of ``handle.current()`` in the worker's CONTROL group: answered while its trial slots are busy."""
+    return handle.current.options(concurrency_group=CONTROL).remote()

@@ -17,33 +17,49 @@ log = logging.getLogger("groupscale.scheduler")
 
 def reconcile(ctx: Context, trials: TrialJob) -> dict[Any, Work]:
     """Re-attach to the trials still alive on the cluster and return them as work in flight (handle ->
-    Work); the others (their actor is gone or dead) go back to pending and resume from their
-    checkpoints into the same MLflow run. Actors of this store's trials that have ended are killed
+    Work); the others (their worker is known dead or gone) go back to pending and resume from their
+    checkpoints into the same MLflow run. Workers of this store's trials that have ended are killed
     (others on a shared cluster are left alone); runs made but never stored are adopted
-    (TrialJob.adopt_runs); probes and lr tunings that were running run again."""
+    (TrialJob.adopt_runs); probes and lr tunings that were running run again.
+
+    The cluster is asked first (backend.trial_names waits until every worker answers or is known dead),
+    the store is written then, and MLflow is called last: no network call inside a transaction.
+    """
     backend, tracking = ctx.backend, ctx.tracking
-    inflight: dict[Any, Work] = {}
+    named = {n.removeprefix("trial-") for n in backend.trial_names()}
+    attach: list[tuple[str, str]] = []  # (trial, sweep)
+    tunings: list[tuple[str | None, int, int]] = []  # (parent run, G, B) of lr searches that run again
     with ctx.store.session() as s:
-        named = {n.removeprefix("trial-") for n in backend.trial_names()}
-        ended = select(Trial.id).where(Trial.id.in_(named), Trial.status.in_(TRIAL_TERMINAL))
-        for trial_id in s.scalars(ended):  # collected, but the previous controller died before killing it
-            backend.kill_trial(trial_actor_name(trial_id))
+        ended = list(s.scalars(select(Trial.id).where(Trial.id.in_(named), Trial.status.in_(TRIAL_TERMINAL))))
         for trial in s.scalars(select(Trial).where(Trial.status == TrialStatus.RUNNING)):
-            handle = backend.attach_trial(trial_actor_name(trial.id)) if trial.id in named else None
-            if handle is None:
+            if trial.id in named:
+                attach.append((trial.id, trial.sweep_id))
+            else:
                 transition(s, trial, TrialStatus.PENDING)
-                continue
-            res = ctx.store.spec(trial.sweep).resources
-            inflight[handle] = Work("trial", trial.id, trial.sweep_id, res.cpus_per_trial, res.gpus_per_trial)
-            log.info("re-attached to trial %s", trial.id)
         for sweep in ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
             transition(s, sweep, SweepStatus.RUNNING)
-        for sweep in ctx.store.sweeps_with_status(s, SweepStatus.RUNNING):
-            trials.adopt_runs(ctx, s, sweep)
         for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.RUNNING)):
             transition(s, probe, ProbeStatus.QUEUED)
         for tuning in s.scalars(select(LrTuning).where(LrTuning.status == TuningStatus.RUNNING)):
             transition(s, tuning, TuningStatus.PENDING)  # a tuning task is short and not detached: it runs again
-            if tracking and tuning.sweep.mlflow_parent_run_id:
-                ctx.safe(tracking.kill_tuning_runs, tuning.sweep.mlflow_parent_run_id, tuning.group_size, tuning.samples_per_step)
+            tunings.append((tuning.sweep.mlflow_parent_run_id, tuning.group_size, tuning.samples_per_step))
+        specs = {sweep_id: ctx.store.spec(s.get(Trial, trial_id).sweep) for trial_id, sweep_id in attach}
+    for trial_id in ended:  # collected, but the previous controller died before killing its worker
+        backend.kill_trial(trial_actor_name(trial_id))
+    inflight: dict[Any, Work] = {}
+    for trial_id, sweep_id in attach:
+        handle = backend.attach_trial(trial_actor_name(trial_id))
+        if handle is None:  # its worker died since trial_names answered
+            with ctx.store.session() as s:
+                trial = s.get(Trial, trial_id)
+                if trial.status == TrialStatus.RUNNING:
+                    transition(s, trial, TrialStatus.PENDING)
+            continue
+        res = specs[sweep_id].resources
+        inflight[handle] = Work("trial", trial_id, sweep_id, res.cpus_per_trial, res.gpus_per_trial)
+        log.info("re-attached to trial %s", trial_id)
+    trials.adopt_runs(ctx)
+    for parent, g, b in tunings:
+        if tracking and parent:
+            ctx.safe(tracking.kill_tuning_runs, parent, g, b)
     return inflight

@@ -13,7 +13,7 @@ from service.lifecycle import IllegalTransition, SweepStatus, TrialStatus, Tunin
 from service.scheduler import Scheduler
 from service.scheduler.jobs import trial_actor_name
 from service.settings import Settings
-from service.store import LrTuning, Probe, Store, Sweep, Trial
+from service.store import LrTuning, Probe, Store, Sweep, Trial, outside_transaction
 
 SPEC = {
     "name": "unit",
@@ -201,6 +201,23 @@ class FakeTracking:
     def log_decision(self, *a, **k): ...
     def log_probe(self, *a):
         return "probe-run"
+
+
+# Network calls, as on Ray and MLflow: each raises NetworkInTransaction inside a store transaction (tests/conftest.py
+# turns the check on), so every test below also checks that the scheduler makes none there.
+for cls, calls in (
+    (
+        FakeBackend,
+        "connect total_resources available_resources start_trial attach_trial trial_names prewarm evict_idle "
+        "reap_idle pool start_task wait result kill_trial cancel",
+    ),
+    (
+        FakeTracking,
+        "start_sweep start_trial running_trial_runs end_trial end_sweep kill kill_tuning_runs log_values log_decision log_probe",
+    ),
+):
+    for name in calls.split():
+        setattr(cls, name, outside_transaction(getattr(cls, name)))
 
 
 @pytest.fixture
