@@ -111,14 +111,11 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
 
 
 def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) -> Any:
-    """MLflow's system metrics of this worker (system/cpu_utilization_percentage, memory, disk, network, and
-    GPU with pynvml) on the trial's run, every MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default
-    SYSTEM_METRICS_EVERY_S). Started here; ``finish()`` stops it."""
-    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    """This worker's system metrics on the trial's run (workers.system_metrics), one sample every
+    MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default SYSTEM_METRICS_EVERY_S). Started here; ``finish()`` stops it."""
+    from workers.system_metrics import SystemMetrics
 
-    monitor = SystemMetricsMonitor(
-        run_id, sampling_interval=SYSTEM_METRICS_EVERY_S, resume_logging=resume, tracking_uri=tracking_uri
-    )
+    monitor = SystemMetrics(run_id, tracking_uri, SYSTEM_METRICS_EVERY_S, resume=resume)
     monitor.start()
     return monitor
 
@@ -259,7 +256,7 @@ class TrialWorker:
         for kind in MEASURES:  # imported once, at the worker's start, not inside a trial's timed run
             measure_function(kind)
         importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
-        importlib.import_module("mlflow.system_metrics.system_metrics_monitor")  # and its system metrics
+        importlib.import_module("workers.system_metrics")  # and the system metrics
         self.name = name
         self._state = Path(state_dir) / f"{name}.json"
         self._lock = threading.Condition()

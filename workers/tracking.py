@@ -28,7 +28,7 @@ T = TypeVar("T")
 MLFLOW_RETRY_S = float(os.environ.get("GROUPSCALE_MLFLOW_RETRY_S", "300"))  # total time one call may retry (s)
 
 
-def _transient(e: BaseException) -> bool:
+def transient_failure(e: BaseException) -> bool:
     """Server-side or connection trouble (HTTP 5xx or 429, refused, timed out), not another 4xx."""
     if isinstance(e, MlflowException):
         return e.get_http_status_code() >= 500 or e.get_http_status_code() == 429
@@ -55,7 +55,7 @@ def mlflow_call(fn: Callable[..., T], *args, retry_s: float | None = None, **kwa
     policy = retry(
         stop=stop_after_delay(MLFLOW_RETRY_S if retry_s is None else retry_s),
         wait=wait_exponential_jitter(initial=0.5, max=15),
-        retry=retry_if_exception(_transient),
+        retry=retry_if_exception(transient_failure),
         before_sleep=before_sleep_log(log, logging.WARNING),
         reraise=True,
     )

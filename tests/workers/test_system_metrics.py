@@ -106,3 +106,45 @@ def test_system_metrics_are_sampled_every_5_s_by_default():
     from workers.entry import SYSTEM_METRICS_EVERY_S
 
     assert SYSTEM_METRICS_EVERY_S == 5  # README: every 5 s (the tests above sample faster)
+
+
+def test_system_metrics_go_on_after_an_mlflow_outage(tmp_path, monkeypatch):
+    """MLflow's own monitor ends at its first failed request; a trial's monitor keeps its samples while the
+    tracking server is down and sends them, every step once, after it is back."""
+    import time
+
+    from service.stack import start_mlflow, stop_process_group
+    from tests.ports import free_port
+    from workers.system_metrics import SystemMetrics
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # as in a trial's worker: workers.tracking retries instead
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    server = start_mlflow(tmp_path, "127.0.0.1", port)
+    client = MlflowClient(uri)
+    run_id = client.create_run("0").info.run_id
+    key = "system/cpu_utilization_percentage"
+
+    def steps() -> list[int]:
+        return sorted(m.step for m in client.get_metric_history(run_id, key))
+
+    monitor = SystemMetrics(run_id, uri, sampling_interval=0.2)
+    monitor.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(steps()) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        stop_process_group(server)
+        time.sleep(4)  # about 20 samples while nothing answers
+        server = start_mlflow(tmp_path, "127.0.0.1", port)
+        restarted = time.monotonic()
+        while len(steps()) < 30:
+            assert time.monotonic() - restarted < 60, f"no system metrics after the outage: steps {steps()}"
+            time.sleep(0.2)
+        monitor.finish()
+        logged = steps()
+        assert logged == list(range(len(logged)))  # every step once: nothing lost in the outage, nothing twice
+    finally:
+        monitor.finish()
+        stop_process_group(server)
