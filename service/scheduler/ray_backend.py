@@ -29,6 +29,7 @@ CONTROL = "control"  # a worker's concurrency group of its own for current(): li
 WORKER_ANSWER_S = 120.0  # a worker that neither answers nor is known dead by then is killed (a restart takes seconds)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 log = logging.getLogger("groupscale.scheduler")
+_TRIAL_WORKER = ray.remote(concurrency_groups={CONTROL: 1})(TrialWorker)  # groups are set here, not in .options()
 
 
 def connect_ray(settings: Settings) -> bool:
@@ -121,20 +122,15 @@ class RayBackend:
         restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
         the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts)."""
         name = f"{WORKER_PREFIX}{uuid.uuid4().hex[:12]}"
-        handle = (
-            ray.remote(TrialWorker)
-            .options(
-                name=name,
-                lifetime="detached",
-                num_cpus=cpus,
-                num_gpus=gpus,
-                max_restarts=self.settings.trial_retries,
-                max_task_retries=-1,
-                max_concurrency=TRIAL_SLOTS,
-                concurrency_groups={CONTROL: 1},
-            )
-            .remote(str(self.state_dir), name)
-        )
+        handle = _TRIAL_WORKER.options(
+            name=name,
+            lifetime="detached",
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_restarts=self.settings.trial_retries,
+            max_task_retries=-1,
+            max_concurrency=TRIAL_SLOTS,
+        ).remote(str(self.state_dir), name)
         self._workers[name] = _Worker(handle, cpus, gpus, started=_current(handle))
         return self._workers[name]
 
