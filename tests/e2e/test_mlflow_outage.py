@@ -24,6 +24,55 @@ SPEC = {
 }
 
 
+def _stop_mlflow(stack) -> None:
+    """Stop the stack's MLflow server (its own process group)."""
+    pids = subprocess.run(
+        ["pgrep", "-f", f"mlflow server .*--port {stack.mlflow_port}"], capture_output=True, text=True
+    ).stdout.split()
+    assert pids, "the stack's MLflow server was not found"
+    os.killpg(os.getpgid(int(pids[0])), signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def restarted_servers():
+    """MLflow servers a test started in place of the stack's; stopped with the module."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        stop_process_group(proc)
+
+
+def test_the_api_answers_at_once_while_mlflow_is_down(stack, restarted_servers):
+    """The scheduler used to hold the store's write lock while MLflow calls retried: health and writes waited 30 s
+    and failed. Now health answers within 1 s naming MLflow, and a sweep is stored and cancelled meanwhile."""
+    _stop_mlflow(stack)
+    restarted = None
+    try:
+        time.sleep(2)
+        queued = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-outage-api", "steps": 5}).json()["id"]
+        time.sleep(5)  # the scheduler now retries the sweep's MLflow parent run
+        for _ in range(3):
+            start = time.monotonic()
+            health = stack.http.get("/v1/health", timeout=15)
+            assert time.monotonic() - start < 1.0, f"health took {time.monotonic() - start:.1f} s"
+            assert health.status_code == 503 and health.json()["mlflow"]["ok"] is False, health.json()
+            assert health.json()["store"]["ok"] is True and health.json()["ray"]["ok"] is True
+        start = time.monotonic()
+        other = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-outage-api-2", "steps": 5})
+        assert other.status_code == 201 and time.monotonic() - start < 5, other.text
+        cancelled = stack.http.delete(f"/v1/sweeps/{other.json()['id']}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        assert stack.http.get(f"/v1/sweeps/{queued}").json()["status"] == "queued"
+        restarted = start_mlflow(stack.data_dir, "127.0.0.1", stack.mlflow_port, backend_store_uri=stack.mlflow_backend_uri)
+        restarted_servers.append(restarted)
+        assert stack.wait(queued, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"
+    finally:
+        if restarted is None:  # the stack's next test needs its MLflow
+            restarted_servers.append(
+                start_mlflow(stack.data_dir, "127.0.0.1", stack.mlflow_port, backend_store_uri=stack.mlflow_backend_uri)
+            )
+
+
 def test_tracking_server_outage_loses_no_metric_point(stack):
     sid = stack.http.post("/v1/sweeps", json=SPEC).json()["id"]
     deadline = time.monotonic() + 180
@@ -31,13 +80,8 @@ def test_tracking_server_outage_loses_no_metric_point(stack):
         assert time.monotonic() < deadline
         time.sleep(0.5)
     time.sleep(2)
-    # Stop the stack's MLflow server (its own process group), keep it down for 20 s, start a new one
-    # on the same port and data.
-    pids = subprocess.run(
-        ["pgrep", "-f", f"mlflow server .*--port {stack.mlflow_port}"], capture_output=True, text=True
-    ).stdout.split()
-    assert pids, "the stack's MLflow server was not found"
-    os.killpg(os.getpgid(int(pids[0])), signal.SIGTERM)
+    # Stop the stack's MLflow server, keep it down for 20 s, start a new one on the same port and data.
+    _stop_mlflow(stack)
     time.sleep(20)
     health = stack.http.get("/v1/health", timeout=15)
     assert health.status_code == 503 and health.json()["mlflow"]["ok"] is False  # reported, quickly

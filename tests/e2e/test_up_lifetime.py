@@ -7,13 +7,14 @@ import subprocess
 import sys
 import time
 
+import httpx
 import psutil
 import pytest
 from mlflow import MlflowClient
 
 from service.lifetime import MARKER, marked
 from service.stack import up_command
-from tests.e2e.conftest import BANDIT_SWEEP, Stack
+from tests.e2e.conftest import BANDIT_SWEEP, RAY_LOOPBACK_ENV, Stack
 from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
@@ -125,3 +126,46 @@ def test_the_watchdog_ends_the_marked_processes_when_its_parent_is_gone(tmp_path
     parent.kill()
     parent.wait()
     assert _gone_within(marker, [], timeout_s=15) < 15
+
+
+def test_ctrl_c_stops_up_at_once_while_its_mlflow_is_down(tmp_path):
+    """Startup used to reconcile before the web server honoured Ctrl-C: with MLflow down, its calls retried for
+    5 minutes, and `up` ignored SIGINT and SIGTERM all that time. Now the scheduling thread reconciles, and /v1/health
+    says within 1 s that MLflow is down."""
+    from service.store import Store, Sweep, Trial
+
+    data = tmp_path / "data"
+    data.mkdir()
+    store = Store(f"sqlite:///{data / 'groupscale.db'}")
+    with store.session() as s:  # a running sweep with a trial whose run a restart looks for in MLflow
+        sweep = Sweep(name="n", spec=SPEC, task_name="bandit", model_name="tabular", status="running")
+        sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = "1", "0" * 32
+        s.add(sweep)
+        s.flush()
+        s.add(Trial(sweep_id=sweep.id, position=0, group_size=2, samples_per_step=16, seed=0))
+    store.engine.dispose()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", MARKER)}
+    env |= RAY_LOOPBACK_ENV | {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    log = tmp_path / "up.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            up_command(port, free_port(), data), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while not _listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        start = time.monotonic()
+        health = httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=30)
+        assert time.monotonic() - start < 1.0 and health.status_code == 503
+        assert health.json()["mlflow"]["ok"] is False and health.json()["store"]["ok"] is True
+        os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
+        start = time.monotonic()
+        proc.wait(timeout=120)
+        assert time.monotonic() - start < 30, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
