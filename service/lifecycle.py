@@ -68,7 +68,7 @@ _S, _T, _L, _P = SweepStatus, TrialStatus, TuningStatus, ProbeStatus
 TRANSITIONS: dict[type[StrEnum], dict[StrEnum, frozenset[StrEnum]]] = {
     SweepStatus: {
         _S.QUEUED: frozenset({_S.RUNNING, _S.CANCELLED}),
-        _S.RUNNING: frozenset({_S.FITTING, _S.CANCELLED}),
+        _S.RUNNING: frozenset({_S.FITTING, _S.CANCELLED, _S.FAILED}),  # failed: its failure budget is spent
         _S.FITTING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.RUNNING}),
         _S.SUCCEEDED: frozenset({_S.RUNNING}),
         _S.FAILED: frozenset({_S.RUNNING}),
@@ -150,6 +150,15 @@ def transition(s: Session, row: object, to: StrEnum, **values: object) -> bool:
     return False
 
 
+def fail_sweep(s: Session, sweep: object, error: str) -> bool:
+    """End a running sweep ``failed`` (its failure budget, max_failed_trials, is spent) and cancel what it owns
+    that has not ended, as cancel_sweep does. Returns False if the sweep was no longer running."""
+    if not transition(s, sweep, SweepStatus.FAILED, error=error):
+        return False
+    _cancel_owned(s, sweep, "cancelled: the sweep failed (max_failed_trials)")
+    return True
+
+
 def cancel_sweep(s: Session, sweep: object, reason: str = "cancelled by request") -> bool:
     """Cancel a sweep and everything it owns that has not ended: its trials and lr tunings, pending or
     running, are ``cancelled`` now (the scheduler stops the running ones' workers, ends their MLflow
@@ -159,10 +168,15 @@ def cancel_sweep(s: Session, sweep: object, reason: str = "cancelled by request"
         return False
     if not transition(s, sweep, SweepStatus.CANCELLED, error=reason):
         return False
+    _cancel_owned(s, sweep)
+    return True
+
+
+def _cancel_owned(s: Session, sweep: object, reason: str | None = None) -> None:
+    """Its trials and lr tunings that have not ended, pending or running, are ``cancelled`` (trials with ``reason``)."""
     for trial in sweep.trials:  # type: ignore[attr-defined]
         if trial.status not in TRIAL_TERMINAL:
-            transition(s, trial, TrialStatus.CANCELLED)
+            transition(s, trial, TrialStatus.CANCELLED, **({"reason": reason} if reason else {}))
     for tuning in sweep.lr_tunings:  # type: ignore[attr-defined]
         if tuning.status not in TUNING_TERMINAL:
             transition(s, tuning, TuningStatus.CANCELLED)
-    return True

@@ -453,6 +453,13 @@ class SweepSpec(_Strict):
     mode: Literal["grid", "adaptive"] = "grid"
     adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     tune_lr: TuneLRSpec | None = None
+    max_failed_trials: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="failure budget (Katib's maxFailedTrialCount): once more trials than this failed, the sweep ends "
+        "failed and its other trials are cancelled; default a quarter of the trials, at least 3",
+    )
     engine: Literal["groupscale", "trl"] = Field(
         "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
     )
@@ -630,6 +637,11 @@ class SweepSpec(_Strict):
         if self.mode == "adaptive":
             return self.adaptive.max_trials
         return len(self.group_sizes) * len(self.samples_per_step) * len(self.seeds)
+
+    @property
+    def failure_budget(self) -> int:
+        """How many trials may fail before the sweep ends failed: max_failed_trials, else max(3, n_trials // 4)."""
+        return self.max_failed_trials if self.max_failed_trials is not None else max(3, self.n_trials // 4)
 
     @property
     def n_tuning_trials(self) -> int:

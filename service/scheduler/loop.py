@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from service import lifecycle
 from service.lifecycle import (
     TRIAL_TERMINAL,
     TRIAL_USABLE,
@@ -157,6 +158,7 @@ class Scheduler:
         if self.inflight:  # collect first: a trial's worker, freed, takes the next trial of its shape at once
             for handle in self.ctx.backend.wait(list(self.inflight), wait_s):
                 self.collect(handle)
+        self.fail_over_budget()  # before launching: a spent budget's pending trials never start
         self.launch(self.jobs["probe"])
         self.launch(self.jobs["tune"])
         self.adaptive.advance()
@@ -296,25 +298,42 @@ class Scheduler:
                 self._stopping.add(handle)
                 self.jobs[work.kind].stop(self.ctx, work, handle)
 
+    def fail_over_budget(self) -> None:
+        """A running sweep with more failed trials than its failure budget (spec.max_failed_trials) ends failed,
+        saying how many failed and their first causes; its other trials are cancelled (the running ones stopped)."""
+        store = self.ctx.store
+        with store.session() as s:
+            for sweep in store.sweeps_with_status(s, SweepStatus.RUNNING):
+                failed = [t for t in sweep.trials if t.status == TrialStatus.FAILED]
+                budget = store.spec(sweep).failure_budget
+                if len(failed) <= budget:
+                    continue
+                causes = "; ".join(list(dict.fromkeys(t.reason or "no reason given" for t in failed))[:3])
+                error = f"{len(failed)} trials failed, more than max_failed_trials={budget}; the others were cancelled. "
+                error += f"First causes: {causes}"
+                if lifecycle.fail_sweep(s, sweep, error[:4000]):
+                    log.warning("sweep %s failed: %s", sweep.id, error)
+
     def close_cancelled(self) -> None:
-        """End the MLflow parent run of each cancelled sweep KILLED, once none of its work is in flight (so
-        every child run it owns has ended first); child runs a lost worker left RUNNING end KILLED too."""
+        """End the MLflow parent run of each cancelled sweep KILLED (of a sweep whose failure budget was spent, FAILED),
+        once none of its work is in flight (so every child run it owns has ended first); child runs a lost worker left
+        RUNNING end KILLED too."""
         busy = {w.sweep_id for w in self.inflight.values()}
         tracking, store = self.ctx.tracking, self.ctx.store
         with store.read() as s:
             todo = [
-                (w.id, w.name, w.mlflow_parent_run_id, [(t.id, t.mlflow_run_id) for t in w.trials])
-                for w in store.sweeps_with_status(s, SweepStatus.CANCELLED)
+                (w.id, w.name, w.mlflow_parent_run_id, [(t.id, t.mlflow_run_id) for t in w.trials], w.status)
+                for w in store.sweeps_with_status(s, SweepStatus.CANCELLED, SweepStatus.FAILED)
                 if not w.mlflow_closed and w.id not in busy
             ]
-        for sweep_id, name, parent, trials in todo:
+        for sweep_id, name, parent, trials, status in todo:
             self.ctx.drain()  # the child runs' own ends first
             if tracking and parent:
                 for trial_id, stored in trials:
                     for run_id in (stored, self.ctx.take_run(trial_id)):  # a run made ahead, too
                         if run_id:
                             self.ctx.safe(tracking.kill, run_id)
-                self.ctx.safe(tracking.end_sweep, parent, None, name, "KILLED")
+                self.ctx.safe(tracking.end_sweep, parent, None, name, "KILLED" if status == SweepStatus.CANCELLED else "FAILED")
             with store.session() as s:
                 s.get(Sweep, sweep_id).mlflow_closed = True
 

@@ -400,6 +400,39 @@ def test_an_exception_in_a_trial_fails_it_without_a_retry(env):
     assert backend.released == [backend.work[handle].name]  # the worker is alive: it stays warm for the next trial
 
 
+def test_past_its_failure_budget_a_sweep_fails_and_cancels_the_rest(env):
+    store, backend, tracking, sched = env
+    sid = submit(store, max_failed_trials=1)  # 6 trials; 2 CPUs: 2 run at a time
+    tick(sched)
+    first, second = backend.running()
+    backend.fail(first, ValueError("reward r.py:f raised"))
+    tick(sched)  # one failure: within the budget, the next trial starts
+    assert statuses(store, sid).count(TrialStatus.FAILED) == 1 and len(backend.running()) == 2
+    third = next(h for h in backend.running() if h != second)
+    backend.fail(third, ValueError("CUDA out of memory"))
+    tick(sched)  # two: past the budget of 1
+    with store.read() as s:
+        sweep = s.get(Sweep, sid)
+        assert sweep.status == SweepStatus.FAILED
+        assert sweep.error.startswith("2 trials failed, more than max_failed_trials=1")
+        assert "reward r.py:f raised" in sweep.error and "CUDA out of memory" in sweep.error
+        assert sorted(t.status for t in sweep.trials) == sorted([TrialStatus.FAILED] * 2 + [TrialStatus.CANCELLED] * 4)
+    tick(sched, 2)  # the running trial's worker is stopped; nothing new starts
+    assert backend.running() == [] and len(backend.work) == 3
+    parent = f"parent-{sid}"
+    assert tracking.calls[-1] == ("end_sweep", parent, "FAILED")  # after its children's ends
+    with store.read() as s:
+        assert s.get(Sweep, sid).mlflow_closed
+
+
+def test_the_default_failure_budget_is_a_quarter_of_the_trials_at_least_3():
+    from sweeps.spec import SweepSpec
+
+    assert SweepSpec.model_validate(SPEC).failure_budget == 3  # 6 trials
+    assert SweepSpec.model_validate({**SPEC, "seeds": list(range(8))}).failure_budget == 6  # 24 trials
+    assert SweepSpec.model_validate({**SPEC, "max_failed_trials": 0}).failure_budget == 0
+
+
 def test_a_worker_lost_before_the_trials_retries_ran_out_resumes_it_elsewhere(env):
     store, backend, _, sched = env
     sid = submit(store, group_sizes=[2], seeds=[0])
