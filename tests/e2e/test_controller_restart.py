@@ -5,6 +5,7 @@ on a cluster of their own and the new controller re-attaches to them."""
 import json
 import os
 import signal
+import subprocess
 import time
 from contextlib import contextmanager
 
@@ -199,3 +200,43 @@ def test_sigterm_ends_the_runs_killed_and_the_next_start_resumes_from_checkpoint
         assert resumed and all(v > 0 and v % 20 == 0 for v in resumed)  # resumed from checkpoints, not from scratch
     finally:
         stack.stop()
+
+
+LONG_STEPS = 30_000  # a bandit trial of minutes: it outlives six restarts of the controller
+
+
+@pytest.mark.slow
+def test_six_controller_restarts_during_one_trial_leave_one_process_one_run_and_every_step_once(tmp_path):
+    """Each restart used to send a liveness call into the trial worker's busy slots; from the fourth on it timed
+    out, the trial was taken as lost and started again beside the first copy (two processes, one checkpoint folder
+    and one MLflow run)."""
+    spec = {**SPEC, "name": "e2e-six-restarts", "task": {"name": "bandit"}, "model": {"preset": "tabular"}}
+    spec |= {"group_sizes": [4], "steps": LONG_STEPS, "checkpoint_every": 1000, "eval": {"prompts": 16}}
+    with external_stack(tmp_path, {}) as (stack, mlflow_uri):
+        sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+        client = MlflowClient(mlflow_uri)
+        deadline = time.monotonic() + 240
+        while True:  # until the trial trains (a run() sent before its worker is up dies with the controller)
+            trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+            if trials and trials[0]["mlflow_run_id"] and client.get_metric_history(trials[0]["mlflow_run_id"], "reward_mean"):
+                break
+            assert time.monotonic() < deadline, trials
+            time.sleep(0.5)
+        (trial,) = trials
+        title = f"ray::trial-{trial['id']}"
+        for restart in range(6):
+            sigkill(stack)
+            stack.start()
+            time.sleep(3)  # the new controller reconciles, then ticks
+            (now,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+            assert now["status"] == "running" and now["attempts"] == 1, f"restart {restart + 1}: {now}"
+            processes = subprocess.run(["pgrep", "-f", title], capture_output=True, text=True).stdout.split()
+            assert len(processes) == 1, f"restart {restart + 1}: {len(processes)} processes run the trial"
+        sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
+        assert sweep["status"] == "succeeded", sweep
+        (done,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+        assert done["attempts"] == 1
+        children = client.search_runs([sweep["mlflow"]["experiment_id"]], "tags.`groupscale.kind` = 'trial'")
+        assert [r.info.run_id for r in children] == [done["mlflow_run_id"]]  # one run
+        steps = [m.step for m in client.get_metric_history(done["mlflow_run_id"], "reward_mean")]
+        assert sorted(steps) == list(range(1, LONG_STEPS + 1))  # every step once: no second copy logged into it

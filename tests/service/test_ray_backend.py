@@ -11,7 +11,7 @@ from service.scheduler.ray_backend import RayBackend, _current
 from service.settings import Settings
 from workers.config import TrialConfig
 
-pytestmark = pytest.mark.e2e  # a real Ray head and a worker that imports the trainer
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a real Ray head and workers that import the trainer (87 s)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,13 @@ def backend(tmp_path_factory):
 def long_trial(cache: str) -> tuple:
     """Arguments of a bandit trial that runs far longer than the test (killed at its end), logged nowhere."""
     cfg = TrialConfig.flat(
-        task={"name": "bandit"}, model={"preset": "tabular"}, group_size=4, samples_per_step=16, seed=0, steps=10**7, cache_dir=cache
+        task={"name": "bandit"},
+        model={"preset": "tabular"},
+        group_size=4,
+        samples_per_step=16,
+        seed=0,
+        steps=10**7,
+        cache_dir=cache,
     )
     return (cfg.to_dict(), None, None)
 
@@ -48,7 +54,9 @@ def test_six_restarted_controllers_each_find_the_running_trial(backend, tmp_path
             start = time.monotonic()
             names = controller.trial_names()
             assert "trial-long" in names, f"restart {restart + 1}: the running trial was taken as lost"
-            assert time.monotonic() - start < 5, f"restart {restart + 1}: the worker took {time.monotonic() - start:.1f} s to answer"
+            assert time.monotonic() - start < 5, (
+                f"restart {restart + 1}: the worker took {time.monotonic() - start:.1f} s to answer"
+            )
             assert controller.attach_trial("trial-long") is not None  # its wait holds a trial slot until the trial ends
     finally:
         backend.kill_trial("trial-long")
