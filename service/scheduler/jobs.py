@@ -248,17 +248,19 @@ class ProbeJob:
         return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, run_probe_task, (config, spec.probe.model_dump()), res, 0)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
+        """Log a succeeded probe's MLflow run (before, outside the transaction), then store its status, result and
+        run together: a probe read as succeeded already names its run."""
         ok = outcome.error is None
+        run_id = None
+        if ctx.tracking and ok:
+            with ctx.store.read() as s:
+                spec = ctx.store.spec(s.get(Probe, work.id))
+            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value)
         with ctx.store.session() as s:
             probe = s.get(Probe, work.id)
             result = finite_or_none(outcome.value) if ok else None
-            stored = transition(s, probe, ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED, error=outcome.error, result=result)
-            spec = ctx.store.spec(probe)
-        if ctx.tracking and ok and stored:  # after the commit: no MLflow call inside a transaction
-            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value)
-            if run_id:
-                with ctx.store.session() as s:
-                    s.get(Probe, work.id).mlflow_run_id = run_id
+            status = ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED
+            transition(s, probe, status, error=outcome.error, result=result, mlflow_run_id=run_id)
 
     def prepare(self, ctx: Context, rows: list) -> None:
         """Nothing to make ahead."""

@@ -285,6 +285,29 @@ def test_a_probe_waits_for_free_resources_like_every_kind(env):
         assert s.get(Probe, probe_id).status == "running"
 
 
+def test_a_probe_read_as_succeeded_already_names_its_run(env):
+    store, backend, tracking, sched = env
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p"})
+        s.add(probe)
+        s.flush()
+        probe_id = probe.id
+    seen = []
+    log_probe = tracking.log_probe
+    tracking.log_probe = lambda *a: seen.append(_probe_status(store, probe_id)) or log_probe(*a)
+    tick(sched)
+    backend.finish(backend.running("run_probe_task")[0], {"g_star": 3.0})
+    tick(sched)
+    assert seen == ["running"]  # the run is made before the probe shows as succeeded
+    with store.read() as s:
+        assert (s.get(Probe, probe_id).status, s.get(Probe, probe_id).mlflow_run_id) == ("succeeded", "probe-run")
+
+
+def _probe_status(store, probe_id):
+    with store.read() as s:
+        return s.get(Probe, probe_id).status
+
+
 def test_a_finished_sweep_is_fitted_and_its_parent_run_ends_after_every_child(env):
     store, backend, tracking, sched = env
     sid = submit(store, group_sizes=[2, 4], seeds=[0])
