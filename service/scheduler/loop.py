@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from service import lifecycle
 from service.lifecycle import (
@@ -302,12 +302,19 @@ class Scheduler:
         """A running sweep with more failed trials than its failure budget (spec.max_failed_trials) ends failed,
         saying how many failed and their first causes; its other trials are cancelled (the running ones stopped)."""
         store = self.ctx.store
-        with store.session() as s:
-            for sweep in store.sweeps_with_status(s, SweepStatus.RUNNING):
-                failed = [t for t in sweep.trials if t.status == TrialStatus.FAILED]
+        with store.read() as s:  # one count per tick; a write transaction only for a sweep past its budget
+            counts = s.execute(
+                select(Sweep, func.count(Trial.id))
+                .join(Trial)
+                .where(Sweep.status == SweepStatus.RUNNING, Trial.status == TrialStatus.FAILED)
+                .group_by(Sweep.id)
+            ).all()
+            over = [sweep.id for sweep, failed in counts if failed > store.spec(sweep).failure_budget]
+        for sweep_id in over:
+            with store.session() as s:
+                sweep = s.get(Sweep, sweep_id)
                 budget = store.spec(sweep).failure_budget
-                if len(failed) <= budget:
-                    continue
+                failed = [t for t in sweep.trials if t.status == TrialStatus.FAILED]
                 causes = "; ".join(list(dict.fromkeys(t.reason or "no reason given" for t in failed))[:3])
                 error = f"{len(failed)} trials failed, more than max_failed_trials={budget}; the others were cancelled. "
                 error += f"First causes: {causes}"
