@@ -27,13 +27,13 @@ def reconcile(ctx: Context, trials: TrialJob) -> dict[Any, Work]:
     """
     backend, tracking = ctx.backend, ctx.tracking
     named = {n.removeprefix("trial-") for n in backend.trial_names()}
-    attach: list[tuple[str, str]] = []  # (trial, sweep)
+    attach: list[tuple[str, str, Any]] = []  # (trial, sweep, its spec)
     tunings: list[tuple[str | None, int, int]] = []  # (parent run, G, B) of lr searches that run again
     with ctx.store.session() as s:
         ended = list(s.scalars(select(Trial.id).where(Trial.id.in_(named), Trial.status.in_(TRIAL_TERMINAL))))
         for trial in s.scalars(select(Trial).where(Trial.status == TrialStatus.RUNNING)):
             if trial.id in named:
-                attach.append((trial.id, trial.sweep_id))
+                attach.append((trial.id, trial.sweep_id, ctx.store.spec(trial.sweep)))
             else:
                 transition(s, trial, TrialStatus.PENDING)
         for sweep in ctx.store.sweeps_with_status(s, SweepStatus.FITTING):
@@ -43,11 +43,10 @@ def reconcile(ctx: Context, trials: TrialJob) -> dict[Any, Work]:
         for tuning in s.scalars(select(LrTuning).where(LrTuning.status == TuningStatus.RUNNING)):
             transition(s, tuning, TuningStatus.PENDING)  # a tuning task is short and not detached: it runs again
             tunings.append((tuning.sweep.mlflow_parent_run_id, tuning.group_size, tuning.samples_per_step))
-        specs = {sweep_id: ctx.store.spec(s.get(Trial, trial_id).sweep) for trial_id, sweep_id in attach}
     for trial_id in ended:  # collected, but the previous controller died before killing its worker
         backend.kill_trial(trial_actor_name(trial_id))
     inflight: dict[Any, Work] = {}
-    for trial_id, sweep_id in attach:
+    for trial_id, sweep_id, spec in attach:
         handle = backend.attach_trial(trial_actor_name(trial_id))
         if handle is None:  # its worker died since trial_names answered
             with ctx.store.session() as s:
@@ -55,7 +54,7 @@ def reconcile(ctx: Context, trials: TrialJob) -> dict[Any, Work]:
                 if trial.status == TrialStatus.RUNNING:
                     transition(s, trial, TrialStatus.PENDING)
             continue
-        res = specs[sweep_id].resources
+        res = spec.resources
         inflight[handle] = Work("trial", trial_id, sweep_id, res.cpus_per_trial, res.gpus_per_trial)
         log.info("re-attached to trial %s", trial_id)
     trials.adopt_runs(ctx)
