@@ -127,10 +127,7 @@ class TrialJob:
                 trial_actor_name(ready.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
             )
         except Exception:
-            with ctx.store.session() as s:  # not started: it waits for the next tick, as if never launched
-                trial = s.get(Trial, ready.id)
-                if trial.status == TrialStatus.RUNNING:
-                    transition(s, trial, TrialStatus.PENDING, attempts=trial.attempts - 1)
+            _unlaunch(ctx, Trial, ready.id, TrialStatus.PENDING, attempts_back=True)
             raise
 
     def prepare(self, ctx: Context, rows: list[Ready]) -> None:
@@ -337,8 +334,14 @@ def _start_task(ctx: Context, table: type, row_id: str, back: Any, fn: Callable,
     try:
         return ctx.backend.start_task(fn, args, res.cpus_per_trial, res.gpus_per_trial, retries)
     except Exception:
-        with ctx.store.session() as s:
-            row = s.get(table, row_id)
-            if row.status in (ProbeStatus.RUNNING, TuningStatus.RUNNING):
-                transition(s, row, back)
+        _unlaunch(ctx, table, row_id, back)
         raise
+
+
+def _unlaunch(ctx: Context, table: type, row_id: str, back: Any, attempts_back: bool = False) -> None:
+    """A row marked running whose start the backend refused goes back to ``back`` (queued or pending) for the next
+    tick, as if never launched (a trial's attempt is taken back too, ``attempts_back``); a cancel that came first stays."""
+    with ctx.store.session() as s:
+        row = s.get(table, row_id)
+        if row.status == "running":  # every kind's RUNNING
+            transition(s, row, back, **({"attempts": row.attempts - 1} if attempts_back else {}))

@@ -659,3 +659,18 @@ def test_a_worker_that_died_for_good_is_never_handed_another_trial(env):
     backend.die(backend.running()[0])  # its restarts used up: the trial goes back to pending
     tick(sched)
     assert backend.reused == 0 and backend.new_workers == 2 and len(backend.running()) == 1  # on a new worker
+
+
+def test_a_trial_whose_start_the_cluster_refuses_goes_back_to_pending_as_never_launched(env):
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    start_trial = type(backend).start_trial
+    backend.start_trial = lambda *a: (_ for _ in ()).throw(ConnectionError("the Ray head does not answer"))
+    with pytest.raises(ConnectionError):
+        sched.tick(wait_s=0)
+    with store.read() as s:
+        (trial,) = s.get(Sweep, sid).trials
+        assert (trial.status, trial.attempts) == (TrialStatus.PENDING, 0)
+    backend.start_trial = start_trial.__get__(backend)
+    tick(sched)
+    assert statuses(store, sid) == [TrialStatus.RUNNING] and len(backend.running()) == 1
