@@ -87,5 +87,11 @@ class Client:
     def get_probe(self, probe_id: str) -> dict:
         return self._call("GET", f"/v1/probes/{probe_id}")
 
+    def answer(self, spec: dict) -> dict:
+        return self._call("POST", "/v1/answers", json=spec, timeout=CHECKED_POST_S)
+
+    def get_answer(self, answer_id: str) -> dict:
+        return self._call("GET", f"/v1/answers/{answer_id}")
+
     def health(self) -> dict:
         return self._call("GET", "/v1/health")

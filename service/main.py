@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 
-from service.routes import health, probes, recommendations, sweeps
+from service.routes import answers, health, probes, recommendations, sweeps
 from service.scheduler import Scheduler
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None, *, run_scheduler: bool = True) 
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (sweeps, probes, recommendations, health):
+    for module in (sweeps, probes, answers, recommendations, health):
         app.include_router(module.router)
 
     @app.exception_handler(RequestValidationError)

@@ -277,3 +277,16 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
     except Exception as e:  # noqa: BLE001 - any load failure is bad input, reported in one line
         first = (str(e).splitlines() or [""])[0][:300]
         raise SpecError(("model", "path"), f"{model_path!r} has no loadable config.json ({type(e).__name__}: {first})") from None
+
+
+def preflight_answer(spec: SweepSpec) -> None:
+    """Raise SpecError when `groupscale answer` cannot run this spec: engine trl (the answer trains with
+    groupscale's trainer), or a budget below the smallest probe (sweeps.answer.plan_answer)."""
+    from sweeps.answer import BudgetTooSmall, plan_answer
+
+    if spec.engine != "groupscale":
+        raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: groupscale")
+    try:
+        plan_answer(spec)
+    except BudgetTooSmall as e:
+        raise SpecError(("answer", "budget"), str(e)) from e

@@ -116,3 +116,7 @@ class ProbePublic(BaseModel):
     mlflow_run_id: str | None = None
     created_at: datetime
     updated_at: datetime
+
+
+class AnswerPublic(ProbePublic):
+    """An answer request (POST /v1/answers): result is sweeps.answer.combine's JSON once it succeeded."""

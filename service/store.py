@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 from alembic import command
@@ -39,6 +40,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus
 from sweeps.spec import SweepSpec
+
+
+class ProbeKind(StrEnum):
+    """What a Probe row runs: the variance-component probe, or the budgeted answer (sweeps.answer)."""
+
+    PROBE = "probe"
+    ANSWER = "answer"
+
 
 VERSION_TABLE = "groupscale_alembic_version"  # not alembic_version: Optuna's schema version lives there
 CHECK_ENV = "GROUPSCALE_CHECK_TRANSACTIONS"  # "1": a network call inside a store transaction raises (the tests set it)
@@ -172,11 +181,13 @@ class LrTuning(Base):
 
 
 class Probe(Base):
-    """A probe request: status service.lifecycle.ProbeStatus; result is the probe's JSON."""
+    """A probe or an answer request (``kind``: one Ray task on a spec, workers.probe or workers.answer): status
+    service.lifecycle.ProbeStatus; result is its JSON."""
 
     __tablename__ = "probes"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    kind: Mapped[str] = mapped_column(String(16), default=ProbeKind.PROBE, server_default=ProbeKind.PROBE.value)
     status: Mapped[str] = mapped_column(String(16), default=ProbeStatus.QUEUED, index=True)
     spec: Mapped[dict] = mapped_column(JSON)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)

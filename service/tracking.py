@@ -159,17 +159,24 @@ class Tracking:
         self.client.update_run(run_id, status="RUNNING")
 
     @outside_transaction
-    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict) -> str:
-        """One run per probe (tag groupscale.kind=probe): params, the components and G*, probe.json."""
-        params = {**_spec_params(spec), **{f"probe.{k}": v for k, v in spec.probe.model_dump().items()}}
+    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict, kind: str = "probe") -> str:
+        """One run per probe or answer (tag groupscale.kind=probe|answer): params, G* and what it cost, KIND.json."""
+        section = spec.probe if kind == "probe" else spec.answer
+        params = {**_spec_params(spec), **{f"{kind}.{k}": v for k, v in section.model_dump().items()}}
         run_id = self._create_run(
             self._experiment(task_key(spec)),
-            f"probe {spec.name} ({probe_id})",
-            {"groupscale.probe_id": probe_id, "groupscale.kind": "probe"},
+            f"{kind} {spec.name} ({probe_id})",
+            {"groupscale.probe_id": probe_id, "groupscale.kind": kind},
             params,
         )
-        self.log_values(run_id, {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")})
-        self.client.log_dict(run_id, result, "probe.json")
+        if kind == "probe":
+            values = {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")}
+        else:
+            cost = result.get("cost") or {}
+            values = {"g_star": result.get("g_star"), "recommended_group_size": result.get("recommended_group_size"),
+                      "samples": cost.get("completions"), "seconds": cost.get("seconds")}  # fmt: skip
+        self.log_values(run_id, values)
+        self.client.log_dict(run_id, result, f"{kind}.json")
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
 

@@ -1,7 +1,7 @@
 """The sweep report: one self-contained HTML file a person reads (plots inlined, no network needed).
 
 Gap vs G per budget with the fitted curves and the seed means (sweeps.plots.plot_fit), G* over
-training time (eval.every), the probe's G* beside the sweep's, both universality verdicts (across
+training time (eval.every), the probe's and a cheap answer's G* beside the sweep's, both universality verdicts (across
 budgets and across T), the evidence statement and the recommendation. Written by
 `groupscale report ID` and logged as ``report.html`` on the sweep's parent run.
 """
@@ -34,13 +34,14 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}g}"
 
 
-def render_report(fit: LawFit, title: str, probe: dict | None = None) -> str:
+def render_report(fit: LawFit, title: str, probe: dict | None = None, answer: dict | None = None) -> str:
     """The report as one HTML string.
 
     Args:
         fit: the sweep's fit (GET /v1/sweeps/{id}/fit).
         title: the sweep's name and id.
         probe: a probe's result (GET /v1/probes/{id} ``result``) to set beside the sweep's G*, or None.
+        answer: a `groupscale answer` result (GET /v1/answers/{id} ``result``, sweeps.answer) likewise, or None.
     """
     lo, hi = fit.g_star_ci95 or [None, None]
     tied = fit.equivalent_group_sizes
@@ -92,6 +93,8 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None) -> str:
         )
     else:
         parts.append("<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>")
+    parts.append("<h2>The cheap answer</h2>")
+    parts.append(answer_paragraph(fit, answer))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -107,4 +110,25 @@ def agreement(fit: LawFit, probe: dict) -> str:
         "Their intervals do not overlap. They may differ for good reasons: the probe measures the gradient "
         "noise at one policy (its interval covers only that sampling noise), while the sweep's G* comes from "
         "outcomes after T steps, as the policy moved; the outcome law also assumes a smooth objective and a constant step."
+    )
+
+
+def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
+    """`groupscale answer`'s G, interval and cost set against the sweep's: did the cheap answer land in its tie set?"""
+    if not answer:
+        return "<p id='answer'>No answer given (groupscale report ID --answer ANSWER_ID).</p>"
+    ci = answer.get("g_star_ci95") or [None, None]
+    cost = answer.get("cost") or {}
+    share = f" ({cost['fraction_of_grid']:.2%} of the grid)" if cost.get("fraction_of_grid") else ""
+    rec, tied = answer.get("recommended_group_size"), fit.equivalent_group_sizes or [fit.recommended_group_size]
+    if rec is None or fit.recommended_group_size is None:
+        verdict = "No comparison: one of the two has no recommended G."
+    elif rec in tied:
+        verdict = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
+    else:
+        verdict = f"Its G = {rec} is not among the sweep's best ({', '.join(map(str, tied))})."
+    return (
+        f"<p id='answer'>Answer G* = {_fmt(answer.get('g_star'))} [{_fmt(ci[0])}, {_fmt(ci[1])}], use G = {rec or '-'}, "
+        f"evidence {escape(str(answer.get('evidence')))}, for {cost.get('completions', '-')} sampled completions{share}. "
+        f"{escape(verdict)} {escape(answer.get('message', ''))}</p>"
     )

@@ -373,6 +373,17 @@ class ProbeSpec(_Strict):
     )
 
 
+class AnswerSpec(_Strict):
+    """``groupscale answer``: the budget of the cheap answer (sweeps.answer) and the pass-rate rule it is compared with."""
+
+    budget: int | None = Field(
+        None, ge=1, le=10**12, description="sampled completions it may spend (default: 1% of the grid this spec describes)"
+    )
+    epsilon: float = Field(
+        0.05, gt=0, lt=1, description="eps of the pass-rate rule G >= 1 / (8 eps p (1 - p)) (arXiv 2607.00152), for its regret"
+    )
+
+
 class ResourcesSpec(_Strict):
     gpus_per_trial: float = Field(0, ge=0, le=64, description="0, a fraction (trials share a GPU) or 1; a trial uses one GPU")
     cpus_per_trial: float = Field(1, gt=0, le=256)
@@ -450,6 +461,7 @@ class SweepSpec(_Strict):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    answer: AnswerSpec = Field(default_factory=AnswerSpec)
     mode: Literal["grid", "adaptive"] = "grid"
     adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     tune_lr: TuneLRSpec | None = None

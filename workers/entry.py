@@ -60,6 +60,14 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
     )
 
 
+def run_answer_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any]:
+    """Run `groupscale answer` (workers.answer) on a spec (its ``answer.budget``, or the default share of its grid)."""
+    from sweeps.spec import SweepSpec
+    from workers.answer import run_answer
+
+    return run_answer(SweepSpec.model_validate(spec), cache_dir)
+
+
 PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward check scores (the common answer formats)
 PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_ids (lengths)
 

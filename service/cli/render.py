@@ -66,3 +66,27 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
                 return sweep
             time.sleep(interval_s)
             sweep = _api(client.sweep, sweep_id)
+
+
+def print_answer(answer: dict) -> None:
+    """Human summary of `groupscale answer` (sweeps.answer.combine's JSON); its last line is the answer in words."""
+    for piece in answer.get("interval_pieces") or []:
+        lo, hi = piece["ci95"]
+        out.print(f"  {piece['source']}: G* in [{_fmt(lo)}, {_fmt(hi)}]", highlight=False)
+    metric = (answer.get("stages") or {}).get("first_rung_fit", {}) or {}
+    unit = metric.get("metric", "metric")
+    for key, name in (("regret_g8", "TRL's default G"), ("regret_passrate", "the pass-rate rule's G")):
+        r = answer.get(key)
+        if r and r.get("value") is not None:
+            ci = r.get("ci95") or [None, None]
+            out.print(
+                f"regret of {name} = {r['group_size']} against G = {r['versus']}: {_fmt(r['value'])} {unit} "
+                f"(95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}])",
+                highlight=False,
+            )
+    cost = answer["cost"]
+    share = f" ({cost['fraction_of_grid']:.2%} of the grid's {cost['grid_completions']})" if cost.get("fraction_of_grid") else ""
+    out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)
+    for stage, why in ((answer.get("stages") or {}).get("plan", {}).get("skipped") or {}).items():
+        out.print(f"not run: {stage}: {why}", highlight=False)
+    out.print(f"[bold]{answer['message']}[/bold]", highlight=False)

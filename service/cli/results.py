@@ -1,8 +1,9 @@
-"""The commands that read answers over HTTP: fit, trials, compare, report, recommend, and probe (also --local)."""
+"""The commands that read answers over HTTP: fit, trials, compare, report, recommend, probe and answer (also --local)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,7 @@ import typer
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import print_fit
+from service.cli.render import print_answer, print_fit
 from service.client import Client
 from sweeps.finite import finite_or_none
 
@@ -105,6 +106,7 @@ def report(
     sweep_id: Annotated[str, typer.Argument(metavar="ID")],
     out_path: Annotated[Path, typer.Option("--out", help="the HTML file to write")] = Path("report.html"),
     probe: Annotated[str | None, typer.Option(help="a probe's id: its G* is set beside the sweep's")] = None,
+    answer: Annotated[str | None, typer.Option(help="an answer id (groupscale answer): its G beside the sweep's")] = None,
     url: UrlOpt = None,
 ) -> None:
     """Write a sweep's report: one self-contained HTML file (plots inlined) to read or send."""
@@ -114,7 +116,9 @@ def report(
     client = Client(url)
     sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id)
     probe_result = _api(client.get_probe, probe).get("result") if probe else None
-    out_path.write_text(render_report(LawFit.model_validate(fit), f"{sweep['name']} ({sweep_id})", probe_result))
+    answer_result = _api(client.get_answer, answer).get("result") if answer else None
+    title = f"{sweep['name']} ({sweep_id})"
+    out_path.write_text(render_report(LawFit.model_validate(fit), title, probe_result, answer_result))
     out.print(f"report written to {out_path}")
 
 
@@ -200,13 +204,8 @@ def probe(
     else:
         client = Client(url)
         job = _api(client.probe, spec.model_dump(mode="json"))
-        with err.status(f"probe {job['id']}: {spec.probe.prompts} prompts x {spec.probe.completions} completions"):
-            while job["status"] not in TERMINAL:
-                time.sleep(1)
-                job = _api(client.get_probe, job["id"])
-        if job["status"] != "succeeded":
-            _fail(f"probe {job['id']} {job['status']}: {job['error']}")
-        result = job["result"]
+        label = f"{spec.probe.prompts} prompts x {spec.probe.completions} completions"
+        result = _wait_for(client.get_probe, job, f"probe {job['id']}: {label}")
     if as_json:
         return _print_json(finite_or_none(result))
     ci = result["g_star_ci95"]
@@ -222,4 +221,59 @@ def probe(
             f"G* = {_fmt(ex['g_star'])}"
         )
     out.print(result["message"], highlight=False)
+    return None
+
+
+def _wait_for(get: Callable[[str], dict], job: dict, label: str) -> dict:
+    """Poll a probe or answer job until it ends; its result, or exit 1 with its error."""
+    with err.status(label):
+        while job["status"] not in TERMINAL:
+            time.sleep(1)
+            job = _api(get, job["id"])
+    if job["status"] != "succeeded":
+        _fail(f"{label.split(':')[0]} {job['status']}: {job['error']}")
+    return job["result"]
+
+
+@app.command()
+def answer(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="the sweep you would run: task, model, G and B grid")],
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", min=1, help="sampled completions it may spend (default: answer.budget, else 1% of the grid)"),
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="run here instead of on the controller's Ray cluster")] = False,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which G, for a fraction of the grid's cost: a probe, a pilot trial and a halving sweep (sweeps.answer)."""
+    from service.preflight import SpecError, preflight_answer
+
+    spec = _read_spec(spec_path)
+    if budget is not None:
+        spec = spec.model_copy(update={"answer": spec.answer.model_copy(update={"budget": budget})})
+    try:
+        preflight_answer(spec)
+    except SpecError as e:
+        _fail(f"{'.'.join(map(str, e.loc))}: {e.msg}", 2)
+    if local:
+        from service.settings import get_settings
+        from workers.answer import run_answer
+
+        try:
+            result = run_answer(spec, get_settings().model_cache_dir)
+        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
+            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+    else:
+        from sweeps.answer import plan_answer
+
+        client = Client(url)
+        job = _api(client.answer, spec.model_dump(mode="json"))
+        plan = plan_answer(spec)
+        result = _wait_for(client.get_answer, job, f"answer {job['id']}: at most {plan.budget} completions")
+        if not as_json:
+            err.print(f"answer {job['id']} (set it beside a sweep: groupscale report SWEEP_ID --answer {job['id']})")
+    if as_json:
+        return _print_json(finite_or_none(result))
+    print_answer(result)
     return None

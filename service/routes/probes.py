@@ -9,7 +9,7 @@ from service.lifecycle import ProbeStatus
 from service.preflight import with_server_paths
 from service.results import probe_public
 from service.schemas import ProbePublic
-from service.store import Probe
+from service.store import Probe, ProbeKind
 from sweeps.spec import SweepSpec
 
 router = APIRouter(prefix="/v1/probes", tags=["probes"], dependencies=[ReadAuthorized])  # writes: Authorized too
@@ -34,6 +34,6 @@ def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, schedu
 def get_probe(probe_id: str, store: StoreDep) -> ProbePublic:
     with store.read() as s:
         probe = s.get(Probe, probe_id)
-        if probe is None:
+        if probe is None or probe.kind != ProbeKind.PROBE:
             raise HTTPException(404, f"no probe with id {probe_id!r}")
         return probe_public(probe)

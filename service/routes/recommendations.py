@@ -11,7 +11,7 @@ from service.deps import ReadAuthorized, StoreDep
 from service.identity import model_key, task_key
 from service.lifecycle import ProbeStatus, SweepStatus
 from service.schemas import Recommendation
-from service.store import Probe, Store, Sweep
+from service.store import Probe, ProbeKind, Store, Sweep
 from sweeps.law import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
@@ -34,7 +34,7 @@ def _support(sweep: Sweep) -> tuple:
 
 def _probe_of(s, store: Store, keys: tuple[str, str], latest: int = 50) -> Probe | None:
     """The latest succeeded probe (of the ``latest`` most recent) whose spec has these (task_key, model_key)."""
-    done = select(Probe).where(Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
+    done = select(Probe).where(Probe.kind == ProbeKind.PROBE, Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
     for probe in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
         try:
             spec = store.spec(probe)

@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, transition
 from service.scheduler.context import Context, Outcome, Work
-from service.store import LrTuning, Probe, Sweep, Trial
+from service.store import LrTuning, Probe, ProbeKind, Sweep, Trial
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
-from workers.entry import run_probe_task, run_tune_lr, worker_starts
+from workers.entry import run_answer_task, run_probe_task, run_tune_lr, worker_starts
 
 log = logging.getLogger("groupscale.scheduler")
 
@@ -46,13 +46,15 @@ class Ready:
     """A row ready to start, read in a store transaction and launched after it (no network call inside one).
 
     id: the trial, probe or lr tuning; spec: its sweep's (or probe's) spec; sweep_id: its sweep (None: a probe);
-    lr: a trial's tuned lr (None: the spec's); trial: a trial's plan and run fields, None for the other kinds."""
+    lr: a trial's tuned lr (None: the spec's); trial: a trial's plan and run fields, None for the other kinds;
+    kind: a probe row's (a probe or an answer)."""
 
     id: str
     spec: SweepSpec
     sweep_id: str | None = None
     lr: float | None = None
     trial: TrialRow | None = None
+    kind: ProbeKind = ProbeKind.PROBE
 
 
 @dataclass(frozen=True)
@@ -226,23 +228,26 @@ class TrialJob:
 
 
 class ProbeJob:
-    """A probe: a Ray task running workers.probe on the spec's task and model."""
+    """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answer, on the spec."""
 
     kind = "probe"
 
     def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.QUEUED).order_by(Probe.created_at)):
-            yield Ready(probe.id, ctx.store.spec(probe))
+            yield Ready(probe.id, ctx.store.spec(probe), kind=ProbeKind(probe.kind))
 
     def launch(self, ctx: Context, ready: Ready) -> Any | None:
         spec = ready.spec
-        plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
-        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
+        if ready.kind == ProbeKind.ANSWER:
+            fn, args = run_answer_task, (spec.model_dump(mode="json"), str(ctx.settings.model_cache_dir))
+        else:
+            plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
+            config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
+            fn, args = run_probe_task, (config, spec.probe.model_dump())
         with ctx.store.session() as s:
             if not transition(s, s.get(Probe, ready.id), ProbeStatus.RUNNING):
                 return None
-        res = spec.resources
-        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, run_probe_task, (config, spec.probe.model_dump()), res, 0)
+        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, fn, args, spec.resources, 0)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Log a succeeded probe's MLflow run (before, outside the transaction), then store its status, result and
@@ -251,8 +256,9 @@ class ProbeJob:
         run_id = None
         if ctx.tracking and ok:
             with ctx.store.read() as s:
-                spec = ctx.store.spec(s.get(Probe, work.id))
-            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value)
+                row = s.get(Probe, work.id)
+                spec, kind = ctx.store.spec(row), ProbeKind(row.kind)
+            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value, kind)
         with ctx.store.session() as s:
             probe = s.get(Probe, work.id)
             result = finite_or_none(outcome.value) if ok else None

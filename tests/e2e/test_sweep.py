@@ -198,6 +198,32 @@ def test_probe_over_http_and_cli(stack):
     assert run.info.status == "FINISHED" and run.data.metrics["g_star"] == pytest.approx(probe["result"]["g_star"])
 
 
+@SQLITE_ONLY
+def test_answer_over_http_and_cli(stack):
+    out = stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    design = {"status", "g_star", "g_star_ci95", "recommended_group_size", "tie_set", "evidence", "g_matters"}
+    assert design | {"regret_g8", "regret_passrate", "cost"} <= set(result)  # DESIGN.md's fields
+    lo, hi = result["g_star_ci95"]
+    assert lo <= 4.205 <= hi and result["recommended_group_size"] in result["tie_set"]
+    assert 0 < result["cost"]["completions"] <= result["cost"]["budget"] and result["cost"]["seconds"] > 0
+    human = stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "20000")
+    assert human.returncode == 0, human.stderr
+    assert "use G = 4 (" in " ".join(human.stdout.split())  # the answer in words, with its evidence
+    assert stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "5").returncode == 2
+    spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
+    answer_id = stack.http.post("/v1/answers", json=spec).json()["id"]
+    deadline = time.monotonic() + 120
+    while (answer := stack.http.get(f"/v1/answers/{answer_id}").json())["status"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert answer["status"] == "succeeded" and answer["mlflow_run_id"], answer
+    run = MlflowClient(stack.mlflow_uri).get_run(answer["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["groupscale.kind"] == "answer"
+    assert run.data.metrics["recommended_group_size"] == answer["result"]["recommended_group_size"]
+
+
 def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
     spec = {**SPEC, "name": "e2e-kill", "group_sizes": [4], "steps": 300, "checkpoint_every": 20}
     sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]

@@ -37,6 +37,7 @@ ALGOS, LAW, PROBE, ADAPTIVE, TRAINER = (
 )
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
+ANSWER, T_ANSWER = "sweeps/answer.py", "tests/sweeps/test_answer.py"
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,55 @@ MUTATIONS: tuple[Mutation, ...] = (
         "g = [float(r[0]) for r in rows] + ",
         "the information matrix of a budget counts the completed trials of every budget",
         (T_ADAPTIVE,),
+    ),
+    # sweeps/answer.py
+    Mutation(
+        "passrate_without_1_minus_p",
+        ANSWER,
+        "need = 1.0 / (8.0 * epsilon * p * (1.0 - p))",
+        "need = 1.0 / (8.0 * epsilon * p)",
+        "the pass-rate rule without its (1 - p) factor",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "regret_sign",
+        ANSWER,
+        "return float(law_curve(group_size, per.a, per.b, per.c) - law_curve(versus, per.a, per.b, per.c))",
+        "return float(law_curve(versus, per.a, per.b, per.c) - law_curve(group_size, per.a, per.b, per.c))",
+        "regret measured the other way round (the recommended G's metric minus the other's)",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "interval_intersection",
+        ANSWER,
+        "lo = min(ci[0] for _, ci in pieces)",
+        "lo = max(ci[0] for _, ci in pieces)",
+        "the answer's interval from the pieces' intersection instead of their hull (too narrow to be honest)",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "halving_cost_no_halving",
+        ANSWER,
+        "before, survivors = length, max(1, survivors // 2)",
+        "before, survivors = length, survivors",
+        "the halving's cost counts every G on every rung (plans too short a first rung)",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "halving_cost_first_eval_dropped",
+        ANSWER,
+        "evals = 1 + (1 if before == 0 else 0)",
+        "evals = 1",
+        "the eval before step 1 of the first rung not counted (the answer could spend past its budget)",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "g_matters_inverted",
+        ANSWER,
+        'g_matters = None if first_fit is None else first_fit.evidence != "none"',
+        'g_matters = None if first_fit is None else first_fit.evidence == "none"',
+        "'G matters' read from the F-test the wrong way round",
+        (T_ANSWER,),
     ),
     # workers/trainer.py
     Mutation(

@@ -232,3 +232,21 @@ def test_the_api_docs_load_nothing_from_the_internet(client, page):
     assets = re.findall(r'(?:src|href)="([^"]+)"', r.text)
     assert assets and all(a.startswith("/") for a in assets), assets  # no CDN
     assert all(client.get(a).status_code == 200 for a in assets)
+
+
+def test_answer_is_queued_readable_and_checked(client):
+    bandit = {**SPEC, "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "answer": {"budget": 5000}}
+    r = client.post("/v1/answers", json=bandit)
+    assert r.status_code == 201 and r.json()["status"] == "queued"
+    aid = r.json()["id"]
+    assert client.get(f"/v1/answers/{aid}").json()["spec"]["answer"]["budget"] == 5000
+    assert client.get(f"/v1/probes/{aid}").status_code == 404  # an answer is not a probe, nor the reverse
+    pid = client.post("/v1/probes", json=bandit).json()["id"]
+    assert client.get(f"/v1/answers/{pid}").status_code == 404
+    small = client.post("/v1/answers", json={**bandit, "answer": {"budget": 100}})
+    assert small.status_code == 422
+    (err,) = small.json()["detail"]
+    assert err["loc"] == ["body", "answer", "budget"] and "at least 128" in err["msg"]  # 8 prompts x 16 completions
+    trl = client.post("/v1/answers", json={**SPEC, "engine": "trl", "trl": {}})
+    assert trl.status_code == 422 and trl.json()["detail"][0]["loc"] == ["body", "engine"]
+    assert "/v1/answers" in client.get("/openapi.json").json()["paths"]

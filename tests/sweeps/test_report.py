@@ -25,3 +25,15 @@ def test_a_probe_that_disagrees_is_said_to_and_why():
     near = {"g_star": fit.g_star, "g_star_ci95": fit.g_star_ci95, "recommended_group_size": fit.recommended_group_size}
     assert "do not overlap" in render_report(fit, "t", far) and "one policy" in render_report(fit, "t", far)
     assert "they agree" in render_report(fit, "t", near)
+
+
+def test_a_cheap_answer_is_set_against_the_sweeps_best():
+    fit = law_fit()
+    cost = {"completions": 900, "fraction_of_grid": 0.009}
+    inside = {"g_star": 4.0, "g_star_ci95": [3.5, 4.5], "recommended_group_size": 4, "evidence": "weak", "cost": cost}
+    outside = {**inside, "recommended_group_size": 16}
+    assert fit.recommended_group_size == 4 and 16 not in fit.equivalent_group_sizes
+    assert "Its G = 4 is among the sweep&#x27;s best" in render_report(fit, "t", answer=inside)
+    html = render_report(fit, "t", answer=outside)
+    assert "Its G = 16 is not among the sweep&#x27;s best" in html and "900 sampled completions (0.90% of the grid)" in html
+    assert "No answer given" in render_report(fit, "t")

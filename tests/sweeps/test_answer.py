@@ -1,0 +1,170 @@
+"""sweeps.answer: the budget's plan, the pass-rate rule, the tie set, regret on the law curve and the combined answer."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sweeps.answer import (
+    MIN_PROBE_PROMPTS,
+    BudgetTooSmall,
+    _halving_cost,
+    combine,
+    grid_cost,
+    passrate_group_size,
+    plan_answer,
+    regret,
+    tie_set,
+)
+from sweeps.law import law_curve
+from sweeps.spec import SweepSpec
+
+BANDIT = {
+    "name": "t",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [8],
+    "seeds": [0, 1],
+    "steps": 1,
+    "measure": {"kind": "gradient_mse", "repeats": 10},
+}
+ARITH = {
+    "name": "t",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24],
+    "samples_per_step": [48, 96],
+    "seeds": [0, 1, 2, 3, 4],
+    "steps": 100,
+    "eval": {"prompts": 256, "every": 25},
+}
+
+
+def spec(base: dict, **changes) -> SweepSpec:
+    return SweepSpec.model_validate({**base, **changes})
+
+
+def test_grid_cost_counts_every_sampled_completion_by_hand():
+    assert grid_cost(spec(BANDIT)) == 2 * 2 * 10 * 8  # G x seeds x draws x B
+    arith = spec(ARITH, group_sizes=[2, 4], samples_per_step=[8], seeds=[0], steps=5, eval={"prompts": 16})
+    assert grid_cost(arith) == 2 * (5 * 8 + 2 * 16)  # per trial: T x B, and the evals before step 1 and at T
+    every = spec(ARITH, group_sizes=[2], samples_per_step=[8], seeds=[0], steps=10, eval={"prompts": 16, "every": 5})
+    assert grid_cost(every) == 10 * 8 + 3 * 16  # evals at 0, 5 and 10
+    sampled = spec(
+        ARITH,
+        task={"name": "jsonl", "path": "x.jsonl", "reward": "numeric_match"},
+        group_sizes=[2],
+        samples_per_step=[8],
+        seeds=[0],
+        steps=5,
+        eval={"prompts": 16, "samples_per_prompt": 4},
+    )
+    assert grid_cost(sampled) == 5 * 8 + 2 * 16 * 4  # no exact expected reward: k samples per eval prompt
+
+
+BANDIT_GRID = {**BANDIT, "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24], "samples_per_step": [48]}
+BANDIT_GRID["measure"] = {"kind": "gradient_mse"}  # 256 draws a trial
+
+
+@pytest.mark.parametrize("base", [ARITH, BANDIT_GRID])
+def test_no_plan_spends_more_than_its_budget(base):
+    s = spec(base)
+    grid = grid_cost(s)
+    for budget in np.unique(np.geomspace(MIN_PROBE_PROMPTS * 16, grid // 5, 150).astype(int)):
+        plan = plan_answer(s, int(budget))
+        assert plan.cost <= budget, (budget, plan)
+        if plan.halving is not None:
+            h = plan.halving
+            assert all(b == a // 2 for a, b in zip(h.survivors, h.survivors[1:], strict=False))  # Optuna keeps n // 2
+            assert all(b == 2 * a or b == h.lengths[-1] for a, b in zip(h.lengths, h.lengths[1:], strict=False))
+    big = plan_answer(s, grid // 10)
+    assert big.halving is not None and (s.measure.kind == "gradient_mse" or big.pilot is not None)
+
+
+def test_the_halvings_cost_by_hand():
+    s = spec(ARITH, group_sizes=[2, 4, 8, 16], samples_per_step=[16])
+    # rung 0: 4 G x 2 seeds x (3 steps x B 16 + evals before step 1 and at step 3 of 8 prompts) = 8 x 64
+    # rung 1: 2 G x 2 seeds x (3 more steps x 16 + the eval at step 6) = 4 x 56
+    assert _halving_cost(s, 4, 2, (3, 6), 16, True, 8) == 8 * 64 + 4 * 56
+    mse = spec(BANDIT_GRID)
+    assert _halving_cost(mse, 8, 2, (4, 8, 16), 48, False, 8) == 16 * 4 * 48 + 8 * 8 * 48 + 4 * 16 * 48  # drawn anew
+
+
+def test_the_default_budget_is_one_percent_of_the_grid_and_too_small_a_budget_is_refused():
+    s = spec(ARITH)
+    assert plan_answer(s).budget == round(0.01 * grid_cost(s))
+    assert plan_answer(spec(ARITH, answer={"budget": 5000})).budget == 5000
+    with pytest.raises(BudgetTooSmall, match="at least 128"):
+        plan_answer(s, MIN_PROBE_PROMPTS * 16 - 1)
+
+
+def test_passrate_rule_by_hand():
+    grid = [2, 4, 8, 16, 32]
+    assert passrate_group_size(0.5, 0.05, grid) == 16  # 1 / (8 x 0.05 x 0.25) = 10
+    assert passrate_group_size(0.5, 0.125, grid) == 4  # = 4
+    assert passrate_group_size(0.1, 0.05, grid) == 32  # 27.8
+    assert passrate_group_size(0.01, 0.05, grid) == 32  # beyond the grid: its largest G
+    assert passrate_group_size(0.0, 0.05, grid) == passrate_group_size(None, 0.05, grid) == 32
+
+
+def test_tie_set_is_what_the_law_picks_across_the_interval():
+    # G* = 3.9: rho = 8.41, G + rho/(G-1) is 7.2 at 3, 6.8 at 4, 7.7 at 6; G* = 5.6: 11.05 at 4, 10.2 at 6, 11.0 at 8
+    assert tie_set(3.9, 5.6, [2, 3, 4, 6, 8]) == [4, 6]
+    assert tie_set(4.0, 4.0, [2, 3, 4, 6, 8]) == [4]
+    assert tie_set(1.0, 100.0, [2, 3, 4, 6, 8]) == [2, 3, 4, 6, 8]
+
+
+def _law_rows(a: float, b: float, c: float, noise: float, seeds: int = 3) -> list:
+    rng = np.random.default_rng(0)
+    return [
+        (g, 48, s, float(law_curve(g, a, b, c)) + noise * rng.normal()) for g in (2, 3, 4, 6, 8, 12, 16) for s in range(seeds)
+    ]
+
+
+def test_regret_is_the_law_curve_difference_with_a_covering_interval():
+    a, b, c = 1.0, 0.01, 0.1
+    truth = float(law_curve(8, a, b, c) - law_curve(4, a, b, c))  # 0.04 - 0.1 (1/3 - 1/7) = 0.0210
+    r = regret(_law_rows(a, b, c, 0.002), 8, 4, "gap")
+    assert r["value"] == pytest.approx(truth, rel=0.1)
+    assert r["ci95"][0] < truth < r["ci95"][1] and r["ci95"][0] > 0  # worse than G = 4, and the data show it
+    assert regret(_law_rows(a, b, c, 0.002), 4, 4, "gap")["value"] == pytest.approx(0.0, abs=1e-12)
+
+
+def _probe(g_star, lo, hi, reward_mean=0.3):
+    return {"g_star": g_star, "g_star_ci95": [lo, hi], "reward_mean": reward_mean, "samples": 128}
+
+
+def _halving(rows):
+    return {"rows": rows, "rungs": [{"length": 5, "group_sizes": [2, 3, 4, 6, 8, 12, 16], "means": {}}], "best": 4}
+
+
+def test_combine_takes_the_hull_of_the_pieces_and_says_g_matters():
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
+    plan = plan_answer(s, 20_000)
+    a, b, c = 1.0, 0.01, 0.09  # G* = 1 + sqrt(9) = 4
+    out = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)
+    pieces = [p["ci95"] for p in out["interval_pieces"]]
+    assert len(pieces) == 2 and out["g_star_ci95"] == [min(p[0] for p in pieces), max(p[1] for p in pieces)]
+    assert out["g_star"] == 4.1 and out["recommended_group_size"] == 4 and 4 in out["tie_set"]
+    assert out["g_matters"] is True and "G matters here" in out["message"]
+    assert out["regret_g8"]["value"] > 0 and out["regret_g8"]["versus"] == 4
+    assert out["passrate"] == {"p": 0.3, "epsilon": 0.05, "group_size": 12}  # 1 / (8 x 0.05 x 0.21) = 11.9
+    assert out["cost"]["completions"] == 9000 and out["cost"]["fraction_of_grid"] == 9000 / plan.grid
+
+
+def test_combine_says_g_barely_matters_when_the_spread_is_seed_noise():
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48])
+    plan = plan_answer(s, 20_000)
+    flat = _law_rows(1.0, 0.0, 0.0, 0.05)  # the same gap at every G, plus noise
+    out = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(flat), 9000, 1.0)
+    assert out["g_matters"] is False and out["evidence"] == "none"
+    assert "G barely matters here" in out["message"] and "any G in the grid does about as well" in out["message"]
+
+
+def test_combine_without_any_interior_estimate_says_so():
+    s = spec(BANDIT)
+    out = combine(s, plan_answer(s, 200), {"g_star": None, "g_star_ci95": [None, None], "samples": 128}, None, None, 128, 0.1)
+    assert out["status"] == "no_estimate" and out["recommended_group_size"] is None and out["g_matters"] is None
+    assert "no G* at this budget" in out["message"]
+    assert all(v is None or math.isfinite(v) for v in (out["g_star"],))

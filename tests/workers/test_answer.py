@@ -1,0 +1,80 @@
+"""workers.answer on the real worker code: it covers a bandit's exact G*, says so when G does not matter, and never
+samples more completions than its budget (counted at the policies' sample calls, not by its own bookkeeping)."""
+
+import pytest
+
+from sweeps.spec import SweepSpec, load_spec
+from workers.answer import run_answer
+from workers.models.lm import LMPolicy
+from workers.models.tabular import TabularPolicy
+
+EXAMPLES = "sweeps/examples"
+BANDIT_G_STAR = 4.205  # THEORY.md's check instance
+
+
+@pytest.fixture
+def sampled(monkeypatch):
+    """Completions the policies sample (rollouts, evals, probes), counted as they are drawn."""
+    count = {"n": 0}
+    for cls in (TabularPolicy, LMPolicy):
+        original = cls.sample
+
+        def counting(self, prompts, *args, _original=original, **kwargs):
+            count["n"] += len(prompts)  # one completion per prompt entry (groups come expanded; group_size is a hint)
+            return _original(self, prompts, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "sample", counting)
+    return count
+
+
+def test_it_covers_the_bandit_check_instance_within_its_default_budget(tmp_path, sampled):
+    spec = load_spec(f"{EXAMPLES}/bandit-law.yaml")
+    out = run_answer(spec, tmp_path)
+    lo, hi = out["g_star_ci95"]
+    assert lo <= BANDIT_G_STAR <= hi and out["recommended_group_size"] == 4
+    assert out["g_matters"] is True and out["evidence"] in ("strong", "weak")
+    assert 0 < sampled["n"] <= out["cost"]["completions"] <= out["cost"]["budget"]
+    assert out["cost"]["budget"] == round(0.01 * out["cost"]["grid_completions"])  # 1% of the grid by default
+    assert out["regret_g8"]["value"] > 0  # G = 8 has a larger gradient MSE than G = 4 here
+
+
+def test_it_says_g_barely_matters_when_the_gap_does_not_depend_on_g(tmp_path):
+    # lr 1e-9: the policy does not move in 12 steps, so every G ends at the same exact held-out gap
+    spec = SweepSpec.model_validate(
+        {
+            "name": "flat",
+            "task": {"name": "bandit"},
+            "model": {"preset": "tabular"},
+            "group_sizes": [2, 4, 8, 16],
+            "samples_per_step": [32],
+            "seeds": [0, 1, 2, 3, 4],
+            "steps": 40,
+            "grpo": {"advantage": "loo", "lr": 1e-9},
+            "eval": {"prompts": 20},
+        }
+    )
+    out = run_answer(spec, tmp_path, budget=4000)
+    assert out["stages"]["halving"] is not None  # the budget paid for the sweep that measures it
+    assert out["g_matters"] is False and out["evidence"] == "none"
+    assert "G barely matters here" in out["message"]
+
+
+def test_it_never_samples_more_than_its_budget(tmp_path, sampled):
+    spec = SweepSpec.model_validate(
+        {
+            "name": "arith",
+            "task": {"name": "arithmetic", "max_operand": 19},
+            "model": {"preset": "tiny-llama"},
+            "group_sizes": [2, 4, 8, 16],
+            "samples_per_step": [16],
+            "seeds": [0, 1, 2],
+            "steps": 40,
+            "eval": {"prompts": 64},
+        }
+    )
+    budget = 3000
+    out = run_answer(spec, tmp_path, budget=budget)
+    plan = out["stages"]["plan"]
+    assert plan["pilot"] is not None and plan["halving"] is not None  # every stage ran
+    assert len(out["stages"]["halving"]["rungs"]) == len(plan["halving"]["lengths"]) >= 2
+    assert sampled["n"] == out["cost"]["completions"] <= budget  # its bookkeeping is exact, and within the budget

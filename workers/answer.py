@@ -1,0 +1,146 @@
+"""Runs `groupscale answer`: the probe, the pilot and the successive halving that sweeps.answer planned.
+
+Each stage runs the real worker code in this process (workers.probe, workers.entry.run_measure); the
+completions it sampled are counted as it goes, so the answer reports what it spent, never more than
+the plan (sweeps.answer.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
+to Optuna's SuccessiveHalvingPruner (reduction factor 2), which decides the survivors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from sweeps.answer import Halving, Pilot, combine, plan_answer, trial_cost
+from sweeps.planner import TrialPlan
+from sweeps.spec import SweepSpec
+from workers.config import TrialConfig
+from workers.entry import run_measure
+from workers.probe import run_probe
+
+
+def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> dict:
+    """The answer for ``spec`` within ``budget`` completions (sweeps.answer.plan_answer's default when None).
+
+    Returns:
+        sweeps.answer.combine's dict (cost.completions <= the budget).
+    Raises:
+        sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
+        ValueError, OSError: a task, model or data file that cannot be used.
+    """
+    start = time.perf_counter()
+    plan = plan_answer(spec, budget)
+    base = TrialConfig.from_spec(spec, TrialPlan(min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0]), cache_dir)
+    p = spec.probe
+    probe = run_probe(base, plan.probe.prompts, plan.probe.completions, p.projection_dim, p.seed, parameters=p.parameters)
+    spent = int(probe["samples"])
+    pilot = None
+    if plan.pilot is not None:
+        pilot = _pilot(base, plan.pilot)
+        spent += plan.pilot.cost
+    halving = None
+    if plan.halving is not None:
+        halving = _halving(spec, base, plan.halving)
+        spent += halving.pop("spent")
+    return combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
+
+
+def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
+    """One short trial at the pilot's G, its policy probed at its last step (probe.every = its steps)."""
+    seen: dict[str, float] = {}
+
+    def report(metrics: dict, step: int) -> None:
+        seen.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
+
+    cfg = dataclasses.replace(
+        base,
+        group_size=pilot.group_size,
+        samples_per_step=pilot.samples_per_step,
+        steps=pilot.steps,
+        eval_prompts=pilot.eval_prompts,
+        eval_every=0,
+        probe_every=pilot.steps,
+        probe={**base.probe, "prompts": pilot.probe.prompts, "completions": pilot.probe.completions},
+        checkpoint_dir=None,
+    )
+    result = run_measure(cfg, report)
+    return {
+        "group_size": pilot.group_size,
+        "samples_per_step": pilot.samples_per_step,
+        "steps": pilot.steps,
+        "status": result.status,
+        "reason": result.reason,
+        "probe_g_star": seen.get("probe_g_star"),
+        "reward_mean": result.metrics.get("reward_mean", seen.get("reward_mean")),
+        "gap": result.metrics.get("gap"),
+    }
+
+
+def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
+    """Successive halving over plan.group_sizes: each rung trains (or, for gradient_mse, measures) every
+    survivor's seeds to the rung's length, reports the seed mean to Optuna, and lets its pruner halve them.
+
+    Returns:
+        {rows: (G, B, seed, metric) of the first rung, rungs: [{length, group_sizes, means}], best, spent}.
+    """
+    metric, resume, b = spec.measure.metric, plan.resume, plan.samples_per_step
+    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=plan.lengths[0], reduction_factor=2)
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
+    trials = {}
+    for g in plan.group_sizes:
+        study.enqueue_trial({"group_size": g})
+        trial = study.ask()
+        trials[int(trial.suggest_categorical("group_size", list(plan.group_sizes)))] = trial
+    alive, rungs, rows, spent, before = list(plan.group_sizes), [], [], 0, 0
+    seeds = spec.seeds[: plan.seeds] + [max(spec.seeds) + 1 + i for i in range(plan.seeds - len(spec.seeds[: plan.seeds]))]
+    with tempfile.TemporaryDirectory(prefix="groupscale-answer-") as work:
+        for r, length in enumerate(plan.lengths):
+            means = {}
+            for g in alive:
+                values = []
+                for seed in seeds:
+                    cfg = dataclasses.replace(
+                        base,
+                        group_size=g,
+                        samples_per_step=b,
+                        seed=seed,
+                        steps=length if resume else base.steps,
+                        mse_repeats=length,
+                        eval_prompts=plan.eval_prompts,
+                        eval_every=0,
+                        probe_every=0,
+                        checkpoint_dir=str(Path(work) / f"G{g}-s{seed}") if resume else None,
+                        checkpoint_every=length if resume else 0,
+                    )
+                    result = run_measure(cfg)
+                    evals = (1 if before == 0 else 0) + 1
+                    spent += trial_cost(spec, length - before if resume else length, b, evals if resume else 0, plan.eval_prompts)
+                    value = result.metrics.get(metric)
+                    if result.status == "succeeded" and value is not None and np.isfinite(value):
+                        values.append(float(value))
+                        if r == 0:
+                            rows.append((g, b, seed, float(value)))
+                means[g] = float(np.mean(values)) if values else None
+                trial = trials[g]
+                if means[g] is not None:
+                    trial.report(means[g], length)
+            rungs.append({"length": length, "group_sizes": list(alive), "means": means})
+            survivors = []
+            for g in alive:
+                trial = trials[g]
+                if means[g] is None or (r + 1 < len(plan.lengths) and trial.should_prune()):
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                else:
+                    survivors.append(g)
+            if r + 1 < len(plan.lengths):  # ties can promote more than n // 2: the plan's count bounds the cost
+                survivors = sorted(survivors, key=lambda g: means[g])[: plan.survivors[r + 1]]
+            alive, before = survivors, length
+    for g in alive:
+        study.tell(trials[g], rungs[-1]["means"][g])
+    last = {g: v for g, v in rungs[-1]["means"].items() if v is not None}
+    return {"rows": rows, "rungs": rungs, "best": min(last, key=last.get) if last else None, "spent": spent}
