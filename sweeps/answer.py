@@ -255,6 +255,11 @@ def regret(rows: Sequence[tuple[int, int, int, float]], group_size: int, versus:
     return {**out, "value": value, "ci95": ci}
 
 
+def _no_regret(group_size: int, versus: int) -> dict:
+    return {"group_size": group_size, "versus": versus, "value": None, "ci95": None,
+            "reason": "no halving sweep fitted in the budget, so there is no outcome curve to read it from"}  # fmt: skip
+
+
 def _closed(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
     if not ci or ci[0] is None or ci[1] is None or not (math.isfinite(ci[0]) and math.isfinite(ci[1])):
         return None
@@ -361,8 +366,8 @@ def combine(
         tie_set=ties,
         evidence=evidence,
         evidence_reason=why,
-        regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric) if rows else None,
-        regret_passrate=regret(rows, g_pr, rec, metric) if rows else None,
+        regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric) if rows else _no_regret(TRL_DEFAULT_G, rec),
+        regret_passrate=regret(rows, g_pr, rec, metric) if rows else _no_regret(g_pr, rec),
     )
     out["message"] = answer_line(out) + f"; {matters}"
     return out

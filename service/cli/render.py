@@ -77,7 +77,9 @@ def print_answer(answer: dict) -> None:
     unit = metric.get("metric", "metric")
     for key, name in (("regret_g8", "TRL's default G"), ("regret_passrate", "the pass-rate rule's G")):
         r = answer.get(key)
-        if r and r.get("value") is not None:
+        if r and r.get("value") is None and r.get("reason"):
+            out.print(f"regret of {name} = {r['group_size']}: not measured ({r['reason']})", highlight=False)
+        elif r and r.get("value") is not None:
             ci = r.get("ci95") or [None, None]
             out.print(
                 f"regret of {name} = {r['group_size']} against G = {r['versus']}: {_fmt(r['value'])} {unit} "

@@ -167,4 +167,7 @@ def test_combine_without_any_interior_estimate_says_so():
     out = combine(s, plan_answer(s, 200), {"g_star": None, "g_star_ci95": [None, None], "samples": 128}, None, None, 128, 0.1)
     assert out["status"] == "no_estimate" and out["recommended_group_size"] is None and out["g_matters"] is None
     assert "no G* at this budget" in out["message"]
+    probe_only = combine(s, plan_answer(s, 200), {"g_star": 4.0, "g_star_ci95": [3.5, 4.5], "samples": 128}, None, None, 128, 0.1)
+    assert probe_only["g_matters"] is None and "could not be measured" in probe_only["message"]
+    assert probe_only["regret_g8"]["value"] is None and "no halving" in probe_only["regret_g8"]["reason"]
     assert all(v is None or math.isfinite(v) for v in (out["g_star"],))
