@@ -234,9 +234,10 @@ def regret(rows: Sequence[tuple[int, int, int, float]], group_size: int, versus:
     def at(sample: Sequence[tuple[int, int, int, float]]) -> float | None:
         fit = fit_law(*zip(*sample), metric=metric, n_boot=0)
         per = fit.per_budget[0] if fit.per_budget else None
-        if per is None or None in (per.a, per.b, per.c):
+        if per is None or per.a is None or per.b is None or per.c is None:
             return None
-        return float(law_curve(group_size, per.a, per.b, per.c) - law_curve(versus, per.a, per.b, per.c))
+        a, b, c = per.a, per.b, per.c
+        return float(law_curve(group_size, a, b, c) - law_curve(versus, a, b, c))
 
     value = at(rows)
     if value is None:
@@ -290,15 +291,15 @@ def combine(
     candidates = sorted(spec.group_sizes)
     span = math.log(candidates[-1] / candidates[0]) if len(candidates) > 1 else 0.0
     pieces: list[tuple[str, tuple[float, float]]] = []
-    g_star = probe.get("g_star")
+    g_star: float | None = probe.get("g_star")
     if (ci := _closed(probe.get("g_star_ci95"))) is not None:
         pieces.append(("probe at the start", ci))
     drift = pilot.get("probe_g_star") if pilot else None
-    if drift is not None and math.isfinite(drift):
+    if pilot is not None and drift is not None and math.isfinite(drift):
         pieces.append((f"probe after the pilot's {pilot['steps']} steps", (drift, drift)))
         g_star = drift if g_star is None else g_star
     first_fit = None
-    if halving and halving.get("rows"):
+    if halving and halving.get("rows") and plan.halving is not None:
         first_fit = fit_law(*zip(*halving["rows"]), metric=metric)
         if first_fit.status == "ok" and (ci := _closed(first_fit.g_star_ci95)) is not None:
             pieces.append((f"law fit at {halving['rungs'][0]['length']} {'steps' if plan.halving.resume else 'draws'}", ci))
@@ -342,7 +343,7 @@ def combine(
             "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
         },
     }
-    if out["status"] != "ok":
+    if g_star is None or not pieces:
         out["evidence_reason"] = "neither the probe nor the halving found an interior G* (tau2 <= 0, or no closed interval)"
         out["message"] = f"no G* at this budget: {out['evidence_reason']}; {matters}"
         return out

@@ -120,8 +120,9 @@ def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     ci = answer.get("g_star_ci95") or [None, None]
     cost = answer.get("cost") or {}
     share = f" ({cost['fraction_of_grid']:.2%} of the grid)" if cost.get("fraction_of_grid") else ""
-    rec, tied = answer.get("recommended_group_size"), fit.equivalent_group_sizes or [fit.recommended_group_size]
-    if rec is None or fit.recommended_group_size is None:
+    rec, best = answer.get("recommended_group_size"), fit.recommended_group_size
+    tied = fit.equivalent_group_sizes or ([best] if best is not None else [])
+    if rec is None or best is None:
         verdict = "No comparison: one of the two has no recommended G."
     elif rec in tied:
         verdict = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
