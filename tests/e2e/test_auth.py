@@ -48,6 +48,7 @@ def closed(tmp_path_factory):
         stack.http.headers.update(AUTH)  # Stack.wait reads with it
         sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=300)
         probe = stack.http.post("/v1/probes", json=SPEC).json()
+        probe["answer_id"] = stack.http.post("/v1/answers", json={**SPEC, "answer": {"budget": 2000}}).json()["id"]
         stack.http.headers.pop("Authorization")
         yield stack, uri, sweep, probe
     finally:
@@ -58,8 +59,8 @@ def closed(tmp_path_factory):
 def test_every_read_endpoint_asks_for_the_token_and_health_leaks_nothing(closed):
     stack, uri, sweep, probe = closed
     assert sweep["status"] == "succeeded", sweep
-    reads = read_urls(stack.http, sweep["id"], probe["id"], "task=bandit&model=tabular")
-    assert len(reads) == 6  # sweeps, a sweep, its trials, its fit, a probe, recommendations
+    reads = read_urls(stack.http, sweep["id"], probe["id"], probe["answer_id"], "task=bandit&model=tabular")
+    assert len(reads) == 7  # sweeps, a sweep, its trials, its fit, a probe, an answer, recommendations
     for url in reads:
         closed_answer = stack.http.get(url)
         assert closed_answer.status_code == 401 and sweep["id"] not in closed_answer.text, url

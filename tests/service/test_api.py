@@ -74,9 +74,10 @@ def test_a_token_closes_every_endpoint_but_health(make_client):
         assert c.post("/v1/sweeps", json=SPEC).status_code == 401
         ok = c.post("/v1/sweeps", json=SPEC, headers=auth)
         probe = c.post("/v1/probes", json=SPEC, headers=auth)
-        assert (ok.status_code, probe.status_code) == (201, 201)
-        paths = read_urls(c, ok.json()["id"], probe.json()["id"], "task=arithmetic&model=tiny-llama")
-        assert len(paths) == 6  # sweeps, a sweep, its trials, its fit, a probe, recommendations
+        answer = c.post("/v1/answers", json={**SPEC, "answer": {"budget": 5000}}, headers=auth)
+        assert (ok.status_code, probe.status_code, answer.status_code) == (201, 201, 201)
+        paths = read_urls(c, ok.json()["id"], probe.json()["id"], answer.json()["id"], "task=arithmetic&model=tiny-llama")
+        assert len(paths) == 7  # sweeps, a sweep, its trials, its fit, a probe, an answer, recommendations
         for path in paths:
             closed = c.get(path)
             assert closed.status_code == 401 and closed.headers["WWW-Authenticate"] == "Bearer", path
@@ -98,7 +99,8 @@ def test_public_reads_open_the_reads_and_keep_writes_closed(make_client):
         assert c.post("/v1/sweeps", json=SPEC).status_code == 401
         sid = c.post("/v1/sweeps", json=SPEC, headers=auth).json()["id"]
         pid = c.post("/v1/probes", json=SPEC, headers=auth).json()["id"]
-        for path in read_urls(c, sid, pid, "task=arithmetic&model=tiny-llama"):
+        aid = c.post("/v1/answers", json={**SPEC, "answer": {"budget": 5000}}, headers=auth).json()["id"]
+        for path in read_urls(c, sid, pid, aid, "task=arithmetic&model=tiny-llama"):
             assert c.get(path).status_code in (200, 404), path
         assert c.get(f"/v1/sweeps/{sid}").json()["spec"]["group_sizes"] == [2, 4, 8, 16]
         assert c.delete(f"/v1/sweeps/{sid}").status_code == 401
