@@ -40,7 +40,8 @@ def main() -> None:
     fig.set_dpi(80)
     fig.savefig(args.out, format="png")
     ci = fit.g_star_ci95 or [None, None]
-    print(f"status {fit.status}, G* = {fit.g_star}, 95% interval {ci}, use G = {fit.recommended_group_size}, evidence {fit.evidence}")
+    print(f"status {fit.status}, G* = {fit.g_star}, 95% interval {ci}, use G = {fit.recommended_group_size}")
+    print(f"evidence {fit.evidence}: {fit.evidence_reason}")
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
     print(f"seconds: {time.perf_counter() - t0:.0f}")
 
