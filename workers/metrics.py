@@ -1,0 +1,64 @@
+"""The metrics a trial logs, each with what it means: the one registry the docs' metric reference is generated from.
+
+STEP holds what the trainer reports every step; EVAL what a held-out eval reports (at step 0 with the
+suffix ``_initial``, at ``eval.every`` checkpoints and at T); PROBE what ``probe.every`` adds. Keys that
+carry a name of the user's (a reward function's) are listed by their prefix in PREFIXES.
+tests/workers/test_metrics.py checks that a real trial reports nothing that is not here.
+"""
+
+from __future__ import annotations
+
+STEP: dict[str, str] = {
+    "reward_mean": "mean reward of the step's B completions (the learning signal)",
+    "zero_variance_group_frac": "share of groups whose G rewards are all equal (they carry no gradient)",
+    "prompts_with_signal": "N x (1 - zero_variance_group_frac): prompts that taught something this step",
+    "loss": "the PPO-clip loss (with one inner step it is taken at ratio 1, so near 0 by construction)",
+    "kl": "k3 estimate of KL(pi || pi_ref) (0 without kl_beta)",
+    "grad_norm": "norm of the step's gradient before clipping",
+    "entropy": "mean per-token entropy of the sampled completions",
+    "clip_frac_low": "share of tokens clipped at 1 - clip_eps (0 with one inner step)",
+    "clip_frac_high": "share of tokens clipped at 1 + clip_eps_high (0 with one inner step)",
+    "momentum_overshoot_frac": "tokens an inner step pushed further out of the clip region although clipped (arXiv 2601.05002)",
+    "prefix_weight_bias": "net loss weight on completion prefixes shared by a whole group (arXiv 2601.05002); absent without one",
+    "completion_tokens_mean": "mean completion length in tokens",
+    "truncation_rate": "share of completions cut at max_new_tokens",
+    "tokens_per_s": "completion tokens per second of the step (generation and update)",
+    "time_generate_s": "seconds spent sampling the step's completions",
+    "time_score_s": "seconds spent on rewards, values and advantages",
+    "time_update_s": "seconds spent on the optimizer update",
+    "reward_abstentions": "completions every reward function returned None on (they count 0)",
+    "cuda_max_memory_gib": "peak CUDA memory of the step (GPU trials)",
+    "parameters_trainable": "trainable parameters (step 0; the LoRA adapter's with model.lora)",
+    "parameters_total": "all parameters of the model (step 0)",
+    "resumed_from_step": "the checkpoint step a restarted trial continued from",
+}
+EVAL: dict[str, str] = {
+    "gap": "max reward - expected reward on the held-out prompts: the metric the law is fitted to (lower is better)",
+    "gap_se": "standard error of gap from the eval's own sampling (sampled evals only)",
+    "eval_accuracy": "expected held-out reward (exact where the task allows, else the mean of sampled completions)",
+    "eval_accuracy_sampled": "held-out reward of one sampled completion per prompt (tasks with an exact expectation)",
+}
+PROBE: dict[str, str] = {
+    "probe_tau2": "tau2 at the current policy: spread of the prompts' true gradients (THEORY.md)",
+    "probe_sigma2": "sigma2 at the current policy: the oracle's per-sample gradient variance",
+    "probe_kappa": "kappa at the current policy: GRPO's excess variance constant",
+    "probe_g_star": "1 + sqrt(kappa / tau2) at the current policy",
+}
+MEASURE: dict[str, str] = {
+    "grad_mse": "gradient_mse trials: mean squared error of the batch gradient against the exact one",
+    "grad_mse_se": "its standard error over the draws",
+    "grad_mse_exact": "the law's prediction (tau2 G + sigma2 + kappa/(G-1)) / B where the task knows it (the bandit)",
+    "grad_mse_running": "the running mean of grad_mse every 64 draws",
+    "grad_norm2_exact": "squared norm of the exact gradient",
+}
+PREFIXES: dict[str, str] = {
+    "reward/": "each reward term's mean per step (reward/<file stem>.<function>)",
+    "reward_log/": "what reward functions logged with TRL's log_metric",
+    "system/": "MLflow's system metrics (CPU, memory, disk, network, GPU) every 5 s",
+}
+
+
+def known(key: str) -> bool:
+    """Whether ``key`` is a registered metric (an eval's ``_initial`` and ``@<step>`` forms included)."""
+    base = key.split("@")[0].removesuffix("_initial")
+    return any(base in table for table in (STEP, EVAL, PROBE, MEASURE)) or key.startswith(tuple(PREFIXES))
