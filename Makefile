@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all bench lint mutation clean
+.PHONY: setup demo test test-slow test-all bench lint docs mutation clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,12 @@ lint: setup
 	$(BIN)/ruff format --check service workers sweeps tests bench
 	$(BIN)/mypy sweeps workers/algos.py
 
+# The docs site (mkdocs-material, docs/ and mkdocs.yml): the reference pages are generated from the code first.
+docs: setup
+	$(BIN)/pip install -q -e '.[docs]'
+	$(BIN)/python docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Mutation testing of the pure maths (mutmut; [tool.mutmut] in pyproject.toml): not part of `make test`.
 # Prints the kill rate per module and `mutation_kill_rate: X` last (tests/mutation/report.py).
 mutation: setup
@@ -49,4 +55,4 @@ mutation: setup
 	$(BIN)/python tests/mutation/report.py --survivors
 
 clean:
-	rm -rf $(VENV) .groupscale .pytest_cache mutants
+	rm -rf $(VENV) .groupscale .pytest_cache mutants site docs/reference

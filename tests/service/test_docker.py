@@ -83,9 +83,9 @@ def _build_args(dockerfile: str) -> dict[str, str]:
 
 def test_both_images_pin_the_versions_readme_states():
     """Ray refuses a node whose Ray or Python version differs from the head's: both images take the same
-    PYTHON_VERSION, RAY_VERSION and TORCH_VERSION, on a pinned python:<version>-slim base; README names them,
-    and torch's is the Makefile's pin."""
-    readme = (ROOT / "README.md").read_text()
+    PYTHON_VERSION, RAY_VERSION and TORCH_VERSION, on a pinned python:<version>-slim base; the docker docs name
+    them, and torch's is the Makefile's pin."""
+    readme = (ROOT / "docs" / "operations" / "docker.md").read_text()
     stated = dict(re.findall(r"`(PYTHON_VERSION|RAY_VERSION|TORCH_VERSION)`\s+\(([\d.]+)", readme))
     assert set(stated) == {"PYTHON_VERSION", "RAY_VERSION", "TORCH_VERSION"}
     for dockerfile in ("controller", "worker"):

@@ -1,0 +1,95 @@
+"""The docs cannot drift from the code: every spec in them validates, every `groupscale` line names a real command and
+real options, and the reference pages are generated from the code (docs/gen_reference.py)."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+
+from service.cli import app
+from sweeps.spec import SweepSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+PAGES = [p for p in PAGES if "reference" not in p.relative_to(ROOT).parts]  # generated from the code
+BASE = {"name": "docs", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}}
+BASE |= {"group_sizes": [2], "samples_per_step": [2]}
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def _blocks(lang: str) -> list[tuple[str, str]]:
+    return [(f"{p.relative_to(ROOT)}", body) for p in PAGES for kind, body in FENCE.findall(p.read_text()) if kind == lang]
+
+
+def _specs() -> list[tuple[str, dict]]:
+    """YAML blocks whose top-level keys are all spec fields: each is a spec, or sections of one."""
+    fields = set(SweepSpec.model_fields)
+    out = []
+    for where, body in _blocks("yaml"):
+        doc = yaml.safe_load(body)
+        if isinstance(doc, dict) and doc and set(doc) <= fields:
+            out.append((where, doc))
+    return out
+
+
+def test_the_docs_hold_specs_and_cli_lines_to_check():
+    assert len(_specs()) >= 4 and len(_cli_lines()) >= 25  # the walk finds them (a changed fence style would not)
+
+
+@pytest.mark.parametrize(("where", "doc"), _specs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_spec_in_the_docs_validates(where, doc):
+    SweepSpec.model_validate({**BASE, **doc})  # a partial block is sections of a spec: they validate in one
+
+
+def _cli_lines() -> list[tuple[str, str]]:
+    lines = []
+    for where, body in _blocks("bash") + _blocks("") + _blocks("sh"):
+        for line in body.splitlines():
+            line = line.split(" #")[0].strip()
+            if "groupscale " in line and not line.startswith("#"):
+                lines.append((where, line[line.index("groupscale ") :]))
+    return lines
+
+
+def _tokens(line: str) -> list[str]:
+    """The words of a CLI line, optional parts ``[--x ...]`` opened up and placeholders kept."""
+    line = line.replace("[", " ").replace("]", " ").replace("|", " ").split(";")[0].split("&&")[0].split(" > ")[0]
+    line = line.split(" & ")[0].rstrip("&").split(" \\")[0]
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()
+
+
+ROOT_COMMAND = typer.main.get_command(app)
+
+
+@pytest.mark.parametrize(("where", "line"), _cli_lines(), ids=lambda v: v if isinstance(v, str) and len(v) < 60 else "")
+def test_every_cli_line_in_the_docs_names_a_real_command_and_options(where, line):
+    words = _tokens(line)[1:]
+    cmd, path = ROOT_COMMAND, ["groupscale"]
+    while hasattr(cmd, "commands") and words and not words[0].startswith("-"):
+        assert words[0] in cmd.commands, f"{where}: `{line}`: no command {' '.join([*path, words[0]])!r}"
+        cmd, path, words = cmd.commands[words[0]], [*path, words[0]], words[1:]
+    if hasattr(cmd, "commands"):
+        assert set(words) <= {"--help", "--version", "--install-completion"}, f"{where}: `{line}`"
+        return
+    opts = {o for p in cmd.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])} | {"--help"}
+    for w in words:
+        if w.startswith("--"):
+            assert w.split("=")[0] in opts, f"{where}: `{line}`: {' '.join(path)} has no option {w}; it has {sorted(opts)}"
+
+
+def test_the_reference_pages_are_generated_from_the_code(tmp_path):
+    gen = [sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--out", str(tmp_path)]
+    out = subprocess.run(gen, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cli, spec = (tmp_path / "cli.md").read_text(), (tmp_path / "spec.md").read_text()
+    assert "## `groupscale answer`" in cli and "`--budget`" in cli
+    assert "`answer`" in spec and "sampled completions it may spend" in spec  # AnswerSpec.budget's description
+    assert "/v1/answers" in (tmp_path / "http.md").read_text() and "`reward_mean`" in (tmp_path / "metrics.md").read_text()
