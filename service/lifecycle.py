@@ -115,6 +115,11 @@ def _kind_of(row: object) -> type[StrEnum]:
     return KIND_OF_TABLE[row.__tablename__]  # type: ignore[attr-defined]
 
 
+def is_running(row: object) -> bool:
+    """Whether a sweep, trial, lr tuning or probe row is in its kind's RUNNING status."""
+    return row.status == _kind_of(row).RUNNING  # type: ignore[attr-defined]
+
+
 def check(kind: type[StrEnum], source: str, to: StrEnum) -> None:
     """Raises IllegalTransition unless ``source -> to`` is in the table for ``kind``."""
     allowed = TRANSITIONS[kind].get(kind(source), frozenset())

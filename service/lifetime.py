@@ -26,6 +26,15 @@ from pathlib import Path
 
 import psutil
 
+
+class StackError(RuntimeError):
+    """A component could not be started (the message says which and where its log is)."""
+
+
+class StackConfigError(StackError):
+    """The configuration cannot work (CLI exit 2): the message names the setting and what to change."""
+
+
 MARKER = "GROUPSCALE_UP_ID"
 POLL_S = 0.5  # how often the watchdog looks for its parent
 GRACE_S = 5.0  # SIGTERM, then SIGKILL after this long
@@ -159,8 +168,6 @@ def claim_port(host: str, port: int, option: str, data_dir: Path | None = None, 
     Raises:
         StackConfigError: something else holds the port (exit 2).
     """
-    from service.stack import StackConfigError
-
     if not _answers(host, port):
         return
     listener = _listener(port)

@@ -7,8 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SweepStatus = Literal["queued", "running", "fitting", "succeeded", "failed", "cancelled"]
-TrialStatus = Literal["pending", "running", "succeeded", "failed", "no_signal", "cancelled"]
+from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus  # the statuses' one definition (their values in JSON)
 
 
 class Progress(BaseModel):
@@ -109,7 +108,7 @@ class Health(BaseModel):
 class ProbePublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)  # built from the store's Probe row
     id: str
-    status: str
+    status: ProbeStatus
     spec: dict
     result: dict | None = None
     error: str | None = None

@@ -18,19 +18,11 @@ import httpx
 import uvicorn
 from sqlalchemy.engine import make_url
 
-from service.lifetime import claim_port, mark_environment, record_mlflow, start_watchdog
+from service.lifetime import StackConfigError, StackError, claim_port, mark_environment, record_mlflow, start_watchdog
 from service.main import create_app
 from service.scheduler.ray_backend import connect_ray, disconnect_ray
 from service.settings import Settings
 from service.tracking import redact
-
-
-class StackError(RuntimeError):
-    """A component could not be started (the message says which and where its log is)."""
-
-
-class StackConfigError(StackError):
-    """The configuration cannot work (CLI exit 2): the message names the setting and what to change."""
 
 
 def same_database(a: str, b: str) -> bool:

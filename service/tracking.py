@@ -16,6 +16,7 @@ import httpx
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 
 from service.identity import short_digest, task_key
+from service.lifecycle import TrialStatus
 from service.store import outside_transaction
 from sweeps.law import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
@@ -25,7 +26,12 @@ from workers.tracking import RetryingClient
 
 # The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
-TRIAL_RUN_STATUS = {"succeeded": "FINISHED", "no_signal": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+TRIAL_RUN_STATUS = {
+    TrialStatus.SUCCEEDED: "FINISHED",
+    TrialStatus.NO_SIGNAL: "FINISHED",
+    TrialStatus.FAILED: "FAILED",
+    TrialStatus.CANCELLED: "KILLED",
+}  # a trial's final status -> its MLflow run's
 
 
 def _spec_params(spec: SweepSpec) -> dict:

@@ -1,6 +1,6 @@
 """Runs `groupscale answer`: the probe, the pilot and the successive halving that sweeps.answer planned.
 
-Each stage runs the real worker code in this process (workers.probe, workers.entry.run_measure); the
+Each stage runs the real worker code in this process (workers.probe, workers.measures.run_measure); the
 completions it sampled are counted as it goes, so the answer reports what it spent, never more than
 the plan (sweeps.answer.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
 to Optuna's SuccessiveHalvingPruner (reduction factor 2), which decides the survivors.
@@ -20,7 +20,7 @@ from sweeps.answer import Halving, Pilot, combine, plan_answer, trial_cost
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
-from workers.entry import run_measure
+from workers.measures import run_measure
 from workers.probe import run_probe
 
 

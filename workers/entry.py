@@ -11,39 +11,16 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from workers.checkpoint import has_checkpoint
-from workers.config import Report, TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.measures import MEASURES, measure_function, run_measure
 
-# spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
 SYSTEM_METRICS_EVERY_S = 5  # seconds between samples of a trial's system metrics
 TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again (_keep_title)
-MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
-ENGINES: dict[str, str] = {"trl": "workers.trl_engine:train_trial_trl"}  # engine -> its outcome trial (groupscale: MEASURES)
-
-
-def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialConfig, Report], TrialResult]:
-    """The function MEASURES (or, for another engine, ENGINES) names for ``kind`` (its module imported). Raises
-    ValueError for an unknown kind or engine (lists the valid ones)."""
-    if engine != "groupscale":
-        if engine not in ENGINES or kind != "outcome":
-            raise ValueError(f"unknown engine {engine!r} for measure {kind!r}; valid: groupscale, {', '.join(ENGINES)} (outcome)")
-        ref = ENGINES[engine]
-    elif kind not in MEASURES:
-        raise ValueError(f"unknown measure {kind!r}; valid: {', '.join(MEASURES)}")
-    else:
-        ref = MEASURES[kind]
-    module, name = ref.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """measure_function(cfg.measure, cfg.engine)(cfg, report). Raises ValueError for an unknown measure or engine."""
-    return measure_function(cfg.measure, cfg.engine)(cfg, report)
 
 
 def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:

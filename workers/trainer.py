@@ -264,10 +264,10 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
     Raises:
         ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
-            outcome (workers.entry.run_measure runs each measure).
+            outcome (workers.measures.run_measure runs each measure).
     """
     if cfg.measure != "outcome":
-        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.entry.run_measure")
+        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.measures.run_measure")
     task, policy, rng = setup(cfg)
     try:
         return _train(cfg, report, task, policy, rng)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import optuna
 
-from service.lifecycle import TRIAL_TERMINAL, TrialStatus
+from service.lifecycle import TRIAL_TERMINAL, SweepStatus, TrialStatus
 from service.scheduler.context import Context
 from service.scheduler.jobs import tuned_lrs
 from service.store import Sweep, Trial
@@ -50,7 +50,7 @@ class AdaptiveDriver:
         store, tracking = self.ctx.store, self.ctx.tracking
         with store.read() as s:
             todo = []
-            for sweep in store.sweeps_with_status(s, "running"):
+            for sweep in store.sweeps_with_status(s, SweepStatus.RUNNING):
                 spec = store.spec(sweep)
                 if spec.mode == "adaptive" and tuned_lrs(sweep) is not None:
                     metric = spec.measure.metric

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, transition
+from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, is_running, transition
 from service.scheduler.context import Context, Outcome, Work
 from service.store import LrTuning, Probe, ProbeKind, Sweep, Trial
 from sweeps.finite import finite_or_none
@@ -198,7 +198,7 @@ class TrialJob:
         ckpt = ctx.checkpoint_dir(work.id)
         starts = worker_starts(ckpt)  # every start of a worker process on this trial, restarts included
         retries = ctx.settings.trial_retries
-        result: dict[str, Any] = outcome.value if outcome.error is None else {"status": "failed", "metrics": {}}
+        result: dict[str, Any] = outcome.value if outcome.error is None else {"status": TrialStatus.FAILED, "metrics": {}}
         reason = result.get("reason") if outcome.error is None else outcome.error
         with ctx.store.session() as s:
             trial = s.get(Trial, work.id)
@@ -349,5 +349,5 @@ def _unlaunch(ctx: Context, table: type, row_id: str, back: Any, attempts_back: 
     tick, as if never launched (a trial's attempt is taken back too, ``attempts_back``); a cancel that came first stays."""
     with ctx.store.session() as s:
         row = s.get(table, row_id)
-        if row.status == "running":  # every kind's RUNNING
+        if is_running(row):
             transition(s, row, back, **({"attempts": row.attempts - 1} if attempts_back else {}))

@@ -27,3 +27,44 @@ def test_the_cli_s_help_imports_no_heavy_library(argv):
     )
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
     assert "Usage" in out.stdout and out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr
+
+
+def test_no_import_circle_among_the_packages():
+    """Module-level and function-level imports alike: no module of service, workers or sweeps reaches itself."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for pkg in ("service", "workers", "sweeps")
+        for p in (root / pkg).rglob("*.py")
+        if "migrations" not in p.parts
+    }
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            deps |= {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+        graph[name] = deps
+
+    def reaches(start: str) -> list[str] | None:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for dep in graph[node]:
+                if dep == start:
+                    return [*path, start]
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append((dep, [*path, dep]))
+        return None
+
+    circles = [c for m in sorted(graph) if (c := reaches(m))]
+    assert circles == [], circles[:3]
