@@ -247,6 +247,7 @@ def cheap_methods(name: str, quick: bool, rep: int) -> dict:
             "seconds": t_answer,
             "g_matters": ans["g_matters"],
             "evidence": ans["evidence"],
+            "g_star": ans["g_star"],
         },
         "probe": {
             "ci95": probe.get("g_star_ci95"),
@@ -292,6 +293,14 @@ def regret(method: dict, ref: dict) -> float | None:
     return (means[near] - means[int(ref["best"])]) / spread if spread > 0 else 0.0
 
 
+def _per_rep(method: str, run: dict) -> str:
+    """A repetition's G; for the answer also its interval, evidence and whether G matters (yes, no, ?)."""
+    if method != "answer" or run.get("recommended") is None:
+        return str(run.get("recommended"))
+    matters = {True: "yes", False: "no", None: "?"}[run.get("g_matters")]
+    return f"{run['recommended']} ({_fmt_ci(run['ci95'])}, {run['evidence']}, matters: {matters})"
+
+
 def _fmt_ci(ci) -> str:
     return "-" if not ci or None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -324,7 +333,7 @@ def report(refs: dict, runs: dict, quick: bool, seconds: float, workers: int, re
             summary[f"{m}_cover"] += cov
             summary[f"{m}_cost"] += cost
             summary[f"{m}_regret"] += reg
-            gs = ", ".join(str(r["recommended"]) for r in reps)
+            gs = ", ".join(_per_rep(m, r) for r in reps)
             lines.append(
                 f"{head} {m} | {gs} | {sum(cov)}/{len(cov)} | {statistics.fmean(cost):.4f} | {statistics.fmean(reg):.3g} |"
                 if reg

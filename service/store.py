@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus
+from sweeps.planner import prompts_per_step
 from sweeps.spec import SweepSpec
 
 
@@ -155,8 +156,8 @@ class Trial(Base):
     sweep: Mapped[Sweep] = relationship(back_populates="trials")
 
     @property
-    def prompts_per_step(self) -> int:  # N = B / G
-        return self.samples_per_step // self.group_size
+    def prompts_per_step(self) -> int:  # N
+        return prompts_per_step(self.samples_per_step, self.group_size)
 
 
 class LrTuning(Base):

@@ -19,6 +19,7 @@ from service.identity import short_digest, task_key
 from service.lifecycle import TrialStatus
 from service.store import outside_transaction
 from sweeps.law import LawFit
+from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
 from sweeps.spec import SweepSpec
@@ -118,7 +119,7 @@ class Tracking:
             **_spec_params(spec),
             "group_size": group_size,
             "samples_per_step": samples_per_step,
-            "prompts_per_step": samples_per_step // group_size,
+            "prompts_per_step": prompts_per_step(samples_per_step, group_size),
             "seed": seed,
             "lr": spec.grpo.lr if lr is None else lr,
         }

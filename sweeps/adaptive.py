@@ -57,7 +57,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeps.law import BudgetFit, LawFit, fit_law
+from sweeps.law import BudgetFit, LawFit, fit_law, law_curve
 from sweeps.noise import CONSTANT, NoiseModel
 from sweeps.spec import SweepSpec
 
@@ -124,7 +124,7 @@ def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int
     fitted mean (sweeps.law, sweeps.noise: the one the fit weights with), and the regressors x(G)."""
     a, b, c = (float(v or 0.0) for v in (fit.a, fit.b, fit.c))  # next_point passes fits with b, c > 0
     g = [float(r[0]) for r in rows if r[1] == budget] + [float(p[0]) for p in pending if p[1] == budget]
-    v = lambda gg: float(noise.variance(a + b * gg + c / (gg - 1.0)))  # noqa: E731
+    v = lambda gg: float(noise.variance(law_curve(gg, a, b, c)))  # noqa: E731
     x = lambda gg: np.array([1.0, gg, 1.0 / (gg - 1.0)])  # noqa: E731
     m = sum((np.outer(x(gg), x(gg)) / v(gg) for gg in g), np.zeros((3, 3)))
     grad = np.array([0.0, -math.sqrt(c) / (2 * b**1.5), 1.0 / (2 * math.sqrt(b * c))])

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from sweeps.spec import SweepSpec
 
 
+def prompts_per_step(samples_per_step: int, group_size: int) -> int:
+    """N = B / G prompts per optimizer step (THEORY.md's notation); the spec checks that G divides B."""
+    return samples_per_step // group_size
+
+
 @dataclass(frozen=True)
 class TrialPlan:
     """One point of the grid.
@@ -24,7 +29,7 @@ class TrialPlan:
 
     @property
     def prompts_per_step(self) -> int:
-        return self.samples_per_step // self.group_size
+        return prompts_per_step(self.samples_per_step, self.group_size)
 
     @property
     def key(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from sweeps.planner import prompts_per_step
 from sweeps.spec import TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
 from sweeps.trl_steps import structure_for
 
@@ -101,7 +102,7 @@ def verl_overrides(group_size: int, samples_per_step: int, grpo: GRPOSpec) -> tu
     unless G >= 2 divides B.
     """
     _check(group_size, samples_per_step)
-    prompts = samples_per_step // group_size
+    prompts = prompts_per_step(samples_per_step, group_size)
     out = [
         "algorithm.adv_estimator=" + ("rloo" if grpo.advantage == "loo" else "grpo"),
         f"actor_rollout_ref.rollout.n={group_size}",

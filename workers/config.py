@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from sweeps.planner import TrialPlan
+from sweeps.planner import TrialPlan, prompts_per_step
 from sweeps.spec import GRPOSpec, SweepSpec
 
 Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
@@ -47,7 +47,7 @@ class TrialConfig:
 
     @property
     def prompts_per_step(self) -> int:  # N
-        return self.samples_per_step // self.group_size
+        return prompts_per_step(self.samples_per_step, self.group_size)
 
     def __post_init__(self) -> None:
         """Raises ValueError unless 2 <= G and G divides B; TypeError for a grpo dict with unknown keys."""

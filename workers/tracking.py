@@ -22,6 +22,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from tenacity import before_sleep_log, retry, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
+from sweeps.planner import prompts_per_step
+
 log = logging.getLogger("groupscale.tracking")
 T = TypeVar("T")
 
@@ -177,7 +179,7 @@ class TuneRuns:
             "lr": lr,
             "group_size": g,
             "samples_per_step": b,
-            "prompts_per_step": b // g,
+            "prompts_per_step": prompts_per_step(b, g),
             "optuna_trial": number,
         }
         self.client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
