@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sweeps.law import fit_law, law_curve, recommend_group_size
+from sweeps.law import LawFit, fit_law, law_curve, recommend_group_size
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 
@@ -267,6 +267,51 @@ def _closed(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
     return float(ci[0]), float(ci[1])
 
 
+def _interval_pieces(
+    plan: AnswerPlan, probe: dict, pilot: dict | None, halving: dict | None, metric: str
+) -> tuple[float | None, list[tuple[str, tuple[float, float]]], LawFit | None]:
+    """(G*, the stages' intervals, the first rung's law fit): G* is the probe's, else the pilot's, else the fit's."""
+    pieces: list[tuple[str, tuple[float, float]]] = []
+    g_star: float | None = probe.get("g_star")
+    if (ci := _closed(probe.get("g_star_ci95"))) is not None:
+        pieces.append(("probe at the start", ci))
+    drift = pilot.get("probe_g_star") if pilot else None
+    if pilot is not None and drift is not None and math.isfinite(drift):
+        pieces.append((f"probe after the pilot's {pilot['steps']} steps", (drift, drift)))
+        g_star = drift if g_star is None else g_star
+    first_fit = None
+    if halving and halving.get("rows") and plan.halving is not None:
+        first_fit = fit_law(*zip(*halving["rows"]), metric=metric)
+        unit = "steps" if plan.halving.resume else "draws"
+        if first_fit.status == "ok" and (ci := _closed(first_fit.g_star_ci95)) is not None:
+            pieces.append((f"law fit at {halving['rungs'][0]['length']} {unit}", ci))
+            g_star = first_fit.g_star if g_star is None else g_star
+    return g_star, pieces, first_fit
+
+
+def _matters(first_fit: LawFit | None, metric: str) -> tuple[bool | None, str]:
+    """Whether G matters (the first rung's F-test on seed means: sweeps.law evidence), in words."""
+    g_matters = None if first_fit is None else first_fit.evidence != "none"
+    text = {
+        True: f"G matters here: {metric} varies across G more than across seeds",
+        False: f"G barely matters here: the spread of {metric} across G is within the seed noise",
+        None: "whether G matters could not be measured at this budget (no training sweep fitted in it)",
+    }[g_matters]
+    if first_fit is not None and first_fit.evidence_reason:
+        text += f" ({first_fit.evidence_reason})"
+    return g_matters, text
+
+
+def _answer_evidence(g_matters: bool | None, narrow: bool) -> tuple[str, str]:
+    """(strong | weak | none, why): none when G does not matter beyond seed noise; strong when it does and the
+    interval spans at most half the grid in log G (sweeps.law's WIDE_CI rule); weak otherwise."""
+    if g_matters is False:
+        return "none", "the halving's F-test does not show G mattering beyond seed noise"
+    if g_matters and narrow:
+        return "strong", "G matters beyond seed noise and the interval spans at most half the grid (in log G)"
+    return "weak", "whether G matters was not measured" if narrow else "the interval spans more than half the grid (in log G)"
+
+
 def combine(
     spec: SweepSpec,
     plan: AnswerPlan,
@@ -287,46 +332,16 @@ def combine(
         JSON-ready dict: status, g_star, g_star_ci95, recommended_group_size, tie_set, evidence,
         evidence_reason, g_matters, regret_g8, regret_passrate, passrate, cost, stages, message.
     """
-    metric = spec.measure.metric
-    candidates = sorted(spec.group_sizes)
-    span = math.log(candidates[-1] / candidates[0]) if len(candidates) > 1 else 0.0
-    pieces: list[tuple[str, tuple[float, float]]] = []
-    g_star: float | None = probe.get("g_star")
-    if (ci := _closed(probe.get("g_star_ci95"))) is not None:
-        pieces.append(("probe at the start", ci))
-    drift = pilot.get("probe_g_star") if pilot else None
-    if pilot is not None and drift is not None and math.isfinite(drift):
-        pieces.append((f"probe after the pilot's {pilot['steps']} steps", (drift, drift)))
-        g_star = drift if g_star is None else g_star
-    first_fit = None
-    if halving and halving.get("rows") and plan.halving is not None:
-        first_fit = fit_law(*zip(*halving["rows"]), metric=metric)
-        if first_fit.status == "ok" and (ci := _closed(first_fit.g_star_ci95)) is not None:
-            pieces.append((f"law fit at {halving['rungs'][0]['length']} {'steps' if plan.halving.resume else 'draws'}", ci))
-            g_star = first_fit.g_star if g_star is None else g_star
-    g_matters = None if first_fit is None else first_fit.evidence != "none"
-    matters = {
-        True: f"G matters here: {metric} varies across G more than across seeds",
-        False: f"G barely matters here: the spread of {metric} across G is within the seed noise",
-        None: "whether G matters could not be measured at this budget (no training sweep fitted in it)",
-    }[g_matters]
-    if first_fit is not None:
-        matters += f" ({first_fit.evidence_reason})" if first_fit.evidence_reason else ""
+    metric, candidates = spec.measure.metric, sorted(spec.group_sizes)
+    g_star, pieces, first_fit = _interval_pieces(plan, probe, pilot, halving, metric)
+    g_matters, matters = _matters(first_fit, metric)
     p = probe.get("reward_mean")
-    p = None if p is None else p / float(spec.task.max_reward if hasattr(spec.task, "max_reward") else 1.0)
+    p = None if p is None else p / float(getattr(spec.task, "max_reward", 1.0))
     g_pr = passrate_group_size(p, spec.answer.epsilon, candidates)
-    out: dict = {
-        "status": "ok" if g_star is not None and pieces else "no_estimate",
+    common = {
         "g_star": g_star,
-        "g_star_ci95": None,
-        "recommended_group_size": None,
-        "tie_set": [],
-        "evidence": "none",
-        "evidence_reason": "",
         "g_matters": g_matters,
         "passrate": {"p": p, "epsilon": spec.answer.epsilon, "group_size": g_pr},
-        "regret_g8": None,
-        "regret_passrate": None,
         "interval_pieces": [{"source": name, "ci95": list(ci)} for name, ci in pieces],
         "cost": {
             "completions": spent,
@@ -344,34 +359,34 @@ def combine(
         },
     }
     if g_star is None or not pieces:
-        out["evidence_reason"] = "neither the probe nor the halving found an interior G* (tau2 <= 0, or no closed interval)"
-        out["message"] = f"no G* at this budget: {out['evidence_reason']}; {matters}"
-        return out
-    lo = min(ci[0] for _, ci in pieces)
-    hi = max(ci[1] for _, ci in pieces)
-    lo, hi = min(lo, g_star), max(hi, g_star)
+        why = "neither the probe nor the halving found an interior G* (tau2 <= 0, or no closed interval)"
+        return {
+            "status": "no_estimate",
+            **dict.fromkeys(("g_star_ci95", "recommended_group_size", "regret_g8", "regret_passrate")),
+            "tie_set": [],
+            "evidence": "none",
+            "evidence_reason": why,
+            **common,
+            "message": f"no G* at this budget: {why}; {matters}",
+        }
+    lo = min([g_star, *(ci[0] for _, ci in pieces)])
+    hi = max([g_star, *(ci[1] for _, ci in pieces)])
+    span = math.log(candidates[-1] / candidates[0])
+    evidence, why = _answer_evidence(g_matters, span > 0 and math.log(hi / lo) <= span / 2)  # lo >= 1: G* >= 1
     rec = recommend_group_size(g_star, candidates)
-    ties = tie_set(lo, hi, candidates)
-    narrow = span > 0 and math.log(hi / lo) <= span / 2  # lo >= 1: G* = 1 + sqrt(...) and probe intervals are >= 1
-    if g_matters is False:
-        evidence, why = "none", "the halving's F-test does not show G mattering beyond seed noise"
-    elif g_matters and narrow:
-        evidence, why = "strong", "G matters beyond seed noise and the interval spans at most half the grid (in log G)"
-    else:
-        evidence = "weak"
-        why = "the interval spans more than half the grid (in log G)" if not narrow else "whether G matters was not measured"
     rows = halving["rows"] if halving else None
-    out.update(
-        g_star_ci95=[lo, hi],
-        recommended_group_size=rec,
-        tie_set=ties,
-        evidence=evidence,
-        evidence_reason=why,
-        regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric) if rows else _no_regret(TRL_DEFAULT_G, rec),
-        regret_passrate=regret(rows, g_pr, rec, metric) if rows else _no_regret(g_pr, rec),
-    )
-    out["message"] = answer_line(out) + f"; {matters}"
-    return out
+    out = {
+        "status": "ok",
+        "g_star_ci95": [lo, hi],
+        "recommended_group_size": rec,
+        "tie_set": tie_set(lo, hi, candidates),
+        "evidence": evidence,
+        "evidence_reason": why,
+        "regret_g8": regret(rows, TRL_DEFAULT_G, rec, metric) if rows else _no_regret(TRL_DEFAULT_G, rec),
+        "regret_passrate": regret(rows, g_pr, rec, metric) if rows else _no_regret(g_pr, rec),
+        **common,
+    }
+    return {**out, "message": answer_line(out) + f"; {matters}"}
 
 
 def answer_line(answer: dict) -> str:
