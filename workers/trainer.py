@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -276,87 +277,104 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
             task.close()
 
 
+@dataclass(frozen=True)
+class _Phase:
+    """What a trial is doing, for the reason it failed there: ``label`` ends "... at <label>"; ``step`` and
+    ``where`` go to _oom_reason; ``done`` is the steps completed."""
+
+    label: str
+    step: int
+    done: int
+    where: str = "training"
+
+
+class _Failed(Exception):
+    """A trial that ended failed in a phase (train_trial's one failure path)."""
+
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+@contextmanager
+def _guarded(cfg: TrialConfig, phase: _Phase) -> Iterator[None]:
+    """Turn a failing reward function, a non-finite value (NonFiniteLogitsError is a FloatingPointError) or a GPU
+    out of memory inside ``phase`` into a failed TrialResult with the phase and the cause (raised as _Failed)."""
+    try:
+        yield
+    except (RewardError, FloatingPointError) as e:
+        raise _Failed(TrialResult("failed", reason=f"{e} at {phase.label}", steps_done=phase.done)) from e
+    except torch.OutOfMemoryError as e:
+        raise _Failed(TrialResult("failed", reason=_oom_reason(cfg, phase.step, phase.where), steps_done=phase.done)) from e
+
+
+def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float]) -> dict[str, float]:
+    """One step's reported metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
+    t0, t1, t2 = times
+    ro, mask = batch.rollout, batch.rollout.completion_mask
+    zero_var = algos.zero_variance_group_fraction(batch.rewards)
+    tokens = float(mask.sum())
+    bias = algos.prefix_weight_bias(
+        ro.input_ids[:, ro.prompt_len :],
+        mask,
+        batch.advantages,
+        cfg.group_size,
+        cfg.grpo.loss_aggregation,
+        cfg.grpo.max_new_tokens,
+    )
+    return {
+        "reward_mean": float(batch.rewards.mean()),
+        "zero_variance_group_frac": zero_var,
+        "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
+        **asdict(upd),
+        "completion_tokens_mean": tokens / mask.shape[0],
+        "truncation_rate": float(ro.truncated.float().mean()),
+        "tokens_per_s": tokens / max(t2 - t0, 1e-9),
+        "time_generate_s": batch.seconds_generate,
+        "time_score_s": batch.seconds_score,
+        "time_update_s": t2 - t1,
+        **batch.reward_metrics,
+        **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
+        **_cuda_memory(cfg),
+    }
+
+
 def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
-    """train_trial's steps, evals and checkpoints on a set-up task and policy."""
+    """train_trial's steps, evals and checkpoints on a set-up task and policy; every failure leaves through _guarded."""
+    try:
+        return _run_steps(cfg, report, task, policy, rng)
+    except _Failed as failed:
+        return failed.result
+
+
+def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
     ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
         ref.module.requires_grad_(False).eval()
     model = policy.module
     model.train()
     opt = make_optimizer(cfg.grpo.optimizer, [p for p in model.parameters() if p.requires_grad], cfg.grpo.lr)
-    counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
-    history: list[dict] = []  # the reported step metrics: trainer_state.log_history of reward functions
     ignored = getattr(policy, "ignored_generation_config", None)
     if ignored and hasattr(report, "set_tags"):  # sampling follows the spec alone (workers.rollout)
         report.set_tags({"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))})
-    ckpt = load_checkpoint(cfg.checkpoint_dir)
-    if ckpt is None:
-        try:
-            initial, samples = evaluate(policy, task, cfg, 0)
-        except (RewardError, FloatingPointError) as e:
-            return TrialResult("failed", reason=f"{e} at the evaluation before step 1")
-        except torch.OutOfMemoryError:
-            return TrialResult("failed", reason=_oom_reason(cfg, 0, "the evaluation"))
-        first = 1
-        report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(model), 0)
-    else:
-        load_trainable_state(model, ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        rng.bit_generator.state = ckpt["numpy_rng"]
-        counters, initial, first = ckpt["counters"], ckpt["initial"], ckpt["step"] + 1
-        samples, history = ckpt.get("samples", []), ckpt.get("log_history", [])
-        report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
-    for step in range(first, cfg.steps + 1):
+    state = _start(cfg, report, task, policy, opt, rng)
+    history = state["log_history"]  # the reported step metrics: trainer_state.log_history of reward functions
+    counters = state["counters"]
+    for step in range(state["step"] + 1, cfg.steps + 1):
         t0 = time.perf_counter()
-        try:
+        with _guarded(cfg, _Phase(f"step {step}", step, step - 1)):
             batch = sample_batch(policy, task, cfg, rng, step, history)
             t1 = time.perf_counter()
             upd = grpo_update(policy, ref, opt, batch, cfg)
-        except (RewardError, FloatingPointError) as e:  # NonFiniteLogitsError is a FloatingPointError
-            return TrialResult("failed", reason=f"{e} at step {step}", steps_done=step - 1)
-        except torch.OutOfMemoryError:
-            return TrialResult("failed", reason=_oom_reason(cfg, step), steps_done=step - 1)
-        t2 = time.perf_counter()
-        ro, mask = batch.rollout, batch.rollout.completion_mask
-        zero_var = algos.zero_variance_group_fraction(batch.rewards)
-        tokens, reward_mean = float(mask.sum()), float(batch.rewards.mean())
-        truncation = float(ro.truncated.float().mean())
-        bias = algos.prefix_weight_bias(
-            ro.input_ids[:, ro.prompt_len :],
-            mask,
-            batch.advantages,
-            cfg.group_size,
-            cfg.grpo.loss_aggregation,
-            cfg.grpo.max_new_tokens,
-        )
-        counters["silent_steps"] += int(zero_var == 1.0)
-        counters["reward_sum"] += reward_mean
-        counters["trunc_sum"] += truncation
-        metrics = {
-            "reward_mean": reward_mean,
-            "zero_variance_group_frac": zero_var,
-            "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
-            **asdict(upd),
-            "completion_tokens_mean": tokens / mask.shape[0],
-            "truncation_rate": truncation,
-            "tokens_per_s": tokens / max(t2 - t0, 1e-9),
-            "time_generate_s": batch.seconds_generate,
-            "time_score_s": batch.seconds_score,
-            "time_update_s": t2 - t1,
-            **batch.reward_metrics,
-            **({} if bias is None else {"prefix_weight_bias": bias}),  # absent: no group shares a prefix
-            **_cuda_memory(cfg),
-        }
+        metrics = _step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter()))
+        counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
+        counters["reward_sum"] += metrics["reward_mean"]
+        counters["trunc_sum"] += metrics["truncation_rate"]
         report(metrics, step)
         history.append({**metrics, "step": step})
         if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:  # G* over training time
-            try:
+            with _guarded(cfg, _Phase(f"the evaluation of step {step}", step, step, "the evaluation")):
                 mid, _ = evaluate(policy, task, cfg, step, history)
-            except (RewardError, FloatingPointError) as e:
-                return TrialResult("failed", reason=f"{e} at the evaluation of step {step}", steps_done=step)
-            except torch.OutOfMemoryError:
-                return TrialResult("failed", reason=_oom_reason(cfg, step, "the evaluation"), steps_done=step)
             report(mid, step)
             counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
         if cfg.probe_every and step % cfg.probe_every == 0:  # the probe's G* as the policy moves
@@ -367,34 +385,49 @@ def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np
             # every point since the last flush).
             if hasattr(report, "flush"):
                 report.flush()
-            save_checkpoint(
-                cfg.checkpoint_dir,
-                {
-                    "step": step,
-                    "model": trainable_state(model),  # the adapter alone under LoRA
-                    "optimizer": opt.state_dict(),
-                    "torch_rng": torch.get_rng_state(),
-                    "numpy_rng": rng.bit_generator.state,
-                    "counters": counters,
-                    "initial": initial,
-                    "samples": samples,
-                    "log_history": history,
-                },
-            )
-    if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * cfg.steps:
-        reason = _no_signal_reason(counters["reward_sum"] / cfg.steps, counters["trunc_sum"] / cfg.steps)
-        return TrialResult(
-            "no_signal", reason=f"{counters['silent_steps']}/{cfg.steps} steps without signal; {reason}", steps_done=cfg.steps
-        )
-    try:
-        final, last = evaluate(policy, task, cfg, cfg.steps, history)
-    except (RewardError, FloatingPointError) as e:
-        return TrialResult("failed", reason=f"{e} at the final evaluation (step {cfg.steps})", steps_done=cfg.steps)
-    except torch.OutOfMemoryError:
-        return TrialResult("failed", reason=_oom_reason(cfg, cfg.steps, "the evaluation"), steps_done=cfg.steps)
-    report(final, cfg.steps)
-    if hasattr(report, "log_table") and samples + last:
-        report.log_table(samples + last)
-    at_steps = {f"{k}@{t}": v for t, values in counters.get("evals", {}).items() for k, v in values.items()}
-    metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}, **at_steps}
-    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+            state["step"] = step
+            saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state()}
+            save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
+    return _finish(cfg, report, task, policy, state)
+
+
+def _start(
+    cfg: TrialConfig, report: Report, task: Task, policy: Policy, opt: torch.optim.Optimizer, rng: np.random.Generator
+) -> dict:
+    """The trial's state before its first step to run: from its checkpoint (model, optimizer and RNG restored), or
+    fresh after the eval before step 1. Keys step (the last done), counters, initial, samples, log_history."""
+    ckpt = load_checkpoint(cfg.checkpoint_dir)
+    if ckpt is None:
+        with _guarded(cfg, _Phase("the evaluation before step 1", 0, 0, "the evaluation")):
+            initial, samples = evaluate(policy, task, cfg, 0)
+        report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(policy.module), 0)
+        counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
+        return {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
+    load_trainable_state(policy.module, ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    rng.bit_generator.state = ckpt["numpy_rng"]
+    report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
+    return {
+        "step": ckpt["step"],
+        "counters": ckpt["counters"],
+        "initial": ckpt["initial"],
+        "samples": ckpt.get("samples", []),
+        "log_history": ckpt.get("log_history", []),
+    }
+
+
+def _finish(cfg: TrialConfig, report: Report, task: Task, policy: Policy, state: dict) -> TrialResult:
+    """After the last step: no_signal when most steps had no signal, else the final eval and the trial's metrics."""
+    counters, t = state["counters"], cfg.steps
+    if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * t:
+        reason = _no_signal_reason(counters["reward_sum"] / t, counters["trunc_sum"] / t)
+        return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{t} steps without signal; {reason}", steps_done=t)
+    with _guarded(cfg, _Phase(f"the final evaluation (step {t})", t, t, "the evaluation")):
+        final, last = evaluate(policy, task, cfg, t, state["log_history"])
+    report(final, t)
+    if hasattr(report, "log_table") and state["samples"] + last:
+        report.log_table(state["samples"] + last)
+    at_steps = {f"{k}@{s}": v for s, values in counters.get("evals", {}).items() for k, v in values.items()}
+    metrics = {**final, **{f"{k}_initial": v for k, v in state["initial"].items()}, **at_steps}
+    return TrialResult("succeeded", metrics=metrics, steps_done=t)
