@@ -289,12 +289,17 @@ def _interval_pieces(
     return g_star, pieces, first_fit
 
 
-def _matters(first_fit: LawFit | None, metric: str) -> tuple[bool | None, str]:
-    """Whether G matters (the first rung's F-test on seed means: sweeps.law evidence), in words."""
+def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tuple[bool | None, str]:
+    """Whether G matters (the first rung's F-test on seed means: sweeps.law evidence), in words that say how
+    short the rung was against the spec's T (a short rung may not see what the grid's T would)."""
     g_matters = None if first_fit is None else first_fit.evidence != "none"
+    metric, at = spec.measure.metric, ""
+    if plan.halving is not None:
+        unit, full = ("steps", spec.steps) if plan.halving.resume else ("draws", spec.measure.repeats)
+        at = f" after {plan.halving.lengths[0]} of the spec's {full} {unit}"
     text = {
-        True: f"G matters here: {metric} varies across G more than across seeds",
-        False: f"G barely matters here: the spread of {metric} across G is within the seed noise",
+        True: f"G matters here: {metric} varies across G more than across seeds{at}",
+        False: f"G barely matters here: the spread of {metric} across G is within the seed noise{at}",
         None: "whether G matters could not be measured at this budget (no training sweep fitted in it)",
     }[g_matters]
     if first_fit is not None and first_fit.evidence_reason:
@@ -334,7 +339,7 @@ def combine(
     """
     metric, candidates = spec.measure.metric, sorted(spec.group_sizes)
     g_star, pieces, first_fit = _interval_pieces(plan, probe, pilot, halving, metric)
-    g_matters, matters = _matters(first_fit, metric)
+    g_matters, matters = _matters(first_fit, spec, plan)
     p = probe.get("reward_mean")
     p = None if p is None else p / float(getattr(spec.task, "max_reward", 1.0))
     g_pr = passrate_group_size(p, spec.answer.epsilon, candidates)
