@@ -110,7 +110,6 @@ def tune_learning_rate(
     if metric not in DIRECTIONS:
         raise ValueError(f"unknown tune_lr metric {metric!r}; valid: {', '.join(DIRECTIONS)}")
     direction = DIRECTIONS[metric]
-    every = report_every or max(1, steps // 8)
     startup = n_startup(trials)
     study = optuna.create_study(
         direction=direction,
@@ -119,44 +118,7 @@ def tune_learning_rate(
             n_startup_trials=startup, n_warmup_steps=steps // 4, interval_steps=1, n_min_trials=startup
         ),
     )
-
-    def objective(trial: optuna.Trial) -> float:
-        lr = trial.suggest_float("lr", low, high, log=True)
-        forward = make_report(trial.number, lr) if make_report is not None else None
-        rewards: list[float] = []  # reward_mean of every step so far
-        started = time.perf_counter()
-
-        def report(metrics: dict[str, float], step: int) -> None:
-            if forward is not None:
-                forward(metrics, step)
-            if "reward_mean" not in metrics:
-                return
-            rewards.append(float(metrics["reward_mean"]))
-            trial.set_user_attr("steps_done", step)
-            if step % every and step != steps:
-                return
-            reward = sum(rewards) / len(rewards)
-            value = 1.0 - reward if direction == "minimize" else reward
-            trial.report(value, step)
-            if forward is not None:
-                forward({INTERMEDIATE_METRIC: value}, step)
-            if trial.should_prune():
-                trial.set_user_attr("seconds", time.perf_counter() - started)
-                raise optuna.TrialPruned(f"lr {lr:.3g}: intermediate {value:.4f} at step {step} worse than the median")
-
-        run = dataclasses.replace(cfg.with_grpo(lr=lr), steps=steps, checkpoint_dir=None, checkpoint_every=0)
-        from workers.trainer import train_trial  # torch: imported where a trial runs, never by the controller
-
-        result = train_trial(run, report)
-        trial.set_user_attr("seconds", time.perf_counter() - started)
-        trial.set_user_attr("steps_done", result.steps_done)
-        value = result.metrics.get(metric)
-        if result.status != "succeeded" or value is None or not math.isfinite(value):
-            reason = result.reason or f"metric {metric!r} is {value}"
-            trial.set_user_attr("reason", f"{result.status}: {reason}")
-            raise _TuningTrialFailed(reason)
-        return float(value)
-
+    objective = _Objective(cfg, (low, high), steps, metric, report_every or max(1, steps // 8), make_report)
     callbacks = [] if on_trial_end is None else [lambda _study, frozen: on_trial_end(_plain(frozen))]
     study.optimize(objective, n_trials=trials, catch=(_TuningTrialFailed,), callbacks=callbacks)
     done = [_plain(t) for t in study.trials]
@@ -178,6 +140,66 @@ def tune_learning_rate(
         "best_trial": None if best is None else best["number"],
         "trials": done,
     }
+
+
+class _Objective:
+    """One tuning trial: train ``cfg`` at a sampled lr for ``steps`` steps, reporting the running mean reward to
+    Optuna every ``every`` steps (pruned when its pruner says so); the value is the final ``metric``."""
+
+    def __init__(
+        self,
+        cfg: TrialConfig,
+        lr_range: tuple[float, float],
+        steps: int,
+        metric: str,
+        every: int,
+        make_report: Callable[[int, float], Report] | None,
+    ) -> None:
+        self.cfg, self.lr_range, self.steps, self.metric, self.every = cfg, lr_range, steps, metric, every
+        self.make_report, self.minimize = make_report, DIRECTIONS[metric] == "minimize"
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        lr = trial.suggest_float("lr", *self.lr_range, log=True)
+        forward = self.make_report(trial.number, lr) if self.make_report is not None else None
+        started = time.perf_counter()
+        report = self._reporter(trial, lr, forward, started)
+        run = dataclasses.replace(self.cfg.with_grpo(lr=lr), steps=self.steps, checkpoint_dir=None, checkpoint_every=0)
+        from workers.trainer import train_trial  # torch: imported where a trial runs, never by the controller
+
+        result = train_trial(run, report)
+        trial.set_user_attr("seconds", time.perf_counter() - started)
+        trial.set_user_attr("steps_done", result.steps_done)
+        value = result.metrics.get(self.metric)
+        if result.status != "succeeded" or value is None or not math.isfinite(value):
+            reason = result.reason or f"metric {self.metric!r} is {value}"
+            trial.set_user_attr("reason", f"{result.status}: {reason}")
+            raise _TuningTrialFailed(reason)
+        return float(value)
+
+    def _reporter(self, trial: optuna.Trial, lr: float, forward: Report | None, started: float) -> Report:
+        """The trainer's report: forwards every metric, and every ``every`` steps gives Optuna the running mean of
+        ``reward_mean`` over all steps so far (``1 - reward`` when minimizing), raising TrialPruned when pruned."""
+        rewards: list[float] = []  # reward_mean of every step so far
+
+        def report(metrics: dict[str, float], step: int) -> None:
+            if forward is not None:
+                forward(metrics, step)
+            if "reward_mean" not in metrics:
+                return
+            rewards.append(float(metrics["reward_mean"]))
+            trial.set_user_attr("steps_done", step)
+            if step % self.every and step != self.steps:
+                return
+            reward = sum(rewards) / len(rewards)
+            value = 1.0 - reward if self.minimize else reward
+            trial.report(value, step)
+            if forward is not None:
+                forward({INTERMEDIATE_METRIC: value}, step)
+            if trial.should_prune():
+                trial.set_user_attr("seconds", time.perf_counter() - started)
+                raise optuna.TrialPruned(f"lr {lr:.3g}: intermediate {value:.4f} at step {step} worse than the median")
+
+        return report
 
 
 def _plain(t: FrozenTrial) -> dict[str, Any]:
