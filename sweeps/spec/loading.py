@@ -1,0 +1,83 @@
+"""Reading a spec file (YAML with unique keys) and turning validation errors into field-named messages."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from sweeps.spec.grpo import TRL_ALIASES, GRPOSpec
+from sweeps.spec.sweep import SweepSpec
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses duplicate keys (YAML would silently keep the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read a YAML or JSON spec file (YAML is a superset of JSON; no tags, no duplicate keys). Relative
+    file paths in it are relative to the file's folder (SweepSpec.with_paths_from).
+
+    Raises:
+        yaml.YAMLError: not YAML, or a tag.
+        ValueError: a duplicate key, or not a mapping.
+        OSError: the file cannot be read.
+        pydantic.ValidationError: the mapping is not a valid spec.
+    """
+    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    if not isinstance(data, dict):
+        raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
+    return SweepSpec.model_validate(data).with_paths_from(Path(path).resolve().parent)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Annotated, unions, lists and dicts)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def error_message(error: Any) -> str:
+    """A pydantic error's message for people: an unknown field gets unknown_field_message."""
+    loc = [p for p in error.get("loc", ()) if p != "body"]
+    if error.get("type") == "extra_forbidden":
+        return unknown_field_message(loc) or str(error.get("msg", ""))
+    return str(error.get("msg", ""))
+
+
+def unknown_field_message(loc: tuple | list) -> str | None:
+    """For an ``extra_forbidden`` error at ``loc`` (a SweepSpec path, its last item the unknown key): the
+    allowed fields there and the closest ones ("did you mean temperature?"); None when loc is not a
+    path into SweepSpec."""
+    *parents, key = list(loc) or [None]
+    models: list[type[BaseModel]] = [SweepSpec]
+    for part in parents:
+        if isinstance(part, int):  # a list index: the models stay those of the list's items
+            continue
+        tagged = [m for m in models if part in typing.get_args(m.model_fields.get("name", Field()).annotation)]
+        if tagged:  # a discriminated union's tag (task: arithmetic, dataset, ...)
+            models = tagged
+            continue
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        models = [sub for f in fields for sub in _models_in(f.annotation)]
+        if not models:
+            return None
+    if len(models) != 1 or not isinstance(key, str):
+        return None
+    allowed = list(models[0].model_fields) + (list(TRL_ALIASES) if models[0] is GRPOSpec else [])
+    close = difflib.get_close_matches(key, allowed, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return f"unknown field {key!r}{hint}; allowed: {', '.join(allowed)}"

@@ -1,0 +1,130 @@
+"""The spec's smaller sections: eval, measure, probe, answer, resources, adaptive, tune_lr."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sweeps.spec.base import (
+    StrictModel,
+)
+
+
+class EvalSpec(StrictModel):
+    prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
+    samples_per_prompt: int = Field(
+        4, ge=1, le=1024, description="sampled completions per held-out prompt (tasks without an exact expected reward)"
+    )
+    batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
+    every: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="also evaluate every this many steps (same prompts and seed; metric gap at that step, the fit's by_step)",
+    )
+
+    def checkpoints(self, steps: int) -> list[int]:
+        """The steps at which a trial of T = ``steps`` steps is evaluated: every ``every`` steps, and T."""
+        return sorted({*range(self.every, steps, self.every), steps} if self.every else {steps})
+
+
+class MeasureSpec(StrictModel):
+    """What a trial measures: ``outcome`` (train T steps, then the held-out gap) or ``gradient_mse``
+    (at the starting policy, the batch gradient's MSE against the exact gradient over ``repeats`` draws)."""
+
+    kind: Literal["outcome", "gradient_mse"] = "outcome"
+    repeats: int = Field(256, ge=2, le=100_000, description="gradient draws per trial (gradient_mse)")
+
+    @property
+    def metric(self) -> str:
+        """The trial metric the law is fitted to."""
+        return "gap" if self.kind == "outcome" else "grad_mse"
+
+
+class ProbeSpec(StrictModel):
+    """The variance-component probe: K prompts x M completions at the starting policy."""
+
+    prompts: int = Field(256, ge=2, le=100_000, description="K, prompts")
+    completions: int = Field(16, ge=4, le=1024, description="M, completions per prompt (>= 4)")
+    projection_dim: int = Field(512, ge=8, le=65_536, description="score vectors are sketched to this size when larger")
+    parameters: str = Field(
+        "all",
+        pattern=r"^(all|lm_head|lora|last_layers:[1-9][0-9]{0,3})$",
+        description="scores over: all, lm_head, lora (the adapter of model.lora), or last_layers:K (the last K layers, "
+        "the final norm, the LM head)",
+    )
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    every: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="also run these estimators inside every trial on its current policy every this many steps "
+        "(metrics probe_tau2, probe_sigma2, probe_kappa, probe_g_star at that step)",
+    )
+
+
+class AnswerSpec(StrictModel):
+    """``groupscale answer``: the budget of the cheap answer (sweeps.answer) and the pass-rate rule it is compared with."""
+
+    budget: int | None = Field(
+        None, ge=1, le=10**12, description="sampled completions it may spend (default: 1% of the grid this spec describes)"
+    )
+    epsilon: float = Field(
+        0.05, gt=0, lt=1, description="eps of the pass-rate rule G >= 1 / (8 eps p (1 - p)) (arXiv 2607.00152), for its regret"
+    )
+
+
+class ResourcesSpec(StrictModel):
+    gpus_per_trial: float = Field(0, ge=0, le=64, description="0, a fraction (trials share a GPU) or 1; a trial uses one GPU")
+    cpus_per_trial: float = Field(1, gt=0, le=256)
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _one_gpu(cls, v: float) -> float:
+        if v > 1:
+            raise ValueError(
+                f"gpus_per_trial={v:g}: a trial runs on one GPU (it would reserve {v:g} and use 1); "
+                "allowed: 0 to 1 (a fraction shares a GPU between trials)"
+            )
+        return v
+
+
+class AdaptiveSpec(StrictModel):
+    """``mode: adaptive``: an Optuna study chooses the next (G, B) from the allowed grid until the
+    95% interval of G* is narrower than ``tolerance`` x G* (with at least ``initial_points`` distinct G
+    and enough replicate degrees of freedom, sweeps.adaptive) or ``max_trials`` trials were asked."""
+
+    max_trials: int = Field(24, ge=3, le=10_000, description="trial budget of the adaptive search")
+    initial_points: int = Field(
+        6,
+        ge=3,
+        le=64,
+        description="distinct G of the initial design, spread over group_sizes (4 at least; with 4 the 95% interval "
+        "covered the true G* in 33 of 40 runs of bench/adaptive_vs_grid.py, with 6 in 38 of 40)",
+    )
+    tolerance: float = Field(0.5, gt=0, le=10, description="stop when the G* interval width <= tolerance x G*")
+    parallel: int = Field(2, ge=1, le=256, description="adaptive trials in flight at once")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the sampler's tie-breaks")
+
+    def initial_group_sizes(self, n_groups: int) -> int:
+        """Distinct G of the initial design from ``n_groups`` allowed: initial_points, but at least the
+        4 the law needs (sweeps.law: 3 parameters and a residual degree of freedom)."""
+        return min(max(self.initial_points, 4), n_groups)
+
+
+class TuneLRSpec(StrictModel):
+    """``tune_lr``: before the sweep proper, a short Optuna search of the learning rate at every
+    (G, B) (log-uniform on [low, high], bad trials pruned early); the sweep's trials then use the
+    best lr found for their (G, B)."""
+
+    low: float = Field(..., gt=0, le=1000.0, description="smallest learning rate tried")
+    high: float = Field(..., gt=0, le=1000.0, description="largest learning rate tried (> low)")
+    trials: int = Field(8, ge=2, le=200, description="learning rates tried per (G, B)")
+    steps: int | None = Field(None, ge=1, le=1_000_000, description="steps of each tuning trial (default: steps / 4)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TuneLRSpec:
+        if self.high <= self.low:
+            raise ValueError(f"tune_lr.high ({self.high}) must be greater than tune_lr.low ({self.low})")
+        return self

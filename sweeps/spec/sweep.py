@@ -1,0 +1,245 @@
+"""The sweep spec itself (SweepSpec): the grid of (G, B, seed) and every section, validated together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from sweeps.spec.base import (
+    MAX_GROUP_SIZE,
+    MAX_SAMPLES_PER_STEP,
+    StrictModel,
+)
+from sweeps.spec.grpo import GRPOSpec
+from sweeps.spec.model import ModelSpec
+from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec
+from sweeps.spec.task import DatasetTaskSpec, JsonlTaskSpec, TaskSpec
+
+
+class SweepSpec(StrictModel):
+    """A sweep over (G, B, seed): every point of the grid (``mode: grid``) or the points an Optuna
+    study picks (``mode: adaptive``); every trial with the same steps T."""
+
+    name: str = Field(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    task: TaskSpec
+    model: ModelSpec
+    # samples_per_step is declared before group_sizes so that the divisibility check can see it.
+    samples_per_step: list[Annotated[int, Field(ge=2, le=MAX_SAMPLES_PER_STEP)]] = Field(
+        ..., min_length=1, max_length=16, description="budgets B (completions per step)"
+    )
+    group_sizes: list[Annotated[int, Field(ge=2, le=MAX_GROUP_SIZE)]] = Field(
+        ..., min_length=1, max_length=64, description="group sizes G (completions per prompt), each >= 2"
+    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
+    steps: int = Field(150, ge=1, le=1_000_000, description="optimizer steps T per trial")
+    checkpoint_every: int = Field(50, ge=0, le=1_000_000, description="steps between trial checkpoints (0: none)")
+    grpo: GRPOSpec = Field(default_factory=GRPOSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    answer: AnswerSpec = Field(default_factory=AnswerSpec)
+    mode: Literal["grid", "adaptive"] = "grid"
+    adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
+    tune_lr: TuneLRSpec | None = None
+    max_failed_trials: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="failure budget (Katib's maxFailedTrialCount): once more trials than this failed, the sweep ends "
+        "failed and its other trials are cancelled; default a quarter of the trials, at least 3",
+    )
+    engine: Literal["groupscale", "trl"] = Field(
+        "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
+    )
+    trl: dict[str, Any] | None = Field(
+        None,
+        validate_default=True,
+        description="engine trl: GRPOConfig fields, passed to TRL as they are but for what a sweep sets (num_generations, "
+        "the batch settings of B, max_steps, seed, output_dir, logging, saving)",
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_fits_task(cls, v: ModelSpec, info: ValidationInfo) -> ModelSpec:
+        task = info.data.get("task")
+        if task is None:
+            return v
+        if (task.name == "bandit") != (v.preset == "tabular"):
+            raise ValueError(
+                f"task {task.name!r} needs "
+                + (
+                    "model: {preset: tabular}"
+                    if task.name == "bandit"
+                    else "a language model (preset tiny-llama, chat-tiny or a path)"
+                )
+            )
+        if v.lora is not None and v.preset == "tabular":
+            raise ValueError("model.lora adapts a language model; the tabular policy of task bandit has no layers to adapt")
+        if task.name == "dataset" and v.preset == "tiny-llama":
+            raise ValueError(
+                "preset tiny-llama is built for a task's character vocabulary; with task dataset use "
+                "preset chat-tiny or model.path"
+            )
+        return v
+
+    @field_validator("measure")
+    @classmethod
+    def _measure_fits_task(cls, v: MeasureSpec, info: ValidationInfo) -> MeasureSpec:
+        task = info.data.get("task")
+        if v.kind == "gradient_mse" and not getattr(task, "exact_expected_reward", True):
+            raise ValueError(
+                "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
+                "arithmetic, bandit, jsonl with reward exact_match, or dataset with one exact_match reward"
+            )
+        return v
+
+    @field_validator("probe")
+    @classmethod
+    def _probe_fits_model(cls, v: ProbeSpec, info: ValidationInfo) -> ProbeSpec:
+        model = info.data.get("model")
+        if v.parameters == "lora" and model is not None and model.lora is None:
+            raise ValueError("probe.parameters lora takes scores over the adapter: set model.lora")
+        return v
+
+    @field_validator("samples_per_step", "seeds")
+    @classmethod
+    def _unique(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"{info.field_name} has repeated values: {v}")
+        return sorted(v)
+
+    @field_validator("group_sizes")
+    @classmethod
+    def _groups_divide_budgets(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"group_sizes has repeated values: {v}")
+        budgets = info.data.get("samples_per_step")
+        if not budgets:  # the budget field failed its own validation; that error is reported
+            return sorted(v)
+        for b in budgets:
+            bad = [g for g in v if b % g]
+            if bad:
+                raise ValueError(
+                    f"group size(s) {', '.join(map(str, bad))} do not divide samples_per_step {b}; "
+                    f"valid group sizes for B={b}: {', '.join(map(str, valid_group_sizes(b)))}"
+                )
+        return sorted(v)
+
+    @field_validator("tune_lr")
+    @classmethod
+    def _tune_lr_needs_training(cls, v: TuneLRSpec | None, info: ValidationInfo) -> TuneLRSpec | None:
+        measure = info.data.get("measure")
+        if v is not None and measure is not None and measure.kind != "outcome":
+            raise ValueError("tune_lr needs measure.kind outcome (gradient_mse trials do not train, so lr has no effect)")
+        return v
+
+    @field_validator("mode")
+    @classmethod
+    def _adaptive_has_room(cls, v: str, info: ValidationInfo) -> str:
+        groups = info.data.get("group_sizes")
+        if v == "adaptive" and groups is not None and len(groups) < 3:
+            raise ValueError(f"mode adaptive needs at least 3 group_sizes to choose from, got {groups}")
+        return v
+
+    @field_validator("adaptive")
+    @classmethod
+    def _max_trials_hold_the_initial_design(cls, v: AdaptiveSpec, info: ValidationInfo) -> AdaptiveSpec:
+        groups, budgets = info.data.get("group_sizes"), info.data.get("samples_per_step")
+        if info.data.get("mode") == "adaptive" and groups and budgets:
+            k, n = v.initial_group_sizes(len(groups)), len(budgets)
+            if v.max_trials < k * n:
+                raise ValueError(
+                    f"adaptive.max_trials={v.max_trials} cannot hold the initial design ({k} distinct G x {n} "
+                    f"budget{'s' if n > 1 else ''} = {k * n} trials); allowed: at least {k * n}"
+                )
+        return v
+
+    @field_validator("trl")
+    @classmethod
+    def _engine_fits(cls, v: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        data = info.data
+        if data.get("engine") != "trl":
+            if v is not None:
+                raise ValueError(
+                    "trl: holds GRPOConfig fields for engine trl; set engine: trl, or use grpo: (groupscale's names)"
+                )
+            return v
+        task, measure, grpo = data.get("task"), data.get("measure"), data.get("grpo")
+        # settings that differ from groupscale's defaults (a stored spec holds every field, at its default)
+        changed = sorted(k for k, v in (grpo or GRPOSpec()).model_dump().items() if v != GRPOSpec.model_fields[k].default)
+        refused = [
+            (getattr(task, "name", None) == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
+            (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
+            (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
+            (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
+        ]
+        for bad, what in refused:
+            if bad:
+                raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
+        from sweeps.trl_steps import structure_for
+
+        for b in data.get("samples_per_step") or ():
+            structure_for(v or {}, b)  # a ValueError names the field and the allowed budgets
+        return v
+
+    @property
+    def one_process_per_trial(self) -> bool:
+        """Trials that vLLM generates for run in a worker process of their own (vLLM does not give GPU memory back
+        inside a process), so no warm worker takes the next one."""
+        return self.engine == "trl" and str(self.trl_recipe.get("use_vllm", False)).lower() == "true"
+
+    @property
+    def trl_recipe(self) -> dict[str, Any]:
+        """The trl: section (empty for TRL's defaults)."""
+        return dict(self.trl or {})
+
+    def with_paths_from(self, base: Path) -> SweepSpec:
+        """The spec with relative file paths (task data, reward files found there, model folder) made absolute
+        from ``base`` (a spec file's folder), so a spec travels with its files. Absolute paths are kept as they
+        are, and so is a relative reward file that is not under ``base`` (the server resolves it against
+        GROUPSCALE_REWARD_ROOT)."""
+
+        def absolute(path: str | None) -> str | None:
+            return None if path is None or Path(path).expanduser().is_absolute() else str((base / path).resolve())
+
+        task, model = self.task, self.model
+        if isinstance(task, JsonlTaskSpec | DatasetTaskSpec):
+            update: dict[str, Any] = {k: absolute(getattr(task, k, None)) for k in ("path", "eval_path")}
+            if isinstance(task, DatasetTaskSpec):
+                rewards = []
+                for r in task.rewards:
+                    file, _, name = (r.function or "").rpartition(":")
+                    here = absolute(file) if file else None
+                    # a FILE that is not beside the spec stays relative: the server resolves it against its reward root
+                    found = here is not None and Path(here).is_file()
+                    rewards.append(r.model_copy(update={"function": f"{here}:{name}"}) if found else r)
+                update["rewards"] = rewards
+            task = task.model_copy(update={k: v for k, v in update.items() if v is not None})
+        if absolute(model.path):
+            model = model.model_copy(update={"path": absolute(model.path)})
+        return self.model_copy(update={"task": task, "model": model})
+
+    @property
+    def n_trials(self) -> int:
+        """Trials of the sweep proper: the whole grid, or the adaptive trial budget (an upper bound)."""
+        if self.mode == "adaptive":
+            return self.adaptive.max_trials
+        return len(self.group_sizes) * len(self.samples_per_step) * len(self.seeds)
+
+    @property
+    def failure_budget(self) -> int:
+        """How many trials may fail before the sweep ends failed: max_failed_trials, else max(3, n_trials // 4)."""
+        return self.max_failed_trials if self.max_failed_trials is not None else max(3, self.n_trials // 4)
+
+    @property
+    def n_tuning_trials(self) -> int:
+        """Learning-rate tuning trials before the sweep proper (0 without tune_lr)."""
+        return 0 if self.tune_lr is None else self.tune_lr.trials * len(self.group_sizes) * len(self.samples_per_step)
+
+
+def valid_group_sizes(samples_per_step: int) -> list[int]:
+    """Group sizes allowed at budget B: the divisors G >= 2 of B (so N = B / G is whole)."""
+    return [g for g in range(2, samples_per_step + 1) if samples_per_step % g == 0]

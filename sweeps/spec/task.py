@@ -1,0 +1,138 @@
+"""The spec's ``task:`` section: the built-in tasks, a JSONL file, or your dataset with its rewards."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from sweeps.spec.base import (
+    FUNCTION_PATTERN,
+    REWARD_NAMES,
+    StrictModel,
+)
+
+
+class ArithmeticTaskSpec(StrictModel):
+    """Prompts ``a+b=`` with 0 <= a, b <= max_operand; reward 1 for the exact sum, else 0."""
+
+    name: Literal["arithmetic"]
+    max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
+
+
+class BanditTaskSpec(StrictModel):
+    """Tabular softmax contextual bandit with Bernoulli rewards (THEORY.md check instance: 20, 6, 0)."""
+
+    name: Literal["bandit"]
+    contexts: int = Field(20, ge=1, le=10_000, description="M, contexts (uniform)")
+    arms: int = Field(6, ge=2, le=1_000, description="K, arms per context")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="numpy default_rng seed of logits and success rates")
+
+
+class JsonlTaskSpec(StrictModel):
+    """Your data, the simple way: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
+
+    name: Literal["jsonl"]
+    path: str = Field(..., min_length=1, max_length=4096, description="local .jsonl file")
+    reward: Literal["exact_match", "numeric_match"] = "exact_match"
+    eval_fraction: float = Field(0.2, gt=0, lt=1, description="share of lines held out for evaluation")
+
+    @property
+    def exact_expected_reward(self) -> bool:
+        return self.reward == "exact_match"
+
+
+class RewardSpec(StrictModel):
+    """One term of a dataset task's reward, times ``weight``: a built-in (``name``, comparing against
+    ``answer_column``) or a user function (``function: FILE.py:NAME``). A function follows TRL's calling
+    convention (``convention: trl``; with ``kwargs`` NAME is a factory, called once as ``NAME(**kwargs)``)
+    or verl's (``convention: verl``: NAME is ``compute_score(data_source, solution_str, ground_truth,
+    extra_info)``, called once per completion, ``kwargs`` are its reward_kwargs and ``answer_column`` the
+    ground truth)."""
+
+    function: str | None = Field(
+        None,
+        max_length=4096,
+        pattern=FUNCTION_PATTERN,
+        description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT (a relative FILE is resolved against it)",
+    )
+    name: Literal["exact_match", "numeric_match", "math_verify"] | None = None
+    answer_column: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="the column with the answer, or a dotted path into a nested one; built-ins (default answer) and "
+        "verl scorers (default reward_model.ground_truth)",
+    )
+    kwargs: dict[str, Any] | None = Field(
+        None, description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs"
+    )
+    convention: Literal["trl", "verl"] = Field(
+        "trl", description="how a function is called: TRL's reward_funcs or verl's compute_score"
+    )
+    weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_default(cls, data: Any) -> Any:
+        # Specs stored before answer_column became optional hold its old default on function entries too.
+        if isinstance(data, dict) and data.get("function") and data.get("convention", "trl") == "trl":
+            if data.get("answer_column") == "answer":
+                data = {k: v for k, v in data.items() if k != "answer_column"}
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RewardSpec:
+        if (self.function is None) == (self.name is None):
+            raise ValueError(f"give exactly one of function (FILE.py:NAME) or name (one of: {', '.join(REWARD_NAMES)})")
+        if self.name is not None and (self.kwargs is not None or self.convention != "trl"):
+            raise ValueError(f"kwargs and convention belong to a function entry, not to the built-in {self.name!r}")
+        if self.function is not None and self.convention == "trl" and self.answer_column is not None:
+            raise ValueError(
+                "answer_column belongs to built-ins and verl scorers; a TRL-style function receives every column "
+                "as a keyword argument"
+            )
+        return self
+
+
+DEFAULT_EVAL_FRACTION = 0.1
+
+
+class DatasetTaskSpec(StrictModel):
+    """Your task, the TRL way: a local dataset (file or save_to_disk folder) read with Hugging Face
+    ``datasets``; ``prompt_column`` holds a string or chat messages; every other column goes to the
+    reward functions with its row (TRL's convention)."""
+
+    name: Literal["dataset"]
+    path: str = Field(
+        ..., min_length=1, max_length=4096, description=".jsonl .json .parquet .csv .arrow file, or a save_to_disk folder"
+    )
+    split: str | None = Field(None, min_length=1, max_length=128, description="split of a save_to_disk DatasetDict folder")
+    prompt_column: str = Field("prompt", min_length=1, max_length=256)
+    eval_fraction: float | None = Field(None, gt=0, lt=1, description="share of rows held out (seeded); default 0.1")
+    eval_path: str | None = Field(
+        None, min_length=1, max_length=4096, description="held-out rows: a second dataset of the same shape"
+    )
+    label: str | None = Field(
+        None,
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="name recommendations are filed under, with the content digest",
+    )
+    max_reward: float = Field(1.0, gt=0, le=1e6, description="best reward a completion can get (gap = max_reward - reward)")
+    rewards: list[RewardSpec] = Field(..., min_length=1, max_length=16, description="summed, weighted")
+
+    @model_validator(mode="after")
+    def _one_eval_source(self) -> DatasetTaskSpec:
+        if self.eval_fraction is not None and self.eval_path is not None:
+            raise ValueError("give eval_fraction or eval_path, not both")
+        return self
+
+    @property
+    def exact_expected_reward(self) -> bool:
+        """One exact_match term: the expected reward is computed exactly by teacher forcing."""
+        return len(self.rewards) == 1 and self.rewards[0].name == "exact_match"
+
+
+TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec | DatasetTaskSpec, Field(discriminator="name")]
