@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, TrialStatus
-from service.schemas import MlflowLinks, ProbePublic, Progress, SweepPublic, TrialPublic
-from service.store import Probe, Sweep, Trial
+from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
+from service.store import Sweep, Trial
 from sweeps.law import LawFit, fit_law
 from sweeps.over_time import fit_over_time, step_fits
 from sweeps.spec import SweepSpec
@@ -105,7 +105,3 @@ def sweep_public(sweep: Sweep, spec: SweepSpec, tracking_uri: str | None, run_ur
 
 def trial_public(trial: Trial) -> TrialPublic:
     return TrialPublic.model_validate(trial)
-
-
-def probe_public(probe: Probe) -> ProbePublic:
-    return ProbePublic.model_validate(probe)

@@ -4,7 +4,7 @@ across the packages, so at the top of tests/."""
 import pytest
 
 from sweeps.spec import GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
-from tests.sweeps.test_spec import spec
+from tests.factories import spec
 
 
 def test_grpo_defaults_are_readmes_table():

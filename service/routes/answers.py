@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
-from service.lifecycle import ProbeStatus
 from service.preflight import SpecError, preflight_answer, with_server_paths
+from service.routes.probes import queue_job, read_job
 from service.schemas import AnswerPublic
-from service.store import Probe, ProbeKind
+from service.store import ProbeKind
 from sweeps.spec import SweepSpec
 
 router = APIRouter(prefix="/v1/answers", tags=["answers"], dependencies=[ReadAuthorized])  # writes: Authorized too
@@ -26,20 +26,9 @@ def create_answer(spec: SweepSpec, store: StoreDep, settings: SettingsDep, sched
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
     preflight_or_422(spec, settings, scheduler)
-    with store.session() as s:
-        row = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED, kind=ProbeKind.ANSWER)
-        s.add(row)
-        s.flush()
-        public = AnswerPublic.model_validate(row)
-    if scheduler is not None:
-        scheduler.wake()  # committed: started now rather than after the scheduler's poll sleep
-    return public
+    return queue_job(ProbeKind.ANSWER, spec, store, scheduler, AnswerPublic)
 
 
 @router.get("/{answer_id}")
 def get_answer(answer_id: str, store: StoreDep) -> AnswerPublic:
-    with store.read() as s:
-        row = s.get(Probe, answer_id)
-        if row is None or row.kind != ProbeKind.ANSWER:
-            raise HTTPException(404, f"no answer with id {answer_id!r}")
-        return AnswerPublic.model_validate(row)
+    return read_job(ProbeKind.ANSWER, answer_id, store, AnswerPublic)

@@ -1,4 +1,5 @@
-"""/v1/probes: estimate G* from one batch of rollouts (workers.probe), run on Ray."""
+"""/v1/probes: estimate G* from one batch of rollouts (workers.probe), run on Ray; the queue and read of every
+probe-shaped job (a probe, an answer: service.routes.answers) live here."""
 
 from __future__ import annotations
 
@@ -7,12 +8,35 @@ from fastapi import APIRouter, HTTPException
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
 from service.lifecycle import ProbeStatus
 from service.preflight import with_server_paths
-from service.results import probe_public
+from service.scheduler import Scheduler
 from service.schemas import ProbePublic
-from service.store import Probe, ProbeKind
+from service.store import Probe, ProbeKind, Store
 from sweeps.spec import SweepSpec
 
 router = APIRouter(prefix="/v1/probes", tags=["probes"], dependencies=[ReadAuthorized])  # writes: Authorized too
+
+
+def queue_job(
+    kind: ProbeKind, spec: SweepSpec, store: Store, scheduler: Scheduler | None, public: type[ProbePublic]
+) -> ProbePublic:
+    """Store a queued probe or answer of ``spec`` (already checked) and wake the scheduler once it is committed."""
+    with store.session() as s:
+        row = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED, kind=kind)
+        s.add(row)
+        s.flush()
+        out = public.model_validate(row)
+    if scheduler is not None:
+        scheduler.wake()  # committed: started now rather than after the scheduler's poll sleep
+    return out
+
+
+def read_job(kind: ProbeKind, job_id: str, store: Store, public: type[ProbePublic]) -> ProbePublic:
+    """A probe or answer by id; 404 when there is none of that kind."""
+    with store.read() as s:
+        row = s.get(Probe, job_id)
+        if row is None or row.kind != kind:
+            raise HTTPException(404, f"no {kind} with id {job_id!r}")
+        return public.model_validate(row)
 
 
 @router.post("", status_code=201, dependencies=[Authorized])
@@ -20,20 +44,9 @@ def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, schedu
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
     spec = with_server_paths(spec, settings)
     preflight_or_422(spec, settings, scheduler)
-    with store.session() as s:
-        probe = Probe(spec=spec.model_dump(mode="json"), status=ProbeStatus.QUEUED)
-        s.add(probe)
-        s.flush()
-        public = probe_public(probe)
-    if scheduler is not None:
-        scheduler.wake()  # committed: started now rather than after the scheduler's poll sleep
-    return public
+    return queue_job(ProbeKind.PROBE, spec, store, scheduler, ProbePublic)
 
 
 @router.get("/{probe_id}")
 def get_probe(probe_id: str, store: StoreDep) -> ProbePublic:
-    with store.read() as s:
-        probe = s.get(Probe, probe_id)
-        if probe is None or probe.kind != ProbeKind.PROBE:
-            raise HTTPException(404, f"no probe with id {probe_id!r}")
-        return probe_public(probe)
+    return read_job(ProbeKind.PROBE, probe_id, store, ProbePublic)

@@ -9,7 +9,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tests.e2e.conftest import Stack
-from tests.e2e.test_sweep import SPEC
+from tests.factories import spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # its own stack: `make test-slow` (CI runs it)
 RETRIES = 1  # Ray restarts the worker once; the second death is the last
@@ -45,8 +45,8 @@ def _worker_of(stack: Stack, trial_id: str, other_than: int | None = None, timeo
 
 
 def test_a_worker_that_dies_more_often_than_the_retries_fails_its_trial_with_the_count(stack):
-    spec = {**SPEC, "name": "e2e-retries", "group_sizes": [4], "steps": 2000, "checkpoint_every": 20}
-    sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]
+    body = spec(name="e2e-retries", group_sizes=[4], steps=2000, checkpoint_every=20, eval={"prompts": 64})
+    sid = stack.http.post("/v1/sweeps", json=body).json()["id"]
     deadline = time.monotonic() + 180
     while not (trials := stack.http.get(f"/v1/sweeps/{sid}/trials").json()) or trials[0]["status"] != "running":
         assert time.monotonic() < deadline, trials

@@ -12,22 +12,14 @@ from mlflow import MlflowClient
 
 from sweeps.spec import load_spec
 from tests.e2e.conftest import BANDIT_SWEEP, assert_fit_of
+from tests.factories import spec
 
 pytestmark = pytest.mark.e2e
 # What a sweep computes does not depend on the store: these run on the SQLite stack only. The
 # reliability tests (cancel, worker death, concurrent clients) run on both stores.
 SQLITE_ONLY = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 
-SPEC = {
-    "name": "e2e",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4, 8, 16],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": 20,
-    "eval": {"prompts": 64},
-}
+SPEC = spec(name="e2e", group_sizes=[2, 4, 8, 16], steps=20, eval={"prompts": 64})
 
 
 def finite_or_null_with_reason(fit: dict) -> None:

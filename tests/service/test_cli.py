@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
-from tests.sweeps.test_spec import spec
+from tests.factories import spec
 
 runner = CliRunner()
 

@@ -18,17 +18,9 @@ from sweeps.answer import (
 )
 from sweeps.law import law_curve
 from sweeps.spec import SweepSpec
+from tests.factories import bandit_mse_spec
 
-BANDIT = {
-    "name": "t",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [8],
-    "seeds": [0, 1],
-    "steps": 1,
-    "measure": {"kind": "gradient_mse", "repeats": 10},
-}
+BANDIT = bandit_mse_spec()
 ARITH = {
     "name": "t",
     "task": {"name": "arithmetic"},

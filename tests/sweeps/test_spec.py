@@ -5,21 +5,9 @@ from pydantic import ValidationError
 
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec, load_spec, valid_group_sizes
+from tests.factories import spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
-
-
-def spec(**over):
-    base = {
-        "name": "t",
-        "task": {"name": "arithmetic"},
-        "model": {"preset": "tiny-llama"},
-        "group_sizes": [2, 4],
-        "samples_per_step": [16],
-        "seeds": [0],
-        "steps": 5,
-    }
-    return {**base, **over}
 
 
 def errors(data):

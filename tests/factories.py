@@ -1,0 +1,38 @@
+"""What tests build specs from: the smallest valid spec of each kind, any field replaced (``spec(steps=20)``).
+
+Tests import these instead of keeping their own copies (and never import helpers from other test modules).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ARITHMETIC: dict[str, Any] = {
+    "name": "t",
+    "task": {"name": "arithmetic"},
+    "model": {"preset": "tiny-llama"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": 5,
+}
+BANDIT_MSE: dict[str, Any] = {
+    "name": "t",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [8],
+    "seeds": [0, 1],
+    "steps": 1,
+    "measure": {"kind": "gradient_mse", "repeats": 10},
+}
+
+
+def spec(**over: Any) -> dict[str, Any]:
+    """The arithmetic spec (tiny-llama, G 2 and 4, B 16, one seed, 5 steps) with ``over`` replacing its fields."""
+    return {**ARITHMETIC, **over}
+
+
+def bandit_mse_spec(**over: Any) -> dict[str, Any]:
+    """The bandit's gradient-MSE spec (tabular, G 2 and 4, B 8, two seeds, 10 draws) with ``over`` replacing fields."""
+    return {**BANDIT_MSE, **over}
