@@ -34,7 +34,7 @@ test-all: setup
 
 bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
-	@for b in $(filter-out bench/gpu_check.py bench/_%,$(wildcard bench/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(filter-out bench/gpu_check.py bench/readme_picture.py bench/_%,$(wildcard bench/*.py)); do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check service workers sweeps tests bench
