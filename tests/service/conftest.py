@@ -3,6 +3,7 @@ from fastapi.testclient import TestClient
 
 from service.main import create_app
 from service.settings import Settings
+from tests.factories import spec
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -26,12 +27,4 @@ def client(make_client):
         yield c
 
 
-SPEC = {
-    "name": "s",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4, 8, 16],
-    "samples_per_step": [64],
-    "seeds": [0, 1],
-    "steps": 5,
-}
+SPEC = spec(name="s", group_sizes=[2, 4, 8, 16], samples_per_step=[64], seeds=[0, 1])

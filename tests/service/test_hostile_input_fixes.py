@@ -7,15 +7,9 @@ from fastapi.testclient import TestClient
 
 from service.main import create_app
 from service.settings import Settings
+from tests.factories import spec
 
-SPEC = {
-    "name": "s",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [8],
-    "steps": 5,
-}
+SPEC = spec(name="s", samples_per_step=[8])
 
 
 @pytest.fixture

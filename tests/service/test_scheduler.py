@@ -14,16 +14,9 @@ from service.scheduler import Scheduler
 from service.scheduler.jobs import trial_actor_name
 from service.settings import Settings
 from service.store import LrTuning, Probe, Store, Sweep, Trial, outside_transaction
+from tests.factories import spec
 
-SPEC = {
-    "name": "unit",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": [2, 4, 8],
-    "samples_per_step": [16],
-    "seeds": [0, 1],
-    "steps": 5,
-}
+SPEC = spec(name="unit", task={"name": "bandit"}, model={"preset": "tabular"}, group_sizes=[2, 4, 8], seeds=[0, 1])
 RESULT = {"status": "succeeded", "metrics": {"gap": 0.1}, "reason": None, "steps_done": 5, "seconds": 1.0}
 
 
