@@ -17,7 +17,7 @@ from service.stack import start_mlflow, stop_process_group
 from tests.e2e.conftest import ON_POSTGRES, RAY_LOOPBACK_ENV, RayHead, Stack, assert_fit_of, postgres_env
 from tests.ports import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # minutes each: make test-slow (CI runs it)
 STEPS = 120
 SPEC = {
     "name": "e2e-restart",

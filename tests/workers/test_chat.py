@@ -104,6 +104,7 @@ def test_generation_stops_at_an_end_of_turn_that_is_not_the_eos(bos_tokenizer):
         assert ro.texts == ["", ""] or length == 6  # the end of turn is no text
 
 
+@pytest.mark.slow  # builds and warm-starts chat-tiny from scratch: over a minute on 2 cores
 @pytest.mark.timeout(600)
 def test_chat_tiny_is_a_chat_model_between_the_pass_rate_bounds(model_cache):
     """The preset: Qwen2, BOS added by its tokenizer, <|im_end|> != EOS in generation_config, pass rate in [0.2, 0.8]
