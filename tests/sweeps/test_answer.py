@@ -19,18 +19,16 @@ from sweeps.answer import (
 from sweeps.law import law_curve
 from sweeps.spec import SweepSpec
 from tests.factories import bandit_mse_spec
+from tests.factories import spec as arithmetic_spec
 
 BANDIT = bandit_mse_spec()
-ARITH = {
-    "name": "t",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24],
-    "samples_per_step": [48, 96],
-    "seeds": [0, 1, 2, 3, 4],
-    "steps": 100,
-    "eval": {"prompts": 256, "every": 25},
-}
+ARITH = arithmetic_spec(
+    group_sizes=[2, 3, 4, 6, 8, 12, 16, 24],
+    samples_per_step=[48, 96],
+    seeds=list(range(5)),
+    steps=100,
+    eval={"prompts": 256, "every": 25},
+)
 
 
 def spec(base: dict, **changes) -> SweepSpec:
