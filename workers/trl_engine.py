@@ -204,12 +204,28 @@ def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, repo
     return initial, samples
 
 
+def last_complete_checkpoint(output_dir: str | Path) -> str | None:
+    """TRL's last checkpoint that was written to the end: the highest ``checkpoint-N`` whose trainer_state.json (which
+    Trainer._save_checkpoint writes last) parses. A worker killed while saving leaves a higher, partial one that
+    transformers' get_last_checkpoint would pick, and resuming from it fails the trial."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    steps = sorted((int(d.name.split("-")[1]), d) for d in folder.glob("checkpoint-*") if d.name.split("-")[1].isdigit())
+    for _, d in reversed(steps):
+        try:
+            json.loads((d / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            continue
+        return str(d)
+    return None
+
+
 def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
     """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception or a
     reward function's failure, ``no_signal`` when most steps' groups all had equal rewards (TRL's
     ``frac_reward_zero_std`` = 1), else ``succeeded`` with groupscale's final eval metrics."""
     from transformers import PrinterCallback, TrainerCallback
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig, GRPOTrainer
 
     if str(cfg.trl.get("use_vllm", False)).lower() == "true" and importlib.util.find_spec("vllm") is None:
@@ -250,7 +266,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
             peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
         )
         trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
-        resume = get_last_checkpoint(args.output_dir) if cfg.checkpoint_dir and Path(args.output_dir).is_dir() else None
+        resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
         initial, samples = _initial(policy, task, cfg, resume, report)
         trainer.train(resume_from_checkpoint=resume)
         if len(silent) > NO_SIGNAL_STEP_FRACTION * cfg.steps:

@@ -128,7 +128,8 @@ def test_a_killed_engine_trl_worker_resumes_from_trls_last_checkpoint(trl_stack)
     os.kill(pid, 9)
     sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=600)
     (trial,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
-    assert sweep["status"] == "succeeded" and trial["status"] in ("succeeded", "no_signal"), (sweep, trial)
+    why = (sweep["status"], sweep["error"], trial["status"], trial.get("reason"), trial.get("attempts"))
+    assert sweep["status"] == "succeeded" and trial["status"] in ("succeeded", "no_signal"), why
     client = MlflowClient(stack.mlflow_uri)
     steps = [m.step for m in client.get_metric_history(trial["mlflow_run_id"], "loss")]
     assert sorted(steps) == list(range(1, 13))  # one point per step: none lost, none twice

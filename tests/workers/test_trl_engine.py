@@ -184,3 +184,18 @@ def test_a_trl_exception_fails_the_trial_with_its_cause(tmp_path, model_cache):
                   cache_dir=str(model_cache), trl={**RECIPE, "loss_type": "no-such-loss"})  # fmt: skip
     result = _run(cfg, Recorder())
     assert result.status == "failed" and result.reason.startswith("TRL: ValueError:") and "no-such-loss" in result.reason
+
+
+def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
+    from workers.trl_engine import last_complete_checkpoint
+
+    assert last_complete_checkpoint(tmp_path / "none") is None
+    for step, state in ((4, '{"global_step": 4}'), (8, None), (12, '{"global_st')):  # 8: no state yet; 12: cut short
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"x")
+        if state is not None:
+            (folder / "trainer_state.json").write_text(state)
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-4")
+    (tmp_path / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8}')
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
