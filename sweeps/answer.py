@@ -189,15 +189,21 @@ def plan_answer(spec: SweepSpec, budget: int | None = None) -> AnswerPlan:
     gs = tuple(sorted(g for g in spec.group_sizes if b0 % g == 0))
     cap = spec.steps if outcome else spec.measure.repeats
     halving, shortest = None, MIN_TRAIN_STEPS if outcome else MIN_DRAWS
+
+    def cost_of(first: int, most: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        lengths, survivors = _rungs(first, cap, len(gs), most)
+        return _halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts), lengths, survivors
+
     for most in range(len(gs), 0, -1):  # as many rungs as fit, then the longest first rung whose halving fits what is left
-        for first in range(cap, shortest - 1, -1):
-            lengths, survivors = _rungs(first, cap, len(gs), most)
-            cost = _halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts)
-            if cost <= left:
-                halving = Halving(b0, gs, HALVING_SEEDS, lengths, survivors, outcome, eval_prompts, cost)
-                break
-        if halving is not None:
-            break
+        if cost_of(shortest, most)[0] > left:
+            continue
+        lo, hi = shortest, cap  # the cost grows with the first rung's length: bisect (T may be 10^6 steps)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if cost_of(mid, most)[0] <= left else (lo, mid - 1)
+        cost, lengths, survivors = cost_of(lo, most)
+        halving = Halving(b0, gs, HALVING_SEEDS, lengths, survivors, outcome, eval_prompts, cost)
+        break
     if halving is None:
         skipped["halving"] = (
             f"the {left} completions left do not pay for {len(gs)} G x {HALVING_SEEDS} seeds x {shortest} "
