@@ -6,9 +6,12 @@ import ast
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from sweeps.answer import AnswerPlan
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
 from workers.entry import check_rewards_task
@@ -279,14 +282,14 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
         raise SpecError(("model", "path"), f"{model_path!r} has no loadable config.json ({type(e).__name__}: {first})") from None
 
 
-def preflight_answer(spec: SweepSpec) -> None:
-    """Raise SpecError when `groupscale answer` cannot run this spec: engine trl (the answer trains with
-    groupscale's trainer), or a budget below the smallest probe (sweeps.answer.plan_answer)."""
+def preflight_answer(spec: SweepSpec) -> AnswerPlan:
+    """The plan `groupscale answer` will follow (sweeps.answer.plan_answer); SpecError when it cannot run this spec:
+    engine trl (the answer trains with groupscale's trainer), or a budget below the smallest probe."""
     from sweeps.answer import BudgetTooSmall, plan_answer
 
     if spec.engine != "groupscale":
         raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: groupscale")
     try:
-        plan_answer(spec)
+        return plan_answer(spec)
     except BudgetTooSmall as e:
         raise SpecError(("answer", "budget"), str(e)) from e

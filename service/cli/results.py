@@ -253,7 +253,7 @@ def answer(
     if budget is not None:
         spec = spec.model_copy(update={"answer": spec.answer.model_copy(update={"budget": budget})})
     try:
-        preflight_answer(spec)
+        plan = preflight_answer(spec)
     except SpecError as e:
         _fail(f"{'.'.join(map(str, e.loc))}: {e.msg}", 2)
     if local:
@@ -265,11 +265,8 @@ def answer(
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:
-        from sweeps.answer import plan_answer
-
         client = Client(url)
         job = _api(client.answer, spec.model_dump(mode="json"))
-        plan = plan_answer(spec)
         result = _wait_for(client.get_answer, job, f"answer {job['id']}: at most {plan.budget} completions")
         if not as_json:
             err.print(f"answer {job['id']} (set it beside a sweep: groupscale report SWEEP_ID --answer {job['id']})")
