@@ -133,11 +133,17 @@ class AnswerPlan:
 def _halving_cost(spec: SweepSpec, n: int, seeds: int, lengths: Sequence[int], b: int, resume: bool, eval_prompts: int) -> int:
     total, survivors, before = 0, n, 0
     for length in lengths:
-        run = length - before if resume else length
-        evals = 1 + (1 if before == 0 else 0)  # the eval before step 1 on the first rung, one at each rung's end
-        total += survivors * seeds * trial_cost(spec, run, b, evals if resume else 0, eval_prompts)
+        total += survivors * seeds * rung_cost(spec, before, length, b, resume, eval_prompts)
         before, survivors = length, max(1, survivors // 2)
     return total
+
+
+def rung_cost(spec: SweepSpec, before: int, length: int, b: int, resume: bool, eval_prompts: int) -> int:
+    """Completions of one (G, seed) on a halving rung from ``before`` to ``length``: trained on from its checkpoint
+    with the eval before step 1 on the first rung and one at the rung's end (outcome), or drawn anew (gradient_mse)."""
+    if not resume:
+        return trial_cost(spec, length, b, 0, eval_prompts)
+    return trial_cost(spec, length - before, b, 1 + (1 if before == 0 else 0), eval_prompts)
 
 
 def _rungs(first: int, cap: int, n: int, most: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from sweeps.answer import Halving, Pilot, combine, plan_answer, trial_cost
+from sweeps.answer import Halving, Pilot, combine, plan_answer, rung_cost
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
@@ -118,8 +118,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
                         checkpoint_every=length if resume else 0,
                     )
                     result = run_measure(cfg)
-                    evals = (1 if before == 0 else 0) + 1
-                    spent += trial_cost(spec, length - before if resume else length, b, evals if resume else 0, plan.eval_prompts)
+                    spent += rung_cost(spec, before, length, b, resume, plan.eval_prompts)
                     value = result.metrics.get(metric)
                     if result.status == "succeeded" and value is not None and np.isfinite(value):
                         values.append(float(value))

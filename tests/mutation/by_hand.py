@@ -261,8 +261,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "halving_cost_first_eval_dropped",
         ANSWER,
-        "evals = 1 + (1 if before == 0 else 0)",
-        "evals = 1",
+        "return trial_cost(spec, length - before, b, 1 + (1 if before == 0 else 0), eval_prompts)",
+        "return trial_cost(spec, length - before, b, 1, eval_prompts)",
         "the eval before step 1 of the first rung not counted (the answer could spend past its budget)",
         (T_ANSWER,),
     ),
