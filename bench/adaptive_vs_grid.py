@@ -34,7 +34,7 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sweeps import adaptive  # noqa: E402
-from sweeps.law import fit_law  # noqa: E402
+from sweeps.fit import fit_law  # noqa: E402
 from sweeps.planner import TrialPlan  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
 from workers.config import TrialConfig  # noqa: E402

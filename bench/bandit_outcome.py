@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from workers.tasks import make_task
 from workers.trainer import TrialConfig, train_trial
 

@@ -2,7 +2,7 @@
 
 For each task of the suite the full grid (every G x 2 budgets x 5 seeds, the real worker code, one
 process per trial; bench/universality.run_sweep) is the reference: its G* with 95% interval, its tie set
-(sweeps.law's equivalent_group_sizes; every G when its evidence is none) and its per-G seed-mean metric
+(sweeps.fit's equivalent_group_sizes; every G when its evidence is none) and its per-G seed-mean metric
 at T (averaged over budgets). Then each cheap method, at its own cost, REPS times with other seeds:
 
 - ``probe``: the probe at the starting policy (the answer's first stage; K x M completions);
@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
 from sweeps.answer import grid_cost, passrate_group_size, trial_cost  # noqa: E402
-from sweeps.law import recommend_group_size  # noqa: E402
+from sweeps.fit import recommend_group_size  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from workers.config import TrialConfig
 from workers.models.presets import preset_path
 from workers.tasks import make_task

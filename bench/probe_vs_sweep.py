@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from workers.config import TrialConfig
 from workers.entry import run_measure
 from workers.probe import run_probe

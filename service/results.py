@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, TrialStatus
 from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
 from service.store import Sweep, Trial
-from sweeps.law import LawFit, fit_law
+from sweeps.fit import LawFit, fit_law
 from sweeps.over_time import fit_over_time, step_fits
 from sweeps.spec import SweepSpec
 from sweeps.trl_steps import structure_for

@@ -5,7 +5,7 @@ whole grid. The model is the law of THEORY.md ("From gradient noise to outcome")
 
     metric(G) = a + b G + c / (G - 1),   G* = 1 + sqrt(c / b),
 
-fitted exactly as a grid sweep is fitted (sweeps.law.fit_law, with its bootstrap interval over
+fitted exactly as a grid sweep is fitted (sweeps.fit.fit_law, with its bootstrap interval over
 seeds), so the adaptive answer and the grid answer mean the same thing.
 
 Design (LawSampler, ``next_point``):
@@ -57,7 +57,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeps.law import BudgetFit, LawFit, fit_law, law_curve
+from sweeps.fit import BudgetFit, LawFit, fit_law, law_curve
 from sweeps.noise import CONSTANT, NoiseModel
 from sweeps.spec import SweepSpec
 
@@ -121,7 +121,7 @@ def initial_design(spec: SweepSpec) -> list[tuple[int, int]]:
 def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int, fit: BudgetFit, noise: NoiseModel) -> tuple:
     """(M, grad, v, x) of one budget: information matrix (3, 3) of its trials (pending ones included),
     the gradient (3,) of G* in (a, b, c), the per-seed variance v(G) = the law fit's noise model at the
-    fitted mean (sweeps.law, sweeps.noise: the one the fit weights with), and the regressors x(G)."""
+    fitted mean (sweeps.fit, sweeps.noise: the one the fit weights with), and the regressors x(G)."""
     a, b, c = (float(v or 0.0) for v in (fit.a, fit.b, fit.c))  # next_point passes fits with b, c > 0
     g = [float(r[0]) for r in rows if r[1] == budget] + [float(p[0]) for p in pending if p[1] == budget]
     v = lambda gg: float(noise.variance(law_curve(gg, a, b, c)))  # noqa: E731

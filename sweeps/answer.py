@@ -18,7 +18,7 @@ describes, ``grid_cost``) in three stages, run by workers.answer:
   covers under its own assumption (start policy; the drift seen so far; outcome at short T), so the
   hull covers when any one holds; it does not cover a G* that moves after the pilot's steps.
 - tie set: the grid G that the law's shape G + (G* - 1)^2 / (G - 1) picks for some G* in the interval.
-- g_matters: the first rung's F-test of the law against a constant on seed means (sweeps.law evidence):
+- g_matters: the first rung's F-test of the law against a constant on seed means (sweeps.fit evidence):
   the spread across G against seed noise. None (cannot tell) when no halving fitted in the budget.
 - regret of G = 8 and of the pass-rate rule (arXiv 2607.00152: G >= 1 / (8 eps p (1 - p))) against the
   recommended G, in the metric's units, on the first rung's law curve, with a bootstrap interval over seeds.
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sweeps.law import LawFit, fit_law, law_curve, recommend_group_size
+from sweeps.fit import LawFit, fit_law, law_curve, recommend_group_size
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 
@@ -302,7 +302,7 @@ def _interval_pieces(
 
 
 def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tuple[bool | None, str]:
-    """Whether G matters (the first rung's F-test on seed means: sweeps.law evidence), in words that say how
+    """Whether G matters (the first rung's F-test on seed means: sweeps.fit evidence), in words that say how
     short the rung was against the spec's T (a short rung may not see what the grid's T would)."""
     g_matters = None if first_fit is None else first_fit.evidence != "none"
     metric, at = spec.measure.metric, ""
@@ -321,7 +321,7 @@ def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tup
 
 def _answer_evidence(g_matters: bool | None, narrow: bool) -> tuple[str, str]:
     """(strong | weak | none, why): none when G does not matter beyond seed noise; strong when it does and the
-    interval spans at most half the grid in log G (sweeps.law's WIDE_CI rule); weak otherwise."""
+    interval spans at most half the grid in log G (sweeps.fit's WIDE_CI rule); weak otherwise."""
     if g_matters is False:
         return "none", "the halving's F-test does not show G mattering beyond seed noise"
     if g_matters and narrow:

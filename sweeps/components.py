@@ -12,8 +12,9 @@ gradient norm). The probe estimates them (workers.probe); the bandit knows them 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from sweeps.fit.curve import g_star_of
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,7 @@ class VarianceComponents:
     @property
     def g_star(self) -> float:
         """1 + sqrt(kappa / tau2); inf when tau2 <= 0 (larger G always better), 1 when kappa <= 0."""
-        if self.tau2 <= 0:
-            return math.inf
-        return 1.0 + math.sqrt(max(self.kappa, 0.0) / self.tau2)
+        return g_star_of(self.tau2, self.kappa)
 
     def gradient_mse(self, group_size: int, samples_per_step: int) -> float:
         """The law's E||g_hat - g||^2 at (G, B). Raises ValueError for G < 2 (no leave-one-out baseline)."""

@@ -1,7 +1,7 @@
 """The noise model of a sweep metric: per-seed variance var = exp(alpha) |mean|^beta, fitted across points.
 
 With a few seeds per point, each point's own variance is itself very noisy (2 degrees of freedom with
-3 seeds), so both the law fit's weights (sweeps.law) and the adaptive design's information matrix
+3 seeds), so both the law fit's weights (sweeps.fit) and the adaptive design's information matrix
 (sweeps.adaptive) use one variance function fitted across all points instead: log var regressed on
 log |mean|, weighted by the degrees of freedom (seeds - 1), beta clipped to [0, 2] (from constant to
 multiplicative noise). With fewer than 3 usable points, or no spread in |mean|, beta = 0 and the

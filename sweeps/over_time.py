@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sweeps.law import LawFit, StepFit, TimeUniversality, _aggregate_all, _g_star_raw, fit_law
+from sweeps.fit import LawFit, StepFit, TimeUniversality, fit_law
+from sweeps.fit.points import aggregate_all
+from sweeps.fit.universality import g_star_raw
 
 ALPHA = 0.05
 
@@ -95,8 +97,8 @@ def _raw_g_stars(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> list[float | No
         if not keep.any() or scale == 0.0:
             out.append(None)
             continue
-        data, _ = _aggregate_all(g[keep], b[keep], row[keep] / scale, np.full(int(keep.sum()), np.nan))
-        out.append(_g_star_raw(data))
+        data, _ = aggregate_all(g[keep], b[keep], row[keep] / scale, np.full(int(keep.sum()), np.nan))
+        out.append(g_star_raw(data))
     return out
 
 

@@ -12,7 +12,7 @@ def test_every_test_file_named_after_a_mutated_module_is_in_mutmuts_selection():
     named = {
         str(test.relative_to(ROOT))
         for module in config["only_mutate"]
-        for test in (ROOT / "tests" / Path(module).parent.name).glob(f"test_{Path(module).stem}*.py")
+        for test in (ROOT / "tests" / Path(module).parent).glob(f"test_{Path(module).stem}*.py")
     }
     assert named and named <= selected, sorted(named - selected)
     assert all((ROOT / path).is_file() for path in selected)

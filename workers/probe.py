@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from sweeps.components import VarianceComponents
-from sweeps.law import percentile_or_inf, recommend_group_size
+from sweeps.fit import percentile_or_inf, recommend_group_size
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy

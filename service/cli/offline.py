@@ -91,7 +91,7 @@ def law_fit(
         g, b, s, v = read_results(results, y)
     except ValueError as e:
         _fail(str(e), 2)
-    from sweeps.law import fit_law  # scipy: imported by the command that fits, not by every --help
+    from sweeps.fit import fit_law  # scipy: imported by the command that fits, not by every --help
 
     doc = fit_law(g, b, s, v, metric=y, maximize=maximize).model_dump(mode="json")
     _print_json(doc) if as_json else print_fit(doc)

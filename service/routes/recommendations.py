@@ -12,7 +12,7 @@ from service.identity import model_key, task_key
 from service.lifecycle import ProbeStatus, SweepStatus
 from service.schemas import Recommendation
 from service.store import Probe, ProbeKind, Store, Sweep
-from sweeps.law import LawFit, recommend_group_size
+from sweeps.fit import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
 
@@ -21,7 +21,7 @@ router = APIRouter(
 )  # writes: Authorized too
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
 _EVIDENCE = {"strong": 0, "weak": 1}
-PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.law: none gives no G)
+PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.fit: none gives no G)
 
 
 def _support(sweep: Sweep) -> tuple:

@@ -109,7 +109,7 @@ class AdaptiveSpec(StrictModel):
 
     def initial_group_sizes(self, n_groups: int) -> int:
         """Distinct G of the initial design from ``n_groups`` allowed: initial_points, but at least the
-        4 the law needs (sweeps.law: 3 parameters and a residual degree of freedom)."""
+        4 the law needs (sweeps.fit: 3 parameters and a residual degree of freedom)."""
         return min(max(self.initial_points, 4), n_groups)
 
 

@@ -28,14 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TEST_DIRS = ("tests/workers/", "tests/sweeps/")  # every test set is a subset of `pytest -m "not slow"` on these
 TIMEOUT_S = 600
 
-ALGOS, LAW, PROBE, ADAPTIVE, TRAINER = (
+ALGOS, PROBE, ADAPTIVE, TRAINER = (
     "workers/algos.py",
-    "sweeps/law.py",
     "workers/probe.py",
     "sweeps/adaptive.py",
     "workers/trainer.py",
 )
-T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/test_law.py", "tests/workers/test_probe.py"
+CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
+T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
 ANSWER, T_ANSWER = "sweeps/answer.py", "tests/sweeps/test_answer.py"
 
@@ -94,18 +94,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the momentum overshoot counts clipped tokens that moved back towards ratio 1, not further out",
         (T_ALGOS,),
     ),
-    # sweeps/law.py
+    # sweeps/fit/
     Mutation(
         "universality_never_rejects",
-        LAW,
-        "rejected=p < 0.05,",
+        UNIVERSALITY,
+        "rejected=p < ALPHA,",
         "rejected=False,",
         "the F-test of one G* across budgets can never reject (rejected=False whatever p)",
         (T_LAW,),
     ),
     Mutation(
         "recommendation_rounds_g_star",
-        LAW,
+        CURVE,
         "return min(candidates, key=lambda g: (g + rho / (g - 1.0), g))",
         "return round(g_star)",
         "the recommendation rounds G* instead of choosing among the candidates (divisors of B): 5 for B = 48",
@@ -113,7 +113,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "three_distinct_g_accepted",
-        LAW,
+        POINTS,
         "if pts.g.size < N_PARAMS + 1:",
         "if pts.g.size < 3:",
         "a budget with 3 distinct G is fitted (the N_PARAMS + 1 = 4 minimum lowered to 3: no residual dof)",

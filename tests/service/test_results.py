@@ -5,7 +5,7 @@ import pytest
 from service.lifecycle import TrialStatus
 from service.results import fit_from_trials
 from service.store import Trial
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from sweeps.spec import SweepSpec
 
 GRID = [2, 3, 4, 6, 8, 12, 16]

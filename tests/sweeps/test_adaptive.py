@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sweeps import adaptive
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from sweeps.spec import SweepSpec
 
 GROUPS = [2, 3, 4, 6, 8, 12, 16, 24, 48]
@@ -181,13 +181,13 @@ def test_parallel_asks_spread_out_and_count_as_running():
 
 
 def _budget_fit(a=A, b=B_SLOPE, c=C):
-    from sweeps.law import BudgetFit
+    from sweeps.fit import BudgetFit
 
     return BudgetFit(samples_per_step=48, status="ok", a=a, b=b, c=c, points=[])
 
 
 def test_the_gradient_of_g_star_matches_finite_differences_of_g_star_of():
-    from sweeps.law import g_star_of
+    from sweeps.fit import g_star_of
     from sweeps.noise import CONSTANT
 
     b, c, h = 0.013, 0.07, 1e-7
@@ -249,7 +249,7 @@ def test_the_initial_design_skips_points_in_flight():
 
 
 def _fit(g_star, ci):
-    from sweeps.law import LawFit
+    from sweeps.fit import LawFit
 
     return LawFit(status="ok", g_star=g_star, g_star_ci95=ci, metric="grad_mse", message="", evidence="strong")
 

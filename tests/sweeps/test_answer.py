@@ -16,7 +16,7 @@ from sweeps.answer import (
     regret,
     tie_set,
 )
-from sweeps.law import law_curve
+from sweeps.fit import law_curve
 from sweeps.spec import SweepSpec
 from tests.factories import bandit_mse_spec
 from tests.factories import spec as arithmetic_spec

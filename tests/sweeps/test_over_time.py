@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sweeps import over_time
-from sweeps.law import LawFit, TimeUniversality, fit_law
+from sweeps.fit import LawFit, TimeUniversality, fit_law
 from sweeps.over_time import _raw_g_stars, _slope, fit_over_time, step_fits
 
 GRID = [2, 3, 4, 6, 8, 12, 16, 24]

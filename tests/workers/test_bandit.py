@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.law import fit_law, recommend_group_size
+from sweeps.fit import fit_law, recommend_group_size
 from workers.entry import run_measure
 from workers.probe import prompt_stats, run_probe
 from workers.tasks import make_task

@@ -4,7 +4,11 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.law import _aggregate_all, _nnls_free_intercept, _slope_rss, fit_law, g_star_of, recommend_group_size
+from sweeps.fit import fit_law, g_star_of, recommend_group_size
+from sweeps.fit.budget import edge_advice
+from sweeps.fit.curve import law_curve, nnls_free_intercept, slope_rss
+from sweeps.fit.evidence import law_vs_flat
+from sweeps.fit.points import aggregate_all
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
 
@@ -138,8 +142,8 @@ def test_closed_form_slope_fit_matches_the_active_set_solver(trend):
     z = np.stack([g + r / (g - 1) for r in (0.1, 4.0, 30.0)] + [np.full(g.size, 5.0)])
     y = trend * 0.2 * g + rng.normal(0, 0.3, g.size)
     w = rng.uniform(0.5, 2.0, g.size)
-    got = _slope_rss(z, y, w)
-    want = [_nnls_free_intercept(np.stack([np.ones_like(row), row], 1), y, w)[1] for row in z]
+    got = slope_rss(z, y, w)
+    want = [nnls_free_intercept(np.stack([np.ones_like(row), row], 1), y, w)[1] for row in z]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
@@ -205,16 +209,14 @@ def test_the_law_against_a_constant_is_the_textbook_f_test():
     """One seed per point (unit weights): F = ((RSS_flat - RSS_law) / 2) / (RSS_law / (P - 3)), by hand."""
     from scipy import stats
 
-    from sweeps.law import _law_vs_flat
-
     g = np.array(GRID, dtype=float)
     y = 0.2 + 0.01 * g + 0.09 / (g - 1) + np.array([0.003, -0.002, 0.004, -0.001, 0.0, -0.003, 0.002])
     x = np.stack([np.ones_like(g), g, 1 / (g - 1)], 1)
     rss_law = float(((x @ np.linalg.lstsq(x, y, rcond=None)[0] - y) ** 2).sum())
     rss_flat = float(((y - y.mean()) ** 2).sum())
     f_hand = ((rss_flat - rss_law) / 2) / (rss_law / (g.size - 3))
-    data, _ = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
-    f_stat, p = _law_vs_flat(data)
+    data, _ = aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
+    f_stat, p = law_vs_flat(data)
     assert f_stat == pytest.approx(f_hand, rel=1e-9) and p == pytest.approx(stats.f.sf(f_hand, 2, g.size - 3), rel=1e-9)
 
 
@@ -245,7 +247,7 @@ def test_a_g_star_between_two_group_sizes_lists_both_as_indistinguishable():
 def test_a_point_that_comes_out_low_gets_no_extra_weight():
     """Weights come from the noise model at the fitted curve, not at the point's own mean: with noise
     growing with the mean (beta = 2 here), weighting at the observed mean would give a point whose
-    seeds all came out 30% low a 1/0.7 larger weight and pull the curve to it (sweeps.law._noise_model)."""
+    seeds all came out 30% low a 1/0.7 larger weight and pull the curve to it (sweeps.fit.points.noise_model)."""
     law = lambda g: 0.2 + 0.01 * g + 0.09 / (g - 1)  # noqa: E731
     rng = np.random.default_rng(3)
     g = np.repeat(np.array(GRID, dtype=float), 4)
@@ -253,8 +255,8 @@ def test_a_point_that_comes_out_low_gets_no_extra_weight():
     low = y.copy()
     low[g == 6] *= 0.7
     b, nan = np.full(g.size, 48), np.full(g.size, np.nan)
-    data, noise = _aggregate_all(g, b, y, nan)
-    (ref,), (moved,) = data.values(), _aggregate_all(g, b, low, nan)[0].values()
+    data, noise = aggregate_all(g, b, y, nan)
+    (ref,), (moved,) = data.values(), aggregate_all(g, b, low, nan)[0].values()
     assert noise is not None and noise.beta > 1.0  # the constructed noise is multiplicative
     i = GRID.index(6)
     # the refit still moves the curve toward the point by its leverage (about half here), so some of
@@ -316,7 +318,6 @@ def test_no_finite_shared_g_star_when_larger_groups_always_win():
 
 
 def test_law_curve_is_a_plus_b_g_plus_c_over_g_minus_1():
-    from sweeps.law import law_curve
 
     # G = 2: 1 + 1 + 4 = 6; G = 3: 1 + 1.5 + 2 = 4.5; G = 5: 1 + 2.5 + 1 = 4.5
     assert law_curve([2, 3, 5], 1.0, 0.5, 4.0).tolist() == [6.0, 4.5, 4.5]
@@ -324,17 +325,16 @@ def test_law_curve_is_a_plus_b_g_plus_c_over_g_minus_1():
 
 
 def test_the_boundary_advice_names_the_side_and_the_edge():
-    from sweeps.law import _edge_advice
 
-    assert _edge_advice("below", 2) == (
+    assert edge_advice("below", 2) == (
         "G* is at or below 2, the smallest group size: use G = 2 (the fit finds no interior optimum, "
         "so smaller groups and more prompts win throughout the grid)"
     )
-    assert _edge_advice("below", 3) == (
+    assert edge_advice("below", 3) == (
         "G* is at or below the edge of the grid (3); extend group_sizes below 3 before trusting a recommendation"
     )
-    assert _edge_advice("above", 2) == (
+    assert edge_advice("above", 2) == (
         "G* is at or above the edge of the grid (2); extend group_sizes above 2 before trusting a recommendation"
     )
     fit = fit_law(*rows(lambda g: 0.2 + 0.09 / (g - 1)))  # larger G always better: above the grid's 16
-    assert fit.message.startswith(_edge_advice("above", 16) + "; weak evidence: ")
+    assert fit.message.startswith(edge_advice("above", 16) + "; weak evidence: ")

@@ -5,8 +5,12 @@ import math
 import numpy as np
 import pytest
 
-import sweeps.law as law_module
-from sweeps.law import LawFit, _aggregate_all, _finite, _grid_edge, _nnls_free_intercept, fit_law, recommend_group_size
+import sweeps.fit.law as law_module
+from sweeps.fit import LawFit, fit_law, recommend_group_size
+from sweeps.fit.budget import grid_edge
+from sweeps.fit.curve import nnls_free_intercept
+from sweeps.fit.law import _finite
+from sweeps.fit.points import _aggregate, aggregate_all, unusable
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
 
@@ -113,7 +117,7 @@ def test_weights_from_measurement_errors_with_replicated_identical_seeds():
                 for col, v in zip(cols, (g, b, s, law(g) * 48 / b, se)):
                     col.append(v)
     g, b, s, y, y_se = (np.array(c, dtype=float) for c in cols)
-    data, noise = _aggregate_all(g, b.astype(int), y, y_se)
+    data, noise = aggregate_all(g, b.astype(int), y, y_se)
     assert noise is None and list(data) == [24, 48, 96]
     want = np.sqrt(2 / (0.001 * np.array(grid)) ** 2)
     np.testing.assert_allclose(data[24].w, want, rtol=1e-12)
@@ -268,19 +272,21 @@ def test_an_unexpected_numerical_error_is_reported_not_raised(monkeypatch):
 
 
 def test_no_overall_g_star_is_fit_failed_with_the_budgets(monkeypatch):
-    """The guard for a usable budget without an overall G* (_g_star_raw None)."""
-    monkeypatch.setattr(law_module, "_g_star_raw", lambda data: None)
+    """The guard for a usable budget without an overall G* (g_star_raw None); its message names the dropped rows as
+    every other message does."""
+    monkeypatch.setattr(law_module, "g_star_raw", lambda data: None)
     g, b, s, y = rows(law)
     fit = fit_law(g + [2], b + [48], s + [2], y + [math.nan])
     assert (fit.status, fit.metric, fit.n_rows, fit.n_dropped) == ("fit_failed", "gap", 15, 1)
-    assert (fit.message, fit.evidence, fit.evidence_reason) == ("no overall G*", "none", "no overall G*")
+    dropped = " (1 rows with a non-finite gap dropped)"
+    assert (fit.message, fit.evidence, fit.evidence_reason) == ("no overall G*" + dropped, "none", "no overall G*")
     assert [f.status for f in fit.per_budget] == ["ok"]
 
 
 def test_a_g_star_on_a_grid_edge_is_at_the_edge():
-    assert _grid_edge(2.0, 2, 16) == ("below", 2)
-    assert _grid_edge(16.0, 2, 16) == ("above", 16)
-    assert _grid_edge(2.0 + 1e-9, 2, 16) is None and _grid_edge(16.0 - 1e-9, 2, 16) is None
+    assert grid_edge(2.0, 2, 16) == ("below", 2)
+    assert grid_edge(16.0, 2, 16) == ("above", 16)
+    assert grid_edge(2.0 + 1e-9, 2, 16) is None and grid_edge(16.0 - 1e-9, 2, 16) is None
 
 
 def test_no_candidates_is_an_error():
@@ -297,7 +303,7 @@ def test_the_noise_model_weights_use_the_first_fit_clipped_to_the_observed_range
     grid = np.array(GRID, dtype=float)
     g = np.repeat(grid, 3)
     y = law(g) * (1 + 0.03 * rng.standard_normal(g.size))
-    data, noise = _aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
+    data, noise = aggregate_all(g, np.full(g.size, 48), y, np.full(g.size, np.nan))
     groups = [y[g == v] for v in GRID]
     mean = np.array([v.mean() for v in groups])
     lm, lv = np.log(np.abs(mean)), np.log([v.var(ddof=1) for v in groups])
@@ -319,19 +325,19 @@ def test_the_noise_model_weights_use_the_first_fit_clipped_to_the_observed_range
 
 
 def test_the_constrained_fit_is_exact_at_any_scale_of_the_metric():
-    """_nnls_free_intercept on 1e-7 x a law: every candidate's RSS is below 1e-12 there, yet the least squares
+    """nnls_free_intercept on 1e-7 x a law: every candidate's RSS is below 1e-12 there, yet the least squares
     solution is returned, not the first or last feasible one. The law itself (b, c > 0) comes back whole; with
     b < 0 in the data the answer is b = 0 and the lstsq fit of a + c/(G-1) (by numpy here, c > 0)."""
     g = np.array(GRID, dtype=float)
     x = np.stack([np.ones(7), g, 1 / (g - 1)], 1)
     w = np.ones(7)
-    coef, rss = _nnls_free_intercept(x, 1e-7 * law(g), w)
+    coef, rss = nnls_free_intercept(x, 1e-7 * law(g), w)
     np.testing.assert_allclose(coef, [2e-8, 1e-9, 9e-9], rtol=1e-6)
     assert rss < 1e-28
     falling = 1e-7 * (0.3 - 0.01 * g + 0.09 / (g - 1))
     ac = np.linalg.lstsq(x[:, [0, 2]], falling, rcond=None)[0]
     assert ac[1] > 0
-    coef, rss = _nnls_free_intercept(x, falling, w)
+    coef, rss = nnls_free_intercept(x, falling, w)
     np.testing.assert_allclose(coef, [ac[0], 0.0, ac[1]], rtol=1e-6, atol=1e-20)
     assert rss == pytest.approx(float(((x[:, [0, 2]] @ ac - falling) ** 2).sum()), rel=1e-6, abs=0)
 
@@ -343,7 +349,7 @@ def test_no_signal_is_a_spread_of_at_most_1e_12_of_the_largest_value_but_at_leas
     g = np.array(GRID, dtype=float)
 
     def status(y):
-        got = law_module._unusable(48, law_module._aggregate(g, np.asarray(y, dtype=float), nan))
+        got = unusable(48, _aggregate(g, np.asarray(y, dtype=float), nan))
         return None if got is None else got[0]
 
     step = np.array([0, 0, 0, 0, 0, 0, 1.0])
