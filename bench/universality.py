@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
-from sweeps.law import LawFit  # noqa: E402
+from sweeps.fit import LawFit  # noqa: E402
 from sweeps.planner import TrialPlan, plan_trials  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
 
@@ -85,7 +85,7 @@ def _run(spec_json: str, g: int, b: int, seed: int, cache: str) -> tuple[int, in
 
     cfg = TrialConfig.from_spec(spec, TrialPlan(g, b, seed), cache)
     if spec.probe.every:
-        cfg = dataclasses.replace(cfg, probe={**cfg.probe, **IN_TRIAL_PROBE})
+        cfg = dataclasses.replace(cfg, probe=cfg.probe.model_copy(update=IN_TRIAL_PROBE))
     r = run_measure(cfg, report)
     return g, b, seed, r.status, r.metrics, probes
 

@@ -62,10 +62,10 @@ def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
         group_size=pilot.group_size,
         samples_per_step=pilot.samples_per_step,
         steps=pilot.steps,
-        eval_prompts=pilot.eval_prompts,
-        eval_every=0,
-        probe_every=pilot.steps,
-        probe={**base.probe, "prompts": pilot.probe.prompts, "completions": pilot.probe.completions},
+        eval=base.eval.model_copy(update={"prompts": pilot.eval_prompts, "every": None}),
+        probe=base.probe.model_copy(
+            update={"every": pilot.steps, "prompts": pilot.probe.prompts, "completions": pilot.probe.completions}
+        ),
         checkpoint_dir=None,
     )
     result = run_measure(cfg, report)
@@ -110,10 +110,9 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
                         samples_per_step=b,
                         seed=seed,
                         steps=length if resume else base.steps,
-                        mse_repeats=length,
-                        eval_prompts=plan.eval_prompts,
-                        eval_every=0,
-                        probe_every=0,
+                        measure=base.measure.model_copy(update={"repeats": length}),
+                        eval=base.eval.model_copy(update={"prompts": plan.eval_prompts, "every": None}),
+                        probe=base.probe.model_copy(update={"every": None}),
                         checkpoint_dir=str(Path(work) / f"G{g}-s{seed}") if resume else None,
                         checkpoint_every=length if resume else 0,
                     )

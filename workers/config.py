@@ -1,8 +1,9 @@
 """What one trial runs, as plain data: TrialConfig, built from a sweep spec and a planned (G, B, seed).
 
 Torch-free, so the controller builds configs without importing the trainer; the dataclass travels
-to Ray workers as a dict (``TrialConfig(**cfg.to_dict())``). The GRPO hyper-parameters are the
-spec's own ``GRPOSpec`` (``cfg.grpo``), so their names and defaults live in sweeps.spec alone.
+to Ray workers as a dict (``TrialConfig(**cfg.to_dict())``). The GRPO hyper-parameters, the eval, the
+probe and the measure are the spec's own sections (``cfg.grpo``, ``cfg.eval``, ``cfg.probe``, ``cfg.measure``),
+so their names and defaults live in sweeps.spec alone.
 """
 
 from __future__ import annotations
@@ -13,9 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.planner import TrialPlan, prompts_per_step
-from sweeps.spec import GRPOSpec, SweepSpec
+from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
 
 Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
+SECTIONS = {"grpo": GRPOSpec, "eval": EvalSpec, "probe": ProbeSpec, "measure": MeasureSpec}  # the spec's, nested
+# TrialConfig.flat's names for nested settings, as benchmarks and tests write them: name -> (section, field)
+FLAT_NAMES = {
+    "eval_prompts": ("eval", "prompts"),
+    "eval_samples_per_prompt": ("eval", "samples_per_prompt"),
+    "eval_batch_size": ("eval", "batch_size"),
+    "eval_every": ("eval", "every"),
+    "probe_every": ("probe", "every"),
+    "mse_repeats": ("measure", "repeats"),
+}
 
 
 @dataclass(frozen=True)
@@ -28,15 +39,10 @@ class TrialConfig:
     samples_per_step: int  # B
     seed: int
     steps: int  # T
-    grpo: GRPOSpec = field(default_factory=GRPOSpec)  # a dict (to_dict's) is read as one
-    eval_prompts: int = 512
-    eval_samples_per_prompt: int = 4  # sampled eval (tasks without an exact expected reward)
-    eval_batch_size: int = 256  # completions per generation pass of the eval
-    eval_every: int = 0  # steps between held-out evals before the final one; 0: only the final one
-    probe_every: int = 0  # steps between in-trial probes of the current policy (probe.every); 0: none
-    probe: dict[str, Any] = field(default_factory=dict)  # the spec's probe settings, for probe_every
-    measure: str = "outcome"  # or gradient_mse (workers.gradient_mse)
-    mse_repeats: int = 256
+    grpo: GRPOSpec = field(default_factory=GRPOSpec)  # each section: a dict (to_dict's) is read as one
+    eval: EvalSpec = field(default_factory=EvalSpec)  # eval.every: held-out evals before the final one
+    probe: ProbeSpec = field(default_factory=ProbeSpec)  # probe.every: in-trial probes of the current policy
+    measure: MeasureSpec = field(default_factory=MeasureSpec)  # outcome, or gradient_mse (workers.gradient_mse)
     cache_dir: str = ".groupscale/models"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0  # steps; 0 disables
@@ -50,28 +56,36 @@ class TrialConfig:
         return prompts_per_step(self.samples_per_step, self.group_size)
 
     def __post_init__(self) -> None:
-        """Raises ValueError unless 2 <= G and G divides B; TypeError for a grpo dict with unknown keys."""
-        if isinstance(self.grpo, dict):  # trusted plain data (a validated spec's, or a test's): not re-validated
-            unknown = set(self.grpo) - set(GRPOSpec.model_fields)
-            if unknown:
-                raise TypeError(f"unknown grpo fields {sorted(unknown)}; valid: {', '.join(GRPOSpec.model_fields)}")
-            object.__setattr__(self, "grpo", GRPOSpec.model_construct(**self.grpo))
-        if self.group_size < 2:
-            raise ValueError(f"group_size (G) must be >= 2, got {self.group_size}")
-        if self.samples_per_step % self.group_size:
-            raise ValueError(f"group_size (G) {self.group_size} does not divide samples_per_step (B) {self.samples_per_step}")
+        """Reads each section given as a dict; raises TypeError for one with unknown keys. The group size is not
+        checked again here: a config holds a validated spec's values (SweepSpec: 2 <= G, G divides B; then
+        service.preflight's server limits), the only two checks on the way from the YAML to the loss."""
+        for name, model in SECTIONS.items():
+            value = getattr(self, name)
+            if isinstance(value, dict):  # trusted plain data (a validated spec's, or a test's): not re-validated
+                unknown = set(value) - set(model.model_fields)
+                if unknown:
+                    raise TypeError(f"unknown {name} fields {sorted(unknown)}; valid: {', '.join(model.model_fields)}")
+                object.__setattr__(self, name, model.model_construct(**value))
 
     @classmethod
     def flat(cls, **kwargs: Any) -> TrialConfig:
-        """A config from keyword arguments where the GRPO fields (lr, clip_eps, ...) are given at the top
-        level, as benchmarks and tests write them. Raises TypeError for unknown names."""
-        grpo = {k: kwargs.pop(k) for k in list(kwargs) if k in GRPOSpec.model_fields}
-        base = kwargs.pop("grpo", None) or {}
-        return cls(**kwargs, grpo={**(base.model_dump() if isinstance(base, GRPOSpec) else base), **grpo})
+        """A config from keyword arguments as benchmarks and tests write them: the GRPO fields (lr, clip_eps, ...)
+        at the top level, the nested settings by FLAT_NAMES (eval_prompts, probe_every, mse_repeats, ...), and
+        ``measure`` as its kind ("gradient_mse"). Raises TypeError for unknown names."""
+        sections = {name: _plain(kwargs.pop(name, None)) for name in SECTIONS}
+        if isinstance(sections["measure"], str):
+            sections["measure"] = {"kind": sections["measure"]}
+        sections["grpo"] |= {k: kwargs.pop(k) for k in list(kwargs) if k in GRPOSpec.model_fields}
+        for name, (section, key) in FLAT_NAMES.items():
+            if name in kwargs:
+                value = kwargs.pop(name)
+                sections[section][key] = None if key == "every" and not value else value  # every 0: none
+        return cls(**kwargs, **sections)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data: ``TrialConfig(**cfg.to_dict())`` gives the config back."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "grpo": self.grpo.model_dump()}
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        return plain | {name: getattr(self, name).model_dump() for name in SECTIONS}
 
     def with_grpo(self, **changes: Any) -> TrialConfig:
         """This config with some GRPO fields changed (e.g. ``lr``)."""
@@ -95,14 +109,9 @@ class TrialConfig:
             seed=plan.seed,
             steps=spec.steps,
             grpo=_grpo(spec, lr),
-            eval_prompts=spec.eval.prompts,
-            eval_samples_per_prompt=spec.eval.samples_per_prompt,
-            eval_batch_size=spec.eval.batch_size,
-            eval_every=spec.eval.every or 0,
-            probe_every=spec.probe.every or 0,
-            probe=spec.probe.model_dump(exclude={"every"}),
-            measure=spec.measure.kind,
-            mse_repeats=spec.measure.repeats,
+            eval=spec.eval,
+            probe=spec.probe,
+            measure=spec.measure,
             cache_dir=str(cache_dir),
             checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
             checkpoint_every=spec.checkpoint_every,
@@ -111,6 +120,13 @@ class TrialConfig:
             engine=spec.engine,
             trl=spec.trl_recipe,
         )
+
+
+def _plain(section: Any) -> Any:
+    """A section given to TrialConfig.flat as plain data: a model's fields as a dict, a dict copied, None as {}."""
+    if section is None:
+        return {}
+    return section.model_dump() if hasattr(section, "model_dump") else section if isinstance(section, str) else dict(section)
 
 
 TRL_SAMPLING_DEFAULTS = {"max_completion_length": 256, "temperature": 1.0}  # GRPOConfig's defaults

@@ -25,16 +25,11 @@ TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again
 
 def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
     """Run the variance-component probe (workers.probe) for a spec's task and model."""
+    from sweeps.spec import ProbeSpec
     from workers.probe import run_probe
 
-    return run_probe(
-        TrialConfig(**config),
-        probe["prompts"],
-        probe["completions"],
-        probe["projection_dim"],
-        probe["seed"],
-        parameters=probe.get("parameters", "all"),
-    )
+    p = ProbeSpec.model_validate(probe)
+    return run_probe(TrialConfig(**config), p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
 
 
 def run_answer_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any]:

@@ -63,10 +63,10 @@ def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
     task, policy, rng = setup(cfg)
     policy.module.eval()  # no dropout: the policy is fixed during the measurement
     g = exact_gradient(policy, task, cfg)
-    errors = np.empty(cfg.mse_repeats)
-    for r in range(cfg.mse_repeats):
+    errors = np.empty(cfg.measure.repeats)
+    for r in range(cfg.measure.repeats):
         errors[r] = float(((batch_gradient(policy, task, cfg, rng) - g) ** 2).sum())
-        if (r + 1) % 64 == 0 or r + 1 == cfg.mse_repeats:
+        if (r + 1) % 64 == 0 or r + 1 == cfg.measure.repeats:
             report({"grad_mse_running": float(errors[: r + 1].mean())}, r + 1)
     metrics = {
         "grad_mse": float(errors.mean()),
@@ -76,5 +76,5 @@ def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
     if hasattr(task, "exact_components") and cfg.grpo.advantage == "loo":
         comp = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         metrics["grad_mse_exact"] = comp.gradient_mse(cfg.group_size, cfg.samples_per_step)
-    report(metrics, cfg.mse_repeats)
-    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.mse_repeats)
+    report(metrics, cfg.measure.repeats)
+    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.measure.repeats)

@@ -31,5 +31,5 @@ def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialCo
 
 
 def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """measure_function(cfg.measure, cfg.engine)(cfg, report). Raises ValueError for an unknown measure or engine."""
-    return measure_function(cfg.measure, cfg.engine)(cfg, report)
+    """measure_function(cfg.measure.kind, cfg.engine)(cfg, report). Raises ValueError for an unknown measure or engine."""
+    return measure_function(cfg.measure.kind, cfg.engine)(cfg, report)

@@ -66,15 +66,15 @@ def evaluate(
         FloatingPointError: non-finite logits in generation.
         torch.OutOfMemoryError: the eval batch does not fit (lower eval.batch_size).
     """
-    problems = task.eval_problems(cfg.eval_prompts)
+    problems = task.eval_problems(cfg.eval.prompts)
     best = task.max_reward(problems)
     exact = getattr(task, "exact_expected_reward", True)
-    k = 1 if exact else cfg.eval_samples_per_prompt
+    k = 1 if exact else cfg.eval.samples_per_prompt
     expanded = [p for p in problems for _ in range(k)]
     module = policy.module
     was_training = module.training
     module.eval()
-    rewards, texts, chunk = [], [], max(1, cfg.eval_batch_size)
+    rewards, texts, chunk = [], [], max(1, cfg.eval.batch_size)
     extras: dict[str, list] = {}
     state = trainer_state(cfg, task, step, log_history)
     with torch.random.fork_rng():
@@ -126,7 +126,7 @@ def _oom_reason(cfg: TrialConfig, step: int, where: str = "training") -> str:
     return (
         f"CUDA out of memory in {where} at step {step} (G={cfg.group_size}, B={cfg.samples_per_step}, "
         f"micro_batch_size={cfg.grpo.micro_batch_size or cfg.samples_per_step}, generation_batch_size="
-        f"{cfg.grpo.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval_batch_size}): lower "
+        f"{cfg.grpo.generation_batch_size or cfg.samples_per_step}, eval.batch_size={cfg.eval.batch_size}): lower "
         "grpo.micro_batch_size (the update stays the same) or grpo.generation_batch_size / eval.batch_size, "
         "turn on grpo.gradient_checkpointing, or use model.dtype bfloat16"
     )
@@ -242,13 +242,13 @@ def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[
             policy,
             task,
             cfg,
-            np.random.default_rng([p.get("seed", 0), step]),
-            p.get("prompts", 256),
-            p.get("completions", 16),
-            p.get("projection_dim", 512),
-            p.get("seed", 0),
+            np.random.default_rng([p.seed, step]),
+            p.prompts,
+            p.completions,
+            p.projection_dim,
+            p.seed,
             0,
-            p.get("parameters", "all"),
+            p.parameters,
         )
     return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
 
@@ -261,14 +261,14 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     Returns a TrialResult; a non-finite loss, KL or gradient, or a failing reward function, ends it as
     ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
     A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
-    With cfg.eval_every, the held-out eval also runs every k steps before the last (logged at its step);
+    With cfg.eval.every, the held-out eval also runs every k steps before the last (logged at its step);
     the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
     Raises:
         ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
             outcome (workers.measures.run_measure runs each measure).
     """
-    if cfg.measure != "outcome":
-        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure!r}: use workers.measures.run_measure")
+    if cfg.measure.kind != "outcome":
+        raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure.kind!r}: use workers.measures.run_measure")
     task, policy, rng = setup(cfg)
     try:
         return _train(cfg, report, task, policy, rng)
@@ -372,12 +372,12 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
         counters["trunc_sum"] += metrics["truncation_rate"]
         report(metrics, step)
         history.append({**metrics, "step": step})
-        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:  # G* over training time
+        if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:  # G* over training time
             with _guarded(cfg, _Phase(f"the evaluation of step {step}", step, step, "the evaluation")):
                 mid, _ = evaluate(policy, task, cfg, step, history)
             report(mid, step)
             counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
-        if cfg.probe_every and step % cfg.probe_every == 0:  # the probe's G* as the policy moves
+        if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as the policy moves
             report(_probe_now(policy, task, cfg, step), step)
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous

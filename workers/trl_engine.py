@@ -251,7 +251,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 step = state.global_step
-                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
                     mid, _ = evaluate(policy, task, cfg, step, history)
                     report(mid, step)
 

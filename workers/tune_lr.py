@@ -49,8 +49,8 @@ def default_metric(cfg: TrialConfig) -> str:
     Raises:
         ValueError: measure gradient_mse (measured at the starting policy: no lr to tune).
     """
-    if cfg.measure != "outcome":
-        raise ValueError(f"tune_lr needs measure outcome (trained trials); measure {cfg.measure!r} does not train")
+    if cfg.measure.kind != "outcome":
+        raise ValueError(f"tune_lr needs measure outcome (trained trials); measure {cfg.measure.kind!r} does not train")
     return "gap"
 
 
