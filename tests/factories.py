@@ -16,6 +16,15 @@ ARITHMETIC: dict[str, Any] = {
     "seeds": [0],
     "steps": 5,
 }
+BANDIT: dict[str, Any] = {  # the quickest real sweep: two bandit trials of 20 steps on the tabular policy (seconds each)
+    "name": "e2e-bandit",
+    "task": {"name": "bandit"},
+    "model": {"preset": "tabular"},
+    "group_sizes": [2, 4],
+    "samples_per_step": [16],
+    "seeds": [0],
+    "steps": 20,
+}
 BANDIT_MSE: dict[str, Any] = {
     "name": "t",
     "task": {"name": "bandit"},
@@ -31,6 +40,11 @@ BANDIT_MSE: dict[str, Any] = {
 def spec(**over: Any) -> dict[str, Any]:
     """The arithmetic spec (tiny-llama, G 2 and 4, B 16, one seed, 5 steps) with ``over`` replacing its fields."""
     return {**ARITHMETIC, **over}
+
+
+def bandit_spec(**over: Any) -> dict[str, Any]:
+    """The bandit's outcome spec (tabular, G 2 and 4, B 16, one seed, 20 steps) with ``over`` replacing its fields."""
+    return {**BANDIT, **over}
 
 
 def bandit_mse_spec(**over: Any) -> dict[str, Any]:

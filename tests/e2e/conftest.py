@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from service.stack import StackError, stop_process_group, up_command, wait_until_up
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
+from tests.factories import bandit_spec
 from tests.ports import free_port
 
 # A Ray head of its own, as on a cluster, kept on loopback: Ray resolves 127.0.0.1 to the host's
@@ -113,16 +114,7 @@ class Stack:
         )
 
 
-# The quickest real sweep: two bandit trials of 20 steps on the tabular policy (seconds each).
-BANDIT_SWEEP = {
-    "name": "e2e-bandit",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": 20,
-}
+BANDIT_SWEEP = bandit_spec()  # the quickest real sweep (tests.factories)
 
 
 def postgres_env(server) -> dict[str, str]:  # tests.postgres.PostgresServer

@@ -15,21 +15,12 @@ from mlflow import MlflowClient
 
 from service.stack import start_mlflow, stop_process_group
 from tests.e2e.conftest import ON_POSTGRES, RAY_LOOPBACK_ENV, RayHead, Stack, assert_fit_of, postgres_env
+from tests.factories import spec
 from tests.ports import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # minutes each: make test-slow (CI runs it)
 STEPS = 120
-SPEC = {
-    "name": "e2e-restart",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4, 8],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": STEPS,
-    "checkpoint_every": 20,
-    "eval": {"prompts": 64},
-}
+SPEC = spec(name="e2e-restart", group_sizes=[2, 4, 8], steps=STEPS, checkpoint_every=20, eval={"prompts": 64})
 
 
 @contextmanager

@@ -9,19 +9,11 @@ import pytest
 from mlflow import MlflowClient
 
 from service.stack import start_mlflow, stop_process_group
+from tests.factories import spec
 
 pytestmark = pytest.mark.e2e
 STEPS = 300
-SPEC = {
-    "name": "e2e-outage",
-    "task": {"name": "arithmetic"},
-    "model": {"preset": "tiny-llama"},
-    "group_sizes": [2, 4],
-    "samples_per_step": [16],
-    "seeds": [0],
-    "steps": STEPS,
-    "eval": {"prompts": 64},
-}
+SPEC = spec(name="e2e-outage", steps=STEPS, eval={"prompts": 64})
 
 
 def _stop_mlflow(stack) -> None:

@@ -7,20 +7,20 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
+from tests.factories import bandit_spec
+
 pytestmark = pytest.mark.e2e
 GROUPS = [2, 4, 8]
-SPEC = {
-    "name": "e2e-tune-lr",
-    "task": {"name": "bandit"},
-    "model": {"preset": "tabular"},
-    "group_sizes": GROUPS,
-    "samples_per_step": [24],
-    "seeds": [0, 1],
-    "steps": 30,
-    "grpo": {"optimizer": "sgd", "lr": 0.001, "max_grad_norm": 1.0e6},
-    "eval": {"prompts": 64},
-    "tune_lr": {"low": 0.001, "high": 100.0, "trials": 5, "steps": 15},
-}
+SPEC = bandit_spec(
+    name="e2e-tune-lr",
+    group_sizes=GROUPS,
+    samples_per_step=[24],
+    seeds=[0, 1],
+    steps=30,
+    grpo={"optimizer": "sgd", "lr": 0.001, "max_grad_norm": 1.0e6},
+    eval={"prompts": 64},
+    tune_lr={"low": 0.001, "high": 100.0, "trials": 5, "steps": 15},
+)
 
 
 def test_tuned_lr_per_group_size_is_used_by_the_sweep(stack):

@@ -7,19 +7,10 @@ from service.results import fit_from_trials
 from service.store import Trial
 from sweeps.fit import fit_law
 from sweeps.spec import SweepSpec
+from tests.factories import spec
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
-SPEC = SweepSpec.model_validate(
-    {
-        "name": "s",
-        "task": {"name": "arithmetic"},
-        "model": {"preset": "tiny-llama"},
-        "group_sizes": GRID,
-        "samples_per_step": [48],
-        "seeds": [0, 1],
-        "steps": 5,
-    }
-)
+SPEC = SweepSpec.model_validate(spec(name="s", group_sizes=GRID, samples_per_step=[48], seeds=[0, 1]))
 
 
 def _trial(g, seed, status, gap):
