@@ -20,6 +20,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from workers.models.lm import LMPolicy
+from workers.models.presets import token_settings
 from workers.rewards import numeric_match
 from workers.tasks.word_problems import word_problems
 
@@ -68,7 +69,7 @@ def build_chat_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokeniz
 def chat_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
     """About 0.4M parameters: Qwen2, 2 layers, width 128, 4 heads (2 KV heads), tied embeddings."""
     config = Qwen2Config(
-        vocab_size=len(tokenizer),
+        **token_settings(tokenizer),
         hidden_size=128,
         intermediate_size=352,
         num_hidden_layers=2,
@@ -76,9 +77,6 @@ def chat_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCa
         num_key_value_heads=2,
         max_position_embeddings=256,
         tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)

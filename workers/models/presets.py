@@ -58,10 +58,20 @@ def build_char_tokenizer(characters: str) -> PreTrainedTokenizerFast:
     )
 
 
+def token_settings(tokenizer: PreTrainedTokenizerFast) -> dict[str, int | None]:
+    """The model config's vocabulary size and special token ids, read from its tokenizer."""
+    return {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
+
+
 def tiny_llama(tokenizer: PreTrainedTokenizerFast, seed: int) -> LlamaForCausalLM:
     """About 100k parameters: 2 layers, width 64, 4 heads, tied embeddings."""
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
+        **token_settings(tokenizer),
         hidden_size=64,
         intermediate_size=176,
         num_hidden_layers=2,
@@ -69,9 +79,6 @@ def tiny_llama(tokenizer: PreTrainedTokenizerFast, seed: int) -> LlamaForCausalL
         num_key_value_heads=4,
         max_position_embeddings=64,
         tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,3 +96,13 @@ def split_rows(problems: list[Problem], eval_fraction: float, seed: int = SPLIT_
     perm = np.random.default_rng(seed).permutation(len(problems))
     n_eval = min(len(problems) - 1, max(1, int(round(eval_fraction * len(problems)))))
     return [problems[i] for i in perm[n_eval:]], [problems[i] for i in perm[:n_eval]]
+
+
+def sample_rows(rows: Sequence[Problem], n: int, rng: np.random.Generator) -> list[Problem]:
+    """``n`` rows drawn uniformly with replacement (a training batch's prompts)."""
+    return [rows[i] for i in rng.integers(0, len(rows), size=n)]
+
+
+def uniform_support(rows: Sequence[Problem]) -> tuple[list[Problem], np.ndarray]:
+    """Every row with probability 1 / len(rows) (Task.train_support of a task that samples rows uniformly)."""
+    return list(rows), np.full(len(rows), 1.0 / len(rows))

@@ -18,7 +18,7 @@ from sweeps.spec import DEFAULT_EVAL_FRACTION
 from workers.data import check_rows, content_digest, is_conversational, load_rows, lookup
 from workers.rewards import RewardBatch, TrainerState, reward_scorer, trl_kwargs
 from workers.rewards.loading import answer_paths
-from workers.tasks.base import Problem, monte_carlo_value, split_rows
+from workers.tasks.base import Problem, monte_carlo_value, sample_rows, split_rows, uniform_support
 
 
 def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str | None) -> list[Problem]:
@@ -85,8 +85,7 @@ class DatasetTask:
         return is_conversational(self._split[0][0].prompt)
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
-        train = self._split[0]
-        return [train[i] for i in rng.integers(0, len(train), size=n)]
+        return sample_rows(self._split[0], n, rng)
 
     def eval_problems(self, n: int) -> list[Problem]:
         held_out = self._split[1]
@@ -102,8 +101,7 @@ class DatasetTask:
         self._scorer.close()
 
     def train_support(self) -> tuple[list[Problem], np.ndarray]:
-        train = self._split[0]
-        return list(train), np.full(len(train), 1.0 / len(train))
+        return uniform_support(self._split[0])
 
     def score(
         self,

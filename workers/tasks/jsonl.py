@@ -18,7 +18,7 @@ import torch
 
 from workers.data import read_prompt_answer_lines
 from workers.rewards import exact_match, numeric_match
-from workers.tasks.base import Problem, monte_carlo_value, split_rows
+from workers.tasks.base import Problem, monte_carlo_value, sample_rows, split_rows, uniform_support
 
 REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "numeric_match": numeric_match}
 
@@ -51,16 +51,14 @@ class JsonlTask:
         return self.reward == "exact_match"
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
-        train = self._split[0]
-        return [train[i] for i in rng.integers(0, len(train), size=n)]
+        return sample_rows(self._split[0], n, rng)
 
     def eval_problems(self, n: int) -> list[Problem]:
         held_out = self._split[1]
         return [held_out[i % len(held_out)] for i in range(n)]
 
     def train_support(self) -> tuple[list[Problem], np.ndarray]:
-        train = self._split[0]
-        return list(train), np.full(len(train), 1.0 / len(train))
+        return uniform_support(self._split[0])
 
     def rewards(
         self,
