@@ -30,7 +30,9 @@ class PurgeRefused(Exception):
 class Leftovers:
     """What a purged sweep leaves outside the store, removed by ``clean_up`` once the deletion is committed."""
 
-    run_ids: list[str]
+    run_ids: list[str]  # the parent run and the trials' stored runs
+    experiment_id: str | None  # where the parent's children are searched: runs made ahead for trials that never
+    parent_run_id: str | None  # started are children of the parent without a trial row that names them
     trial_ids: list[str]
     study_prefix: str | None  # the Optuna studies of an adaptive or lr-tuned sweep
 
@@ -45,6 +47,8 @@ def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
         raise PurgeRefused(f"sweep {sweep.id} is {sweep.status}: cancel it and wait until it has ended, then delete it")
     left = Leftovers(
         run_ids=[r for r in [sweep.mlflow_parent_run_id, *(t.mlflow_run_id for t in sweep.trials)] if r],
+        experiment_id=sweep.mlflow_experiment_id,
+        parent_run_id=sweep.mlflow_parent_run_id,
         trial_ids=[t.id for t in sweep.trials],
         study_prefix=f"groupscale-{sweep.id}" if spec.mode == "adaptive" or spec.tune_lr is not None else None,
     )
@@ -53,16 +57,19 @@ def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
     return left
 
 
-def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, database_url: str) -> int:
-    """Move the runs to MLflow's deleted stage (``mlflow gc`` removes them for good), remove the checkpoints
-    and the Optuna studies. Returns the number of runs deleted; a run that cannot be deleted is logged."""
-    deleted = 0
-    for run_id in left.run_ids if tracking is not None else []:
+def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, database_url: str) -> tuple[int, list[str]]:
+    """Move every run of the sweep to MLflow's deleted stage (``mlflow gc`` removes them for good): the parent, the
+    trials' runs and every other child of the parent (runs made ahead for trials that never started, tuning runs);
+    remove the checkpoints and the Optuna studies. Returns (runs deleted, ids of the runs that could not be, each
+    logged)."""
+    deleted, failed = 0, []
+    for run_id in _sweep_runs(left, tracking) if tracking is not None else []:
         try:
             tracking.client.delete_run(run_id)  # type: ignore[union-attr]
             deleted += 1
         except Exception:  # noqa: BLE001 - the sweep is gone from the store; say which run is left behind
             log.exception("MLflow run %s of a deleted sweep could not be deleted", run_id)
+            failed.append(run_id)
     for trial_id in left.trial_ids:
         shutil.rmtree(data_dir.resolve() / "checkpoints" / trial_id, ignore_errors=True)
     if left.study_prefix:
@@ -72,4 +79,16 @@ def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, databas
         for name in optuna.get_all_study_names(storage):
             if name == left.study_prefix or name.startswith(left.study_prefix + "-"):
                 optuna.delete_study(study_name=name, storage=storage)
-    return deleted
+    return deleted, failed
+
+
+def _sweep_runs(left: Leftovers, tracking: Tracking) -> list[str]:
+    """The stored run ids and every active child of the parent run, each once, children before the parent."""
+    children: list[str] = []
+    if left.experiment_id and left.parent_run_id:
+        try:
+            children = tracking.child_runs(left.experiment_id, left.parent_run_id)
+        except Exception:  # noqa: BLE001 - MLflow unreachable: the stored ids are tried (and reported) below
+            log.exception("the children of MLflow run %s could not be listed", left.parent_run_id)
+    ordered = [r for r in left.run_ids if r != left.parent_run_id] + children + [left.parent_run_id or ""]
+    return [r for r in dict.fromkeys(ordered) if r]

@@ -18,7 +18,7 @@ from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunS
 from service.identity import short_digest, task_key
 from service.lifecycle import TrialStatus
 from service.store import outside_transaction
-from sweeps.law import LawFit
+from sweeps.fit import LawFit
 from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
@@ -56,6 +56,9 @@ def redact(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+ML_VIEW = "workflowType=machine_learning"  # MLflow UI's query parameter that picks the model-training view
+
+
 class Tracking:
     def __init__(self, tracking_uri: str) -> None:
         self.uri = tracking_uri.rstrip("/")  # with credentials, for clients (the workers' too)
@@ -63,9 +66,11 @@ class Tracking:
         self.client = RetryingClient(tracking_uri)  # transient failures retried with backoff, bounded
 
     def run_url(self, experiment_id: str | None, run_id: str | None) -> str | None:
+        """The run's page in MLflow's UI, in the model-training view (runs, metrics, charts): MLflow 3 opens an
+        experiment in its GenAI view (traces) unless the link asks otherwise, whatever the experiment's tags."""
         if not (experiment_id and run_id and self.uri.startswith("http")):
             return None
-        return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
 
     def _experiment(self, key: str) -> str:
         """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged to open in
@@ -137,9 +142,9 @@ class Tracking:
         self.client.set_terminated(run_id, TRIAL_RUN_STATUS.get(status, "FAILED"))
 
     @outside_transaction
-    def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED") -> None:
+    def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED", about: dict | None = None) -> None:
         """Log the fit (metrics, fit.json, fit.png, g_star_over_time.png, report.html) on the parent run and
-        end it with ``status``."""
+        end it with ``status``. ``about``: {spec, created} of the sweep, for the report's header."""
         if fit is not None:
             values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
             for b in fit.per_budget:
@@ -150,7 +155,7 @@ class Tracking:
             over_time = plot_g_star_over_time(fit, title)
             if over_time is not None:
                 self.client.log_figure(run_id, over_time, "g_star_over_time.png")
-            self.client.log_text(run_id, render_report(fit, title), "report.html")
+            self.client.log_text(run_id, render_report(fit, title, **(about or {})), "report.html")
         self.client.set_terminated(run_id, status)
 
     @outside_transaction
@@ -227,11 +232,20 @@ class Tracking:
         """Trial id -> run id of the sweep's trial runs that are RUNNING (tag groupscale.trial_id)."""
         children = f"tags.mlflow.parentRunId = '{parent_run_id}'"
         query = f"{children} and tags.`groupscale.kind` = 'trial' and attributes.status = 'RUNNING'"
-        runs: dict[str, str] = {}
-        token = None
+        runs = self._search_all(experiment_id, query)
+        return {r.data.tags["groupscale.trial_id"]: r.info.run_id for r in runs if "groupscale.trial_id" in r.data.tags}
+
+    @outside_transaction
+    def child_runs(self, experiment_id: str, parent_run_id: str) -> list[str]:
+        """Ids of every active child run of ``parent_run_id``: trials' runs, runs made ahead, tuning runs."""
+        return [r.info.run_id for r in self._search_all(experiment_id, f"tags.mlflow.parentRunId = '{parent_run_id}'")]
+
+    def _search_all(self, experiment_id: str, query: str) -> list:
+        """Every run of ``experiment_id`` that ``query`` finds, page by page (MLflow's ``search_runs`` filter)."""
+        runs, token = [], None
         while True:
             page = self.client.search_runs([experiment_id], query, max_results=1000, page_token=token)
-            runs |= {r.data.tags["groupscale.trial_id"]: r.info.run_id for r in page if "groupscale.trial_id" in r.data.tags}
+            runs.extend(page)
             token = page.token
             if not token:
                 return runs

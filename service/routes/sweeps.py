@@ -21,7 +21,7 @@ from service.purge import PurgeRefused, clean_up, purge_sweep
 from service.results import fit_from_trials, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import Sweep, Trial
-from sweeps.law import LawFit
+from sweeps.fit import LawFit
 from sweeps.spec import SweepSpec
 
 log = logging.getLogger("groupscale.api")
@@ -133,8 +133,8 @@ def cancel_sweep(
                 left = purge_sweep(s, sweep, store.spec(sweep))
             except PurgeRefused as e:
                 raise HTTPException(409, str(e)) from None
-        runs = clean_up(left, tracking, settings.data_dir, settings.resolved_database_url)  # after the commit
-        return {"id": sweep_id, "deleted": True, "mlflow_runs_deleted": runs}
+        runs, failed = clean_up(left, tracking, settings.data_dir, settings.resolved_database_url)  # after the commit
+        return {"id": sweep_id, "deleted": True, "mlflow_runs_deleted": runs, "mlflow_runs_not_deleted": failed}
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
         lifecycle.cancel_sweep(s, sweep)

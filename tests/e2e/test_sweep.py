@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+from mlflow.entities import ViewType
 
 from sweeps.spec import load_spec
+from tests.browser import page_text, require_chromium
 from tests.e2e.conftest import BANDIT_SWEEP, assert_fit_of
 from tests.factories import spec
 
@@ -101,15 +103,18 @@ def test_sweep_end_to_end(stack):
         assert sorted(gaps) == [10, 20] and gaps[10] == pytest.approx(t["metrics"]["gap@10"])
 
 
-def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):
-    long = {**SPEC, "name": "e2e-cancel", "steps": 100_000, "group_sizes": [2, 4]}
+def test_cancel_stops_a_running_sweep_and_kills_its_runs_and_delete_removes_every_run(stack):
+    """A cancel stops the running trials within 10 s and ends every run KILLED; `delete` then moves every run of the
+    sweep to MLflow's deleted stage, the runs made ahead for trials that never started included (they are children
+    of the parent that no trial row names)."""
+    long = {**SPEC, "name": "e2e-cancel", "steps": 100_000, "group_sizes": [2, 4, 8, 16], "seeds": [0, 1]}
     sid = stack.http.post("/v1/sweeps", json=long).json()["id"]
     stack.wait(sid, {"running"}, timeout_s=120)
     deadline = time.monotonic() + 120
     while not any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
         assert time.monotonic() < deadline
         time.sleep(0.5)
-    time.sleep(3)  # let the trials get going
+    time.sleep(3)  # let the trials get going, and the waiting ones get their runs made ahead
     t0 = time.monotonic()
     assert stack.http.delete(f"/v1/sweeps/{sid}").json()["status"] == "cancelled"
     while any(t["status"] == "running" for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json()):
@@ -119,13 +124,28 @@ def test_cancel_stops_a_running_sweep_and_kills_its_runs(stack):
     assert {t["status"] for t in trials} == {"cancelled"}
     client = MlflowClient(stack.mlflow_uri)
     sweep = stack.http.get(f"/v1/sweeps/{sid}").json()
+    parent, experiment = sweep["mlflow"]["parent_run_id"], sweep["mlflow"]["experiment_id"]
     deadline = time.monotonic() + 30
-    while client.get_run(sweep["mlflow"]["parent_run_id"]).info.status != "KILLED":
+    while client.get_run(parent).info.status != "KILLED":
         assert time.monotonic() < deadline, "the parent run must end KILLED"
         time.sleep(0.5)
     for t in trials:
         if t["mlflow_run_id"]:
             assert client.get_run(t["mlflow_run_id"]).info.status == "KILLED"
+    children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'", run_view_type=ViewType.ALL)
+    stored = {t["mlflow_run_id"] for t in trials if t["mlflow_run_id"]}
+    ahead = {r.info.run_id for r in children} - stored
+    assert ahead, "the waiting trials' runs are made ahead of their start (service.scheduler.loop.LOOKAHEAD)"
+    assert {r.info.status for r in children} == {"KILLED"}
+    deadline = time.monotonic() + 60
+    while (r := stack.cli("delete", sid, "--yes", timeout_s=60)).returncode == 2:  # 409 until its runs are closed
+        assert time.monotonic() < deadline, r.stderr
+        time.sleep(1)
+    assert r.returncode == 0, r.stderr
+    assert f"{sid}: deleted ({len(children) + 1} MLflow runs moved to the deleted stage)" in " ".join(r.stdout.split())
+    left = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'", run_view_type=ViewType.ALL)
+    assert {x.info.lifecycle_stage for x in left} == {"deleted"} and len(left) == len(children)
+    assert client.get_run(parent).info.lifecycle_stage == "deleted"
 
 
 @SQLITE_ONLY
@@ -139,6 +159,9 @@ def test_submit_watch_watch_and_cancel_over_the_cli(stack, tmp_path):
     assert r.returncode == 0, r.stderr
     sid = r.stdout.split()[-1]
     assert stack.http.get(f"/v1/sweeps/{sid}").json()["status"] == "succeeded"
+    links = _mlflow_links(r.stderr) + _mlflow_links(stack.cli("status", sid).stdout)
+    assert len(links) == 2 and links[0] == links[1], (r.stderr, links)
+    _opens_in_the_model_training_view(links[0], tmp_path / "submit-link.png")
     r = stack.cli("watch", sid)
     assert (r.returncode, r.stdout.strip()) == (0, f"{sid}: succeeded")
     long = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-cli-cancel", "steps": 100_000, "group_sizes": [4]}).json()
@@ -147,6 +170,20 @@ def test_submit_watch_watch_and_cancel_over_the_cli(stack, tmp_path):
     assert {t["status"] for t in stack.http.get(f"/v1/sweeps/{long['id']}/trials").json()} <= {"cancelled"}
     r = stack.cli("watch", long["id"])
     assert r.returncode == 1 and r.stdout.startswith(f"{long['id']}: cancelled"), r.stdout
+
+
+def _mlflow_links(output: str) -> list[str]:
+    """The MLflow links a CLI command printed ("MLflow: URL" lines)."""
+    return [line.split("MLflow: ", 1)[1].strip() for line in output.splitlines() if line.startswith("MLflow: ")]
+
+
+def _opens_in_the_model_training_view(url: str, screenshot: Path) -> None:
+    """MLflow 3 opens an experiment in its GenAI view (traces) unless the link picks the model-training one; there
+    the sweep's parent run shows its child runs (the trials), parameters and model metrics."""
+    require_chromium()
+    text = page_text(url, "Child runs", screenshot)
+    assert "Child runs" in text and "Model metrics" in text and "G=2 B=16 seed=0" in text, text[:2000]
+    assert "Observability" not in text and "Sessions" not in text, text[:2000]  # the GenAI view's navigation
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
