@@ -1,8 +1,9 @@
-"""HTTP client for the CLI (httpx). Reads GROUPSCALE_URL and GROUPSCALE_API_TOKEN."""
+"""HTTP client for the CLI (httpx). Reads GROUPSCALE_URL, GROUPSCALE_API_TOKEN and GROUPSCALE_WAIT_S."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -20,17 +21,42 @@ class ApiError(RuntimeError):
 
 
 CHECKED_POST_S = 90.0  # a submit, probe or extend: the server checks the rewards on the cluster (up to 60 s) first
+WAIT_S = 60.0  # a controller that refuses connections is waited for this long: `groupscale up` needs 15-30 s to answer
 
 
 class Client:
-    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0, wait_s: float | None = None
+    ) -> None:
+        """wait_s: how long a refused connection (a controller still starting) is retried, in seconds (default
+        $GROUPSCALE_WAIT_S or WAIT_S; 0: not at all). Only refused connections are retried: nothing was sent."""
         self.url = (url or os.environ.get("GROUPSCALE_URL") or DEFAULT_URL).rstrip("/")
         token = token or os.environ.get("GROUPSCALE_API_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        self.wait_s = float(os.environ.get("GROUPSCALE_WAIT_S", WAIT_S)) if wait_s is None else wait_s
+        self._reached = False  # once the controller answered, a refused connection is an outage, not a start
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """One request; while the controller refuses connections (it is starting), tried again every 0.5 s for up
+        to ``wait_s``, saying so once on stderr. Raises httpx.ConnectError when it never answers."""
+        deadline = time.monotonic() + self.wait_s
+        told = False
+        while True:
+            try:
+                r = self._http.request(method, path, **kw)
+                self._reached = True
+                return r
+            except httpx.ConnectError:
+                if self._reached or time.monotonic() >= deadline:
+                    raise
+                if not told:
+                    print(f"waiting up to {self.wait_s:.0f} s for the controller at {self.url} to start ...", file=sys.stderr)
+                    told = True
+                time.sleep(0.5)
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
-        r = self._http.request(method, path, **kw)
+        r = self._request(method, path, **kw)
         if r.status_code >= 400:
             try:
                 body = r.json()

@@ -61,10 +61,10 @@ def extend_sweep(s: Session, store: Store, sweep: Sweep, new: SweepSpec) -> list
     ]
     if not transition(s, sweep, SweepStatus.RUNNING, fit=None, error=None, mlflow_closed=False):
         raise ExtendRefused(409, f"sweep {sweep.id} changed status while being extended; try again")
-    s.add_all(trials)
+    sweep.trials.extend(trials)  # through the relationship, so the answer's progress counts them (not s.add_all)
     if new.tune_lr is not None:
         tuned = {(t.group_size, t.samples_per_step) for t in sweep.lr_tunings}
-        s.add_all(
+        sweep.lr_tunings.extend(
             LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b)
             for b in new.samples_per_step
             for g in new.group_sizes

@@ -170,7 +170,10 @@ def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
     mlflow = redact(settings.mlflow_tracking_uri or "")
     if own_mlflow:
         mlflow += " (on 127.0.0.1 only, without a login; docker/ runs MLflow with one)"
-    return f"groupscale: API http://{host}:{port} (docs /docs; {access}), MLflow {mlflow}, data {settings.data_dir}"
+    return (
+        f"groupscale: API http://{host}:{port} (docs /docs; {access}), MLflow {mlflow}, data {settings.data_dir}\n"
+        "groupscale: up runs in the foreground until Ctrl-C; use another terminal for submit, status, answer, ..."
+    )
 
 
 SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told to stop
@@ -192,6 +195,9 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     if not env_uri:
         claim_port("127.0.0.1", mlflow_port, "--mlflow-port", data_dir.resolve())
     start_watchdog(mark_environment())  # from here on every process started carries the marker
+    # MLflow's client prints "View run ... at: URL" on stdout whenever a run ends: in `up`'s terminal, often the one
+    # the user types client commands in, those lines cut into progress bars. The run links are in the API's answers.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     mlflow_proc = None
     if not env_uri:
         mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)

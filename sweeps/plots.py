@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from sweeps.law import LawFit, law_curve
+from sweeps.fit import LawFit, law_curve
 
 
 def plot_fit(fit: LawFit, title: str = "") -> Figure:
@@ -27,6 +27,10 @@ def plot_fit(fit: LawFit, title: str = "") -> Figure:
     if fit.g_star is not None:
         ax.axvline(fit.g_star, color="k", ls="--", label=f"G* = {fit.g_star:.2f}")
     ax.set_xscale("log", base=2)
+    swept = sorted({int(p["group_size"]) for b in fit.per_budget for p in b.points})
+    if swept:  # ticks at the swept G, read as plain numbers (not powers of 2)
+        ax.set_xticks(swept, [str(g) for g in swept])
+        ax.minorticks_off()
     ax.set_xlabel("group size G (completions per prompt)")
     ax.set_ylabel(fit.metric + (" (higher is better)" if fit.maximize else " (lower is better)"))
     ax.set_title(title or f"group-size law fit: {fit.status}")

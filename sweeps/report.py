@@ -14,7 +14,7 @@ from html import escape
 
 from matplotlib.figure import Figure
 
-from sweeps.law import LawFit
+from sweeps.fit import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
 
 _STYLE = (
@@ -34,7 +34,15 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}g}"
 
 
-def render_report(fit: LawFit, title: str, probe: dict | None = None, answer: dict | None = None) -> str:
+def render_report(
+    fit: LawFit,
+    title: str,
+    probe: dict | None = None,
+    answer: dict | None = None,
+    *,
+    spec: dict | None = None,
+    created: str | None = None,
+) -> str:
     """The report as one HTML string.
 
     Args:
@@ -42,6 +50,8 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None, answer: di
         title: the sweep's name and id.
         probe: a probe's result (GET /v1/probes/{id} ``result``) to set beside the sweep's G*, or None.
         answer: a `groupscale answer` result (GET /v1/answers/{id} ``result``, sweeps.answer) likewise, or None.
+        spec: the sweep's spec as JSON (SweepSpec.model_dump(mode="json")): what was swept, in the header.
+        created: when the sweep was submitted (ISO 8601), in the header.
     """
     lo, hi = fit.g_star_ci95 or [None, None]
     tied = fit.equivalent_group_sizes
@@ -49,6 +59,7 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None, answer: di
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
+        swept_paragraph(spec, created),
         "<h2>Answer</h2>",
         f"<p id='recommendation'>Recommended G: <b>{fit.recommended_group_size or 'none'}</b>"
         + (f" (indistinguishable: {', '.join(map(str, tied))})" if len(tied) > 1 else "")
@@ -97,6 +108,29 @@ def render_report(fit: LawFit, title: str, probe: dict | None = None, answer: di
     parts.append(answer_paragraph(fit, answer))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def swept_paragraph(spec: dict | None, created: str | None) -> str:
+    """What was swept: task, model, measure, steps, the grid, seeds, the GRPO settings that change G*, and when."""
+    if not spec:
+        return "<p id='swept'>What was swept: not given.</p>"
+    model = spec["model"].get("preset") or spec["model"].get("path") or "?"
+    grpo = spec.get("grpo") or {}
+    settings = ", ".join(f"{k} {grpo[k]}" for k in ("lr", "advantage", "loss_type", "temperature", "max_new_tokens") if k in grpo)
+    measure = (spec.get("measure") or {}).get("kind", "outcome")
+    rows = [
+        ("task", spec["task"].get("label") or spec["task"].get("name", "?")),
+        ("model", model),
+        ("measure", f"{measure}, {spec.get('steps', '?')} steps" if measure == "outcome" else measure),
+        ("group sizes G", ", ".join(map(str, spec.get("group_sizes", [])))),
+        ("budgets B", ", ".join(map(str, spec.get("samples_per_step", [])))),
+        ("seeds", str(len(spec.get("seeds", [])))),
+        ("engine", str(spec.get("engine", "groupscale"))),
+        ("GRPO", settings or "defaults"),
+        ("submitted", (created or "?")[:16].replace("T", " ") + (" UTC" if created else "")),
+    ]
+    cells = "".join(f"<tr><th>{escape(k)}</th><td style='text-align:left'>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<table id='swept'>{cells}</table>"
 
 
 def agreement(fit: LawFit, probe: dict) -> str:

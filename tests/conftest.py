@@ -6,6 +6,9 @@ from service.store import CHECK_ENV
 from tests.postgres import PostgresServer
 
 os.environ.setdefault(CHECK_ENV, "1")  # a tracking or Ray call inside a store transaction raises, in every test and e2e stack
+# A refused connection fails at once (service.client waits for a starting controller by default); the tests of that
+# wait set it themselves, and the e2e stacks answer before a client is pointed at them.
+os.environ.setdefault("GROUPSCALE_WAIT_S", "0")
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ def submit(
     client = Client(url)
     sweep = _api(client.submit, spec.model_dump(mode="json"), str(uuid.uuid4()))  # a retry under this key never makes two
     if sweep["mlflow"]["url"]:
-        err.print(f"MLflow: {sweep['mlflow']['url']}")
+        err.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
     typer.echo(sweep["id"])
     if watch:
         final = watch_sweep(client, sweep["id"])
@@ -65,28 +65,35 @@ def status(
             + (f"  error: {sweep['error']}" if sweep["error"] else "")
         )
         if sweep["mlflow"]["url"]:
-            out.print(f"MLflow: {sweep['mlflow']['url']}")
+            out.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
         return None
     sweeps = _api(client.sweeps)
     if as_json:
         return _print_json(sweeps)
-    t = Table(padding=(0, 1), pad_edge=False)  # fits 80 columns with a 12-character id
-    t.add_column("id", no_wrap=True, min_width=12)  # ids must stay whole to be copied
-    t.add_column("name", max_width=18, overflow="ellipsis", no_wrap=True)
-    for col in ("status", "done", "cancel", "fit", "G*", "created"):
-        t.add_column(col, no_wrap=True)
-    for w in sweeps:
-        p = w["progress"]
-        t.add_row(
+    rows = [
+        (
             w["id"],
             w["name"],
             w["status"],
-            f"{p['done']}/{p['total']}",
-            str(p["cancelled"]),
+            f"{w['progress']['done']}/{w['progress']['total']}",
+            str(w["progress"]["cancelled"]),
             w["fit_status"] or "-",
             _fmt(w["g_star"]),
             w["created_at"][5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
         )
+        for w in sweeps
+    ]
+    # Every column but the name keeps its widest cell whole (ids to be copied, G* to be read); the name takes what is
+    # left of the terminal's width (at least 4), cut with an ellipsis. Widths are set, so rich never cuts the others.
+    names = ("id", "name", "status", "done", "cancel", "fit", "G*", "created")
+    widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(names)]
+    frame = 3 * len(names) - 1  # a boxed table, padding (0, 1) without the outer edges: 3 characters a column, less 1
+    widths[1] = max(4, min(widths[1], out.width - frame - sum(widths) + widths[1]))
+    t = Table(padding=(0, 1), pad_edge=False)
+    for col, width in zip(names, widths):
+        t.add_column(col, width=width, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        t.add_row(*row)
     out.print(t)
     return None
 
@@ -118,9 +125,14 @@ def extend(
     if not group_sizes and not seeds:
         _fail("give --group-sizes or --seeds (or both)", 2)
     client = Client(url)
+    before = _api(client.sweep, sweep_id)["progress"]["total"]  # extend is refused while the sweep runs: no race
     sweep = _api(client.extend, sweep_id, _ints("--group-sizes", group_sizes), _ints("--seeds", seeds))
     p = sweep["progress"]
-    out.print(f"{sweep['id']}: {sweep['status']}, {p['done']} of {p['total']} trials done (the new ones run now)")
+    added = p["total"] - before
+    out.print(
+        f"{sweep['id']}: added {added} trial{'s' * (added != 1)} to the {before} there were; {sweep['status']}, "
+        f"{p['done']} of {p['total']} done (the new ones run now)"
+    )
     if watch:
         final = watch_sweep(client, sweep["id"])
         raise typer.Exit(0 if final["status"] == "succeeded" else 1)
@@ -136,4 +148,7 @@ def delete(
     if not yes and not typer.confirm(f"delete sweep {sweep_id} and its MLflow runs?"):
         _fail("not deleted", 1)
     done = _api(Client(url).delete, sweep_id)
+    left = done.get("mlflow_runs_not_deleted") or []
     out.print(f"{done['id']}: deleted ({done['mlflow_runs_deleted']} MLflow runs moved to the deleted stage)")
+    if left:
+        _fail(f"{len(left)} MLflow runs of the sweep could not be deleted (see the controller's log): {', '.join(left)}")

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
-from service.cli.render import print_fit, watch_sweep
+from service.cli.render import print_fit, verdict, watch_sweep
 from service.client import Client
 
 
@@ -86,14 +86,12 @@ def demo(
                     f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}",
                 )
         out.print(t)
-        rec = _api(client.recommend, spec.task.name, spec.model.label, None)
-        out.print(
-            f"recommendation for task={spec.task.name} model={spec.model.label}: "
-            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] ({rec['status']})"
-        )
         url = final["mlflow"]["url"]
         note = "" if keep else f"  (the stack stops now; `groupscale up --data-dir {data_dir}` serves it again)"
         out.print(f"MLflow run: {url}{note}", soft_wrap=True)
+        rec = _api(client.recommend, spec.task.name, spec.model.label, None)
+        out.print(f"recommendation for task={spec.task.name} model={spec.model.label}:")
+        out.print(f"[bold]{verdict(rec)}[/bold]", highlight=False, soft_wrap=True)
         if keep:
             out.print(
                 f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"

@@ -11,8 +11,33 @@ from service.cli.app import TERMINAL, _api, _fmt, err, out
 from service.client import Client
 
 
+def verdict(answer: dict) -> str:
+    """The answer in words, with its evidence and interval: the last line a user reads.
+
+    answer: a fit (sweeps.fit.LawFit's JSON) or a recommendation (service.schemas.Recommendation's): reads
+    recommended_group_size, g_star, g_star_ci95, evidence, evidence_reason, status and, when there,
+    equivalent_group_sizes and g_star_bound.
+    """
+    g, ci, evidence = answer.get("recommended_group_size"), answer.get("g_star_ci95"), answer.get("evidence")
+    reason = answer.get("evidence_reason") or answer.get("message") or answer.get("status", "")
+    if g is None:
+        return f"no G to recommend ({answer.get('status', '-')}): {reason}"
+    closed = bool(ci) and None not in ci
+    interval = f"G* = {_fmt(answer.get('g_star'))}, 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if closed else "G* has no interval"
+    ties = answer.get("equivalent_group_sizes") or []
+    if len(ties) < 2 and closed:
+        ties = [k for k in range(max(2, int(-(-ci[0] // 1))), int(ci[1]) + 1)]
+    alike = f"anything from {min(ties)} to {max(ties)} is as good" if len(ties) > 1 else f"G = {g} is clearly best"
+    bound = answer.get("g_star_bound")
+    if bound:
+        alike = f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"
+    if evidence == "strong":
+        return f"use G = {g}, strong evidence: {alike} ({interval})"
+    return f"use G = {g}, {evidence or 'unassessed'} evidence: {alike} ({interval}); {reason}"
+
+
 def print_fit(fit: dict) -> None:
-    """Human summary of a fit (the JSON shape of sweeps.law.LawFit)."""
+    """Human summary of a fit (the JSON shape of sweeps.fit.LawFit)."""
     t = Table(title=f"group-size law fit ({fit['metric']}, {'higher' if fit['maximize'] else 'lower'} is better)")
     for col in ("B", "status", "G*", "a", "b", "c", "R²", "recommended G"):
         t.add_column(col)
@@ -42,6 +67,7 @@ def print_fit(fit: dict) -> None:
         out.print(f"evidence: [bold]{fit['evidence']}[/bold] ({fit.get('evidence_reason', '')})", highlight=False)
     if fit.get("message"):
         out.print(fit["message"], highlight=False)
+    out.print(f"[bold]{verdict(fit)}[/bold]", highlight=False, soft_wrap=True)
 
 
 def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:

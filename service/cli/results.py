@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import print_answer, print_fit
+from service.cli.render import print_answer, print_fit, verdict
 from service.client import Client
 from sweeps.finite import finite_or_none
 
@@ -28,7 +28,7 @@ def fit(
     doc = _api(Client(url).fit, sweep_id)
     _print_json(doc) if as_json else print_fit(doc)
     if plot is not None:
-        from sweeps.law import LawFit  # scipy and matplotlib: only when a plot is asked for
+        from sweeps.fit import LawFit  # scipy and matplotlib: only when a plot is asked for
         from sweeps.plots import plot_fit
 
         try:
@@ -70,9 +70,12 @@ def compare(
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Two sweeps' fits side by side: G*, intervals, evidence, and whether the intervals overlap."""
+    """Two sweeps' fits side by side: G*, intervals, evidence, and whether the intervals overlap. Sweeps of different
+    tasks, models or measures are compared all the same, with a warning that names what differs."""
     client = Client(url)
+    specs = {sid: _api(client.sweep, sid)["spec"] for sid in (first, second)}
     fits = {sid: _api(client.fit, sid) for sid in (first, second)}
+    differ = [k for k in ("task", "model", "measure") if specs[first].get(k) != specs[second].get(k)]
     a, b = (fits[first].get("g_star_ci95"), fits[second].get("g_star_ci95"))
     closed = all(ci and None not in ci for ci in (a, b))
     overlap = bool(closed and a[0] <= b[1] and b[0] <= a[1])
@@ -81,8 +84,15 @@ def compare(
         if closed
         else "no comparison of intervals: a fit has no closed interval (see its status)"
     )
+    if differ:
+        verdict = (
+            f"warning: the sweeps differ in {' and '.join(differ)} ({_what(specs[first], differ)} vs "
+            f"{_what(specs[second], differ)}), so their G* answer different questions; " + verdict
+        )
     if as_json:
-        return _print_json({"fits": fits, "intervals_overlap": overlap if closed else None, "message": verdict})
+        return _print_json(
+            {"fits": fits, "intervals_overlap": overlap if closed else None, "differ_in": differ, "message": verdict}
+        )
     t = Table()
     for col in ("sweep", "status", "G*", "95% CI", "use G", "evidence"):
         t.add_column(col)
@@ -101,6 +111,16 @@ def compare(
     return None
 
 
+def _what(spec: dict, keys: list[str]) -> str:
+    """A short name of a spec's ``keys`` (task, model, measure): "arithmetic, tiny-llama"."""
+    names = {
+        "task": spec["task"].get("name", "?"),
+        "model": spec["model"].get("preset") or spec["model"].get("path") or "?",
+        "measure": (spec.get("measure") or {}).get("kind", "outcome"),
+    }
+    return ", ".join(str(names[k]) for k in keys)
+
+
 @app.command()
 def report(
     sweep_id: Annotated[str, typer.Argument(metavar="ID")],
@@ -110,7 +130,7 @@ def report(
     url: UrlOpt = None,
 ) -> None:
     """Write a sweep's report: one self-contained HTML file (plots inlined) to read or send."""
-    from sweeps.law import LawFit  # scipy and matplotlib: only for this command
+    from sweeps.fit import LawFit  # scipy and matplotlib: only for this command
     from sweeps.report import render_report
 
     client = Client(url)
@@ -118,7 +138,10 @@ def report(
     probe_result = _api(client.get_probe, probe).get("result") if probe else None
     answer_result = _api(client.get_answer, answer).get("result") if answer else None
     title = f"{sweep['name']} ({sweep_id})"
-    out_path.write_text(render_report(LawFit.model_validate(fit), title, probe_result, answer_result))
+    html = render_report(
+        LawFit.model_validate(fit), title, probe_result, answer_result, spec=sweep["spec"], created=sweep["created_at"]
+    )
+    out_path.write_text(html)
     out.print(f"report written to {out_path}")
 
 
@@ -152,11 +175,9 @@ def recommend(
     if as_json or fmt is RecommendFormat.json:
         return _print_json(rec)
     if fmt is RecommendFormat.text:
-        out.print(
-            f"use G = [bold]{rec['recommended_group_size'] or '-'}[/bold] (G* = {_fmt(rec['g_star'])}, "
-            f"fit {rec['status']}, sweep {rec['sweep_id']}, task {rec['task_key']}, model {rec['model_key']})"
-        )
+        out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
         out.print(rec["message"], highlight=False)
+        out.print(f"[bold]{verdict(rec)}[/bold]", highlight=False, soft_wrap=True)
         return None
     g = rec["recommended_group_size"]
     if g is None:

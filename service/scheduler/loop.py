@@ -355,11 +355,11 @@ class Scheduler:
                 transition(s, sweep, SweepStatus.FITTING)
         with self.ctx.store.read() as s:  # the fits are computed in a read transaction: no write waits for them
             fitting = [
-                (w.id, w.name, w.mlflow_parent_run_id, self._fit(w))
+                (w.id, w.name, w.mlflow_parent_run_id, self._fit(w), {"spec": w.spec, "created": w.created_at.isoformat()})
                 for w in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING)
             ]
-        for sweep_id, name, parent, (fit, error) in fitting:
-            self._close(sweep_id, name, parent, fit, error)
+        for sweep_id, name, parent, (fit, error), about in fitting:
+            self._close(sweep_id, name, parent, fit, error, about)
 
     def _fit(self, sweep: Sweep) -> tuple[Any, str | None]:
         """(the law fit of a sweep whose trials have all ended, None) or (None, why it failed: no usable trial)."""
@@ -368,14 +368,15 @@ class Scheduler:
             return None, "no trial finished: " + "; ".join(reasons)[:2000]
         return fit_from_trials(sweep.trials, self.ctx.store.spec(sweep)), None
 
-    def _close(self, sweep_id: str, name: str, parent: str | None, fit: Any, error: str | None) -> None:
+    def _close(self, sweep_id: str, name: str, parent: str | None, fit: Any, error: str | None, about: dict) -> None:
         """Store a fitted sweep's end; its MLflow parent run ends first (after its children), outside the
-        transaction (a cancel that lands meanwhile wins: close_cancelled then ends the run KILLED)."""
+        transaction (a cancel that lands meanwhile wins: close_cancelled then ends the run KILLED).
+        ``about``: {spec, created} of the sweep, for its report's header."""
         tracking = self.ctx.tracking
         self.ctx.drain()  # the child runs end before their parent
         if tracking and parent:
             if error is None:
-                self.ctx.safe(tracking.end_sweep, parent, fit, f"{name}: {fit.status}")
+                self.ctx.safe(tracking.end_sweep, parent, fit, f"{name}: {fit.status}", "FINISHED", about)
             else:
                 self.ctx.safe(tracking.end_sweep, parent, None, name, "FAILED")
         with self.ctx.store.session() as s:

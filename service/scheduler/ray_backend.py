@@ -40,7 +40,7 @@ def connect_ray(settings: Settings) -> bool:
     stack down cleanly.
     """
     if settings.ray_address:
-        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False)
+        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
         return False
     # address="local": always a new head, never a cluster that `ray start` left on this machine.
     ray.init(
@@ -49,6 +49,7 @@ def connect_ray(settings: Settings) -> bool:
         namespace=NAMESPACE,
         include_dashboard=False,
         log_to_driver=False,
+        logging_level=logging.ERROR,  # no "Started a local Ray instance" or token-auth lines in `up`'s terminal
         _node_ip_address="127.0.0.1",
     )
     return True

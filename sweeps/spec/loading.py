@@ -37,7 +37,8 @@ def load_spec(path: str | Path) -> SweepSpec:
         OSError: the file cannot be read.
         pydantic.ValidationError: the mapping is not a valid spec.
     """
-    data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    with open(path, encoding="utf-8") as stream:  # a stream, so that a YAML error names the file, not "<unicode string>"
+        data = yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     if not isinstance(data, dict):
         raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
     return SweepSpec.model_validate(data).with_paths_from(Path(path).resolve().parent)
@@ -55,7 +56,22 @@ def error_message(error: Any) -> str:
     loc = [p for p in error.get("loc", ()) if p != "body"]
     if error.get("type") == "extra_forbidden":
         return unknown_field_message(loc) or str(error.get("msg", ""))
+    if error.get("type") == "union_tag_invalid":  # an unknown task name (or another tagged union's tag)
+        return unknown_tag_message(error.get("ctx", {})) or str(error.get("msg", ""))
     return str(error.get("msg", ""))
+
+
+def unknown_tag_message(ctx: dict[str, Any]) -> str | None:
+    """For a ``union_tag_invalid`` error's context: "unknown name 'arithmetc'; did you mean arithmetic? allowed:
+    arithmetic, bandit, ..." (the closest allowed tags by difflib); None without the tag and the allowed ones."""
+    tag, expected = ctx.get("tag"), ctx.get("expected_tags")
+    if not isinstance(tag, str) or not isinstance(expected, str):
+        return None
+    allowed = [t.strip().strip("'") for t in expected.split(",")]
+    key = str(ctx.get("discriminator", "name")).strip("'")
+    close = difflib.get_close_matches(tag, allowed, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"unknown {key} {tag!r}{hint} allowed: {', '.join(allowed)}"
 
 
 def unknown_field_message(loc: tuple | list) -> str | None:

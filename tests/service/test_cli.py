@@ -81,6 +81,29 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     assert r.exit_code == 2 and "duplicate key 'name'" in r.output
 
 
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    p = tmp_path / "broken.yaml"
+    p.write_text("name: x\ntask: {name: arithmetic\nmodel: {preset: tiny-llama}\n")
+    r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
+    assert r.exit_code == 2, r.output
+    message = " ".join(r.output.split())  # rich wraps long lines
+    assert f'in "{p}", line 3' in message and "<unicode string>" not in message, r.output
+
+
+@pytest.mark.parametrize(
+    "typed, hint", [("arithmetc", "did you mean arithmetic?"), ("bandt", "did you mean bandit?"), ("zzz", "")]
+)
+def test_an_unknown_task_name_suggests_the_closest_and_lists_the_allowed(tmp_path, typed, hint):
+    p = tmp_path / "s.yaml"
+    p.write_text(json.dumps(spec(task={"name": typed})))
+    r = runner.invoke(app, ["submit", str(p), "--url", "http://127.0.0.1:9"])
+    message = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"task: unknown name '{typed}'" in message, r.output
+    assert hint in message and "allowed: arithmetic, bandit, jsonl, dataset" in message
+    if not hint:
+        assert "did you mean" not in message
+
+
 def test_up_refuses_one_database_for_the_store_and_mlflow_before_starting_anything(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     monkeypatch.setenv("GROUPSCALE_DATABASE_URL", url)

@@ -140,6 +140,7 @@ def test_extend_adds_only_the_new_trials_and_reopens_the_sweep(app_client):
         s.get(Sweep, "s4").status = "succeeded"
     r = run("extend", "s4", "--group-sizes", "24", "--seeds", "2")
     assert r.exit_code == 0, r.output
+    assert "s4: added 10 trials to the 14 there were; running, 14 of 24 done" in " ".join(r.output.split())
     trials = c.get("/v1/sweeps/s4/trials").json()
     new = [t for t in trials if t["status"] == "pending"]
     # G = 24 at seeds 0, 1, 2 and seed 2 at the 7 old G: 10 new; the 14 finished ones are kept as they were
@@ -201,3 +202,117 @@ def test_status_shows_cancelled_counts_within_80_columns(app_client):
     assert "cancel" in lines[1] and any("s9" in line and " 1 " in line for line in lines)
     one = run("status", "s9").stdout
     assert "cancelled 1" in one
+
+
+def test_status_keeps_ids_and_g_star_whole_in_80_columns_and_cuts_the_name(app_client):
+    """A fitted sweep with a long name and a real-length id: in 80 columns G* and the id stay whole (they are read
+    and copied), every fit status too; the name gives way with an ellipsis."""
+    from sweeps.fit import fit_law
+
+    with app_client.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.name = "arithmetic-tiny-llama-long-sweep-name-2026"
+        sweep.status = "succeeded"
+        t = sweep.trials
+        sweep.fit = fit_law(
+            [x.group_size for x in t], [48] * len(t), [x.seed for x in t], [x.metrics["gap"] for x in t]
+        ).model_dump()
+        g_star = sweep.fit["g_star"]
+        s.get(Sweep, "s9").fit = {"status": "insufficient_data", "g_star": None}
+    r = CliRunner().invoke(cli, ["status"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, r.stdout
+    row = next(line for line in lines if line.startswith("│s4 "))
+    assert f" {g_star:.3g} " in row and "…" in row and "2026" not in row, row
+    assert any("insufficient_data" in line for line in lines), r.stdout
+
+
+def test_compare_warns_when_the_sweeps_measure_different_things(app_client):
+    with app_client.app.state.store.session() as s:
+        s.get(Sweep, "s9").spec = {**_spec("s9"), "task": {"name": "bandit"}, "model": {"preset": "tabular"}}
+    r = run("compare", "s4", "s9", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["differ_in"] == ["task", "model"]
+    assert doc["message"].startswith(
+        "warning: the sweeps differ in task and model (arithmetic, tiny-llama vs bandit, tabular), so their G* answer "
+        "different questions; "
+    )
+    same = json.loads(run("compare", "s4", "s4", "--json").stdout)
+    assert same["differ_in"] == [] and not same["message"].startswith("warning")
+    text = " ".join(run("compare", "s4", "s9").output.split())
+    assert "warning: the sweeps differ in task and model" in text
+
+
+@pytest.mark.parametrize(
+    "answer, line",
+    [
+        (
+            {
+                "recommended_group_size": 3,
+                "g_star": 2.6,
+                "g_star_ci95": [1.0, 4.26],
+                "evidence": "weak",
+                "evidence_reason": "the interval of G* [1, 4.26] spans more than half the grid (in log G)",
+            },
+            "use G = 3, weak evidence: anything from 2 to 4 is as good (G* = 2.6, 95% CI [1, 4.26]); the interval of G* "
+            "[1, 4.26] spans more than half the grid (in log G)",
+        ),
+        (
+            {
+                "recommended_group_size": 4,
+                "g_star": 4.1,
+                "g_star_ci95": [3.7, 4.4],
+                "evidence": "strong",
+                "equivalent_group_sizes": [4],
+                "evidence_reason": "the law beats a constant",
+            },
+            "use G = 4, strong evidence: G = 4 is clearly best (G* = 4.1, 95% CI [3.7, 4.4])",
+        ),
+        (
+            {
+                "recommended_group_size": 4,
+                "g_star": 4.6,
+                "g_star_ci95": [3.2, 6.9],
+                "evidence": "strong",
+                "equivalent_group_sizes": [4, 5, 6],
+            },
+            "use G = 4, strong evidence: anything from 4 to 6 is as good (G* = 4.6, 95% CI [3.2, 6.9])",
+        ),
+        (
+            {
+                "recommended_group_size": 2,
+                "g_star": None,
+                "g_star_ci95": None,
+                "evidence": "weak",
+                "status": "boundary",
+                "g_star_bound": {"side": "below", "group_size": 2},
+                "evidence_reason": "G* lies at the edge of the grid",
+            },
+            "use G = 2, weak evidence: G* lies below the grid's edge (2) (G* has no interval); G* lies at the edge of the grid",
+        ),
+        (
+            {
+                "recommended_group_size": None,
+                "status": "boundary",
+                "evidence": "none",
+                "evidence_reason": "the law does not fit better than a constant (F = 11.3, p = 0.21)",
+            },
+            "no G to recommend (boundary): the law does not fit better than a constant (F = 11.3, p = 0.21)",
+        ),
+    ],
+    ids=["weak", "strong", "strong with ties", "boundary", "none"],
+)
+def test_the_answer_line_carries_the_evidence_and_the_interval_in_words(answer, line):
+    from service.cli.render import verdict
+
+    assert verdict(answer) == line
+
+
+def test_recommend_and_fit_end_on_the_answer_line(app_client):
+    with app_client.app.state.store.session() as s:
+        s.get(Sweep, "s4").status = "succeeded"
+    fit = run("fit", "s4")
+    assert fit.exit_code == 0, fit.output
+    assert fit.stdout.strip().splitlines()[-1].startswith("use G = 4, ")

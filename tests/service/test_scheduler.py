@@ -180,7 +180,7 @@ class FakeTracking:
         self.calls.append(("end_trial", run_id, status))
         self.running.pop(run_id, None)
 
-    def end_sweep(self, run_id, fit, title, status="FINISHED"):
+    def end_sweep(self, run_id, fit, title, status="FINISHED", about=None):
         self.calls.append(("end_sweep", run_id, status))
 
     def kill(self, run_id):

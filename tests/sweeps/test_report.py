@@ -1,6 +1,6 @@
 """The sweep report (sweeps.report): one self-contained HTML file with the answer and its evidence."""
 
-from sweeps.law import fit_law
+from sweeps.fit import fit_law
 from sweeps.report import render_report
 
 GRID = [2, 3, 4, 6, 8, 12, 16]
@@ -37,3 +37,32 @@ def test_a_cheap_answer_is_set_against_the_sweeps_best():
     html = render_report(fit, "t", answer=outside)
     assert "Its G = 16 is not among the sweep&#x27;s best" in html and "900 sampled completions (0.90% of the grid)" in html
     assert "No answer given" in render_report(fit, "t")
+
+
+def test_the_report_says_what_was_swept_and_when():
+    from tests.factories import spec
+
+    s = spec(group_sizes=[2, 4, 8], samples_per_step=[16, 32], seeds=[0, 1, 2], steps=40, grpo={"lr": 3e-5})
+    html = render_report(law_fit(), "t", spec=s, created="2026-12-03T21:52:07.123456+00:00")
+    header = html[html.index("<table id='swept'>") : html.index("</table>")]
+    for cell in (
+        "task</th><td style='text-align:left'>arithmetic",
+        "model</th><td style='text-align:left'>tiny-llama",
+        "outcome, 40 steps",
+        "2, 4, 8",
+        "16, 32",
+        "seeds</th><td style='text-align:left'>3",
+        "lr 3e-05",
+        "2026-12-03 21:52 UTC",
+    ):
+        assert cell in header, (cell, header)
+    assert html.index("id='swept'") < html.index("<h2>Answer</h2>")
+    assert "What was swept: not given." in render_report(law_fit(), "t")
+
+
+def test_the_fit_plot_ticks_at_the_swept_group_sizes():
+    from sweeps.plots import plot_fit
+
+    ax = plot_fit(law_fit(), "t").axes[0]
+    assert [int(v) for v in ax.get_xticks()] == GRID
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(g) for g in GRID]
