@@ -44,7 +44,7 @@ def submit(
         err.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
     typer.echo(sweep["id"])
     if watch:
-        final = watch_sweep(client, sweep["id"])
+        final = watch_sweep(client, sweep["id"], link_shown=bool(sweep["mlflow"]["url"]))
         raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 
 

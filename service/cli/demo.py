@@ -68,7 +68,7 @@ def demo(
             _fail(f"the stack did not answer within 300 s; see {log_path}")
         sweep = _api(client.submit, spec.model_dump(mode="json"))
         err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")
-        final = watch_sweep(client, sweep["id"])
+        final = watch_sweep(client, sweep["id"], link_shown=True)  # its link is printed with the answer
         if final["status"] != "succeeded":
             _fail(f"sweep {final['id']} ended {final['status']}: {final['error']}")
         print_fit(_api(client.fit, sweep["id"]))

@@ -70,8 +70,9 @@ def print_fit(fit: dict) -> None:
     out.print(f"[bold]{verdict(fit)}[/bold]", highlight=False, soft_wrap=True)
 
 
-def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
-    """Progress bar until the sweep ends; returns the final sweep."""
+def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_shown: bool = False) -> dict:
+    """Progress bar until the sweep ends; returns the final sweep. The sweep's MLflow link is printed above the
+    bar once the scheduler has made its parent run (unless ``link_shown``: the caller printed it)."""
     sweep = _api(client.sweep, sweep_id)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
@@ -82,6 +83,9 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0) -> dict:
                 extra += f" tuning lr {p['tuning_done']}/{p['tuning_total']}"
             if p.get("g_star_ci95") and None not in p["g_star_ci95"]:
                 extra += f" G* in [{p['g_star_ci95'][0]:.3g}, {p['g_star_ci95'][1]:.3g}]"
+            if not link_shown and sweep["mlflow"]["url"]:
+                bar.console.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
+                link_shown = True
             bar.update(
                 task,
                 completed=p["done"] + p["failed"] + p.get("cancelled", 0),
