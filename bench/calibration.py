@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
-from sweeps.answer import grid_cost, passrate_group_size, trial_cost  # noqa: E402
+from sweeps.answer import passrate_group_size  # noqa: E402
+from sweeps.answer_plan import grid_cost, trial_cost  # noqa: E402
 from sweeps.fit import recommend_group_size  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
 

@@ -1,8 +1,8 @@
-"""Runs `groupscale answer`: the probe, the pilot and the successive halving that sweeps.answer planned.
+"""Runs `groupscale answer`: the probe, the pilot and the successive halving that sweeps.answer_plan planned.
 
 Each stage runs the real worker code in this process (workers.probe, workers.measures.run_measure); the
 completions it sampled are counted as it goes, so the answer reports what it spent, never more than
-the plan (sweeps.answer.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
+the plan (sweeps.answer_plan.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
 to Optuna's SuccessiveHalvingPruner (reduction factor 2), which decides the survivors.
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from sweeps.answer import Halving, Pilot, combine, plan_answer, rung_cost
+from sweeps.answer import combine
+from sweeps.answer_plan import Halving, Pilot, plan_answer, rung_cost
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
@@ -25,12 +26,12 @@ from workers.probe import run_probe
 
 
 def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> dict:
-    """The answer for ``spec`` within ``budget`` completions (sweeps.answer.plan_answer's default when None).
+    """The answer for ``spec`` within ``budget`` completions (sweeps.answer_plan.plan_answer's default when None).
 
     Returns:
         sweeps.answer.combine's dict (cost.completions <= the budget).
     Raises:
-        sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
+        sweeps.answer_plan.BudgetTooSmall: the budget does not pay for the smallest probe.
         ValueError, OSError: a task, model or data file that cannot be used.
     """
     start = time.perf_counter()

@@ -37,7 +37,7 @@ ALGOS, PROBE, ADAPTIVE, TRAINER = (
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
-ANSWER, T_ANSWER = "sweeps/answer.py", "tests/sweeps/test_answer.py"
+ANSWER, ANSWER_PLAN, T_ANSWER = "sweeps/answer.py", "sweeps/answer_plan.py", "tests/sweeps/test_answer.py"
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "halving_cost_no_halving",
-        ANSWER,
+        ANSWER_PLAN,
         "before, survivors = length, max(1, survivors // 2)",
         "before, survivors = length, survivors",
         "the halving's cost counts every G on every rung (plans too short a first rung)",
@@ -260,7 +260,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "halving_cost_first_eval_dropped",
-        ANSWER,
+        ANSWER_PLAN,
         "return trial_cost(spec, length - before, b, 1 + (1 if before == 0 else 0), eval_prompts)",
         "return trial_cost(spec, length - before, b, 1, eval_prompts)",
         "the eval before step 1 of the first rung not counted (the answer could spend past its budget)",

@@ -5,17 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.answer import (
-    MIN_PROBE_PROMPTS,
-    BudgetTooSmall,
-    _halving_cost,
-    combine,
-    grid_cost,
-    passrate_group_size,
-    plan_answer,
-    regret,
-    tie_set,
-)
+from sweeps.answer import combine, passrate_group_size, regret, tie_set
+from sweeps.answer_plan import MIN_PROBE_PROMPTS, BudgetTooSmall, _halving_cost, grid_cost, plan_answer
 from sweeps.fit import law_curve
 from sweeps.spec import SweepSpec
 from tests.factories import bandit_mse_spec
