@@ -60,7 +60,9 @@ def test_demo_keep_leaves_the_stack_serving_until_interrupted(tmp_path):
             printed += line
         api = re.search(r"API (http://127\.0\.0\.1:\d+)/docs", printed).group(1)
         mlflow = re.search(r"MLflow (http://127\.0\.0\.1:\d+);", printed).group(1)
-        assert "use G = " in printed and "the stack stops now" not in printed
+        answer = printed.split("recommendation for task=", 1)[1].splitlines()[1]  # the answer in words, with its evidence
+        assert re.match(r"(use G = \d+, (strong|weak) evidence: |no G to recommend \()", answer), printed
+        assert "the stack stops now" not in printed
         sweeps = httpx.get(f"{api}/v1/sweeps", timeout=10).json()
         assert [(w["name"], w["status"]) for w in sweeps] == [("demo-keep", "succeeded")]
         assert httpx.get(f"{mlflow}/health", timeout=10).status_code == 200

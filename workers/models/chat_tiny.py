@@ -19,8 +19,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from workers.models.lm import LMPolicy
-from workers.models.presets import token_settings
+from workers.models.lm import LMPolicy, token_settings
 from workers.rewards import numeric_match
 from workers.tasks.word_problems import word_problems
 

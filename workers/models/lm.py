@@ -93,3 +93,13 @@ class LMPolicy:
                 temperature=temperature,
             )
         return torch.exp(logp)
+
+
+def token_settings(tokenizer: PreTrainedTokenizerBase) -> dict[str, int | None]:
+    """The model config's vocabulary size and special token ids, read from its tokenizer."""
+    return {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }

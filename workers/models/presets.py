@@ -24,7 +24,7 @@ from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
-from workers.models.lm import LMPolicy
+from workers.models.lm import LMPolicy, token_settings
 from workers.tasks import Task
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -56,16 +56,6 @@ def build_char_tokenizer(characters: str) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK, padding_side="left"
     )
-
-
-def token_settings(tokenizer: PreTrainedTokenizerFast) -> dict[str, int | None]:
-    """The model config's vocabulary size and special token ids, read from its tokenizer."""
-    return {
-        "vocab_size": len(tokenizer),
-        "pad_token_id": tokenizer.pad_token_id,
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-    }
 
 
 def tiny_llama(tokenizer: PreTrainedTokenizerFast, seed: int) -> LlamaForCausalLM:
