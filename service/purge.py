@@ -30,7 +30,7 @@ class PurgeRefused(Exception):
 class Leftovers:
     """What a purged sweep leaves outside the store, removed by ``clean_up`` once the deletion is committed."""
 
-    run_ids: list[str]  # the parent run and the trials' stored runs
+    run_ids: list[str]  # the trials' stored runs
     experiment_id: str | None  # where the parent's children are searched: runs made ahead for trials that never
     parent_run_id: str | None  # started are children of the parent without a trial row that names them
     trial_ids: list[str]
@@ -46,7 +46,7 @@ def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
     if sweep.status not in SWEEP_TERMINAL or not sweep.mlflow_closed:
         raise PurgeRefused(f"sweep {sweep.id} is {sweep.status}: cancel it and wait until it has ended, then delete it")
     left = Leftovers(
-        run_ids=[r for r in [sweep.mlflow_parent_run_id, *(t.mlflow_run_id for t in sweep.trials)] if r],
+        run_ids=[t.mlflow_run_id for t in sweep.trials if t.mlflow_run_id],
         experiment_id=sweep.mlflow_experiment_id,
         parent_run_id=sweep.mlflow_parent_run_id,
         trial_ids=[t.id for t in sweep.trials],
@@ -62,11 +62,11 @@ def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, databas
     trials' runs and every other child of the parent (runs made ahead for trials that never started, tuning runs);
     remove the checkpoints and the Optuna studies. Returns (runs deleted, ids of the runs that could not be, each
     logged)."""
-    deleted, failed = 0, []
-    for run_id in _sweep_runs(left, tracking) if tracking is not None else []:
+    runs = _sweep_runs(left, tracking) if tracking is not None else []
+    failed = []
+    for run_id in runs:
         try:
             tracking.client.delete_run(run_id)  # type: ignore[union-attr]
-            deleted += 1
         except Exception:  # noqa: BLE001 - the sweep is gone from the store; say which run is left behind
             log.exception("MLflow run %s of a deleted sweep could not be deleted", run_id)
             failed.append(run_id)
@@ -79,7 +79,7 @@ def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, databas
         for name in optuna.get_all_study_names(storage):
             if name == left.study_prefix or name.startswith(left.study_prefix + "-"):
                 optuna.delete_study(study_name=name, storage=storage)
-    return deleted, failed
+    return len(runs) - len(failed), failed
 
 
 def _sweep_runs(left: Leftovers, tracking: Tracking) -> list[str]:
@@ -90,5 +90,4 @@ def _sweep_runs(left: Leftovers, tracking: Tracking) -> list[str]:
             children = tracking.child_runs(left.experiment_id, left.parent_run_id)
         except Exception:  # noqa: BLE001 - MLflow unreachable: the stored ids are tried (and reported) below
             log.exception("the children of MLflow run %s could not be listed", left.parent_run_id)
-    ordered = [r for r in left.run_ids if r != left.parent_run_id] + children + [left.parent_run_id or ""]
-    return [r for r in dict.fromkeys(ordered) if r]
+    return [r for r in dict.fromkeys([*left.run_ids, *children, left.parent_run_id or ""]) if r]
