@@ -25,8 +25,10 @@ def verdict(answer: dict) -> str:
     closed = bool(ci) and None not in ci
     interval = f"G* = {_fmt(answer.get('g_star'))}, 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if closed else "G* has no interval"
     ties = answer.get("equivalent_group_sizes") or []
-    if len(ties) < 2 and closed:
-        ties = [k for k in range(max(2, int(-(-ci[0] // 1))), int(ci[1]) + 1)]
+    if len(ties) < 2 and closed:  # a recommendation has no tie set: the G the law picks for some G* in the interval
+        from sweeps.answer import tie_set
+
+        ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
     alike = f"anything from {min(ties)} to {max(ties)} is as good" if len(ties) > 1 else f"G = {g} is clearly best"
     bound = answer.get("g_star_bound")
     if bound:
