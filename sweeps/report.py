@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from sweeps.fit import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
+from sweeps.spec import ModelSpec
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
@@ -114,7 +115,7 @@ def swept_paragraph(spec: dict | None, created: str | None) -> str:
     """What was swept: task, model, measure, steps, the grid, seeds, the GRPO settings that change G*, and when."""
     if not spec:
         return "<p id='swept'>What was swept: not given.</p>"
-    model = spec["model"].get("preset") or spec["model"].get("path") or "?"
+    model = ModelSpec.model_validate(spec["model"]).label
     grpo = spec.get("grpo") or {}
     settings = ", ".join(f"{k} {grpo[k]}" for k in ("lr", "advantage", "loss_type", "temperature", "max_new_tokens") if k in grpo)
     measure = (spec.get("measure") or {}).get("kind", "outcome")

@@ -113,9 +113,11 @@ def compare(
 
 def _what(spec: dict, keys: list[str]) -> str:
     """A short name of a spec's ``keys`` (task, model, measure): "arithmetic, tiny-llama"."""
+    from sweeps.spec import ModelSpec
+
     names = {
         "task": spec["task"].get("name", "?"),
-        "model": spec["model"].get("preset") or spec["model"].get("path") or "?",
+        "model": ModelSpec.model_validate(spec["model"]).label,
         "measure": (spec.get("measure") or {}).get("kind", "outcome"),
     }
     return ", ".join(str(names[k]) for k in keys)
