@@ -72,9 +72,9 @@ class TrialConfig:
         """A config from keyword arguments as benchmarks and tests write them: the GRPO fields (lr, clip_eps, ...)
         at the top level, the nested settings by FLAT_NAMES (eval_prompts, probe_every, mse_repeats, ...), and
         ``measure`` as its kind ("gradient_mse"). Raises TypeError for unknown names."""
+        if isinstance(kwargs.get("measure"), str):
+            kwargs["measure"] = {"kind": kwargs["measure"]}
         sections = {name: _plain(kwargs.pop(name, None)) for name in SECTIONS}
-        if isinstance(sections["measure"], str):
-            sections["measure"] = {"kind": sections["measure"]}
         sections["grpo"] |= {k: kwargs.pop(k) for k in list(kwargs) if k in GRPOSpec.model_fields}
         for name, (section, key) in FLAT_NAMES.items():
             if name in kwargs:
@@ -126,7 +126,7 @@ def _plain(section: Any) -> Any:
     """A section given to TrialConfig.flat as plain data: a model's fields as a dict, a dict copied, None as {}."""
     if section is None:
         return {}
-    return section.model_dump() if hasattr(section, "model_dump") else section if isinstance(section, str) else dict(section)
+    return section.model_dump() if hasattr(section, "model_dump") else dict(section)
 
 
 TRL_SAMPLING_DEFAULTS = {"max_completion_length": 256, "temperature": 1.0}  # GRPOConfig's defaults
