@@ -32,6 +32,9 @@ log = logging.getLogger("groupscale.scheduler")
 _TRIAL_WORKER = ray.remote(concurrency_groups={CONTROL: 1})(TrialWorker)  # groups are set here, not in .options()
 
 
+RAY_LOG_LEVEL = logging.ERROR  # no "Started a local Ray instance", connection or token-auth lines in `up`'s terminal
+
+
 def connect_ray(settings: Settings) -> bool:
     """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns True if local.
 
@@ -40,7 +43,7 @@ def connect_ray(settings: Settings) -> bool:
     stack down cleanly.
     """
     if settings.ray_address:
-        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False, logging_level=RAY_LOG_LEVEL)
         return False
     # address="local": always a new head, never a cluster that `ray start` left on this machine.
     ray.init(
@@ -49,7 +52,7 @@ def connect_ray(settings: Settings) -> bool:
         namespace=NAMESPACE,
         include_dashboard=False,
         log_to_driver=False,
-        logging_level=logging.ERROR,  # no "Started a local Ray instance" or token-auth lines in `up`'s terminal
+        logging_level=RAY_LOG_LEVEL,
         _node_ip_address="127.0.0.1",
     )
     return True
