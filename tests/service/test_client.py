@@ -14,7 +14,7 @@ from service.client import Client
 from tests.ports import free_port
 
 
-def _health_app() -> FastAPI:
+def _sweeps_app() -> FastAPI:
     api = FastAPI()
 
     @api.get("/v1/sweeps")
@@ -26,7 +26,7 @@ def _health_app() -> FastAPI:
 
 def _serve_later(port: int, delay_s: float) -> uvicorn.Server:
     """A real HTTP server on ``port`` that starts listening ``delay_s`` seconds from now (in a thread)."""
-    server = uvicorn.Server(uvicorn.Config(_health_app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(_sweeps_app(), host="127.0.0.1", port=port, log_level="warning"))
 
     def run() -> None:
         time.sleep(delay_s)
