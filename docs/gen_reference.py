@@ -141,8 +141,12 @@ def metrics_page() -> str:
 
     lines = ["# Metrics reference", "", "Generated from `workers/metrics.py`: what every trial logs to MLflow.", ""]
     for title, table in (
-        ("Every step", metrics.STEP),
-        ("Held-out evals (`_initial` at step 0, `@T` in the result at each `eval.every` checkpoint)", metrics.EVAL),
+        ("Every step (but those the trial's settings make constant: named in the run's description)", metrics.STEP),
+        (
+            "Held-out evals (at step 0, at the `eval.every` checkpoints, by default about T/4, T/2 and 3T/4, and at T; "
+            "the result keeps step 0's as `<name>_initial` and each checkpoint's gap as `gap@<step>`)",
+            metrics.EVAL,
+        ),
         ("The probe inside trials (`probe.every`)", metrics.PROBE),
         ("Gradient-MSE trials (`measure: {kind: gradient_mse}`)", metrics.MEASURE),
         ("Families (by prefix)", metrics.PREFIXES),

@@ -23,6 +23,7 @@ from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
 from sweeps.spec import SweepSpec
+from workers.metrics import flat_by_construction
 from workers.tracking import RetryingClient
 
 # The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
@@ -287,16 +288,12 @@ def dataset_input(spec: SweepSpec, key: str) -> DatasetInput:
 
 
 def _trial_note(spec: SweepSpec) -> str:
-    """What a person reading a trial's charts should know: which ones are flat by construction."""
-    g = spec.grpo
-    flat = []
-    if g.inner_steps == 1:
-        flat.append(
-            "`loss` is the PPO-clip loss at ratio 1 (one optimizer step per batch, on-policy): it is 0 or near 0 "
-            "because a group's advantages sum to 0, and `clip_frac_low`/`clip_frac_high` and "
-            "`momentum_overshoot_frac` are 0 since nothing moves before the step"
-        )
-    if g.kl_beta == 0:
-        flat.append("`kl` is 0: kl_beta is 0, so no reference policy is kept")
+    """What a person reading a trial's charts should know: where learning shows, and which metrics are not logged
+    because the trial's settings make them constant (workers.metrics.flat_by_construction)."""
     lines = [f"groupscale trial of sweep {spec.name}: the learning signal is in `reward_mean`, `grad_norm` and `gap`."]
-    return "\n\n".join(lines + [f"Flat by construction: {text}." for text in flat])
+    by_reason: dict[str, list[str]] = {}
+    for key, why in (
+        flat_by_construction(spec.grpo, spec.model.preset == "tabular") if spec.engine == "groupscale" else {}
+    ).items():
+        by_reason.setdefault(why, []).append(f"`{key}`")
+    return "\n\n".join(lines + [f"Not logged, constant by construction: {', '.join(k)} ({why})." for why, k in by_reason.items()])

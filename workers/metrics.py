@@ -1,12 +1,19 @@
 """The metrics a trial logs, each with what it means: the one registry the docs' metric reference is generated from.
 
-STEP holds what the trainer reports every step; EVAL what a held-out eval reports (at step 0 with the
-suffix ``_initial``, at ``eval.every`` checkpoints and at T); PROBE what ``probe.every`` adds. Keys that
+STEP holds what the trainer reports every step, but for those a trial's settings make constant
+(``flat_by_construction``: not logged, so MLflow's first charts show learning); EVAL what a held-out eval
+reports (at step 0, at the ``eval.every`` checkpoints and at T; a trial's result keeps the step-0 values as
+``<name>_initial`` and the checkpoints' gap as ``gap@<step>``); PROBE what ``probe.every`` adds. Keys that
 carry a name of the user's (a reward function's) are listed by their prefix in PREFIXES.
 tests/workers/test_metrics.py checks that a real trial reports nothing that is not here.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweeps.spec import GRPOSpec
 
 STEP: dict[str, str] = {
     "reward_mean": "mean reward of the step's B completions (the learning signal)",
@@ -56,6 +63,29 @@ PREFIXES: dict[str, str] = {
     "reward_log/": "what reward functions logged with TRL's log_metric",
     "system/": "MLflow's system metrics (CPU, memory, disk, network, GPU) every 5 s",
 }
+
+
+def flat_by_construction(grpo: GRPOSpec, tabular: bool = False) -> dict[str, str]:
+    """The STEP metrics the groupscale trainer would report as constants under ``grpo`` (and for the ``tabular``
+    preset's policy), each with why; they are not logged.
+
+    With one inner step the ratio is 1 at the update (on-policy): nothing is clipped or overshoots, and with
+    seq_mean_token_mean, advantages that sum to 0 in each group (all but oracle) and no KL term the loss is
+    -(1/S) sum_i A_i = 0 (up to rounding). Without kl_beta no reference policy is kept, so ``kl`` is 0. The tabular
+    policy's completion is one token (an arm): its length and truncation never change.
+    """
+    one_token = "a tabular completion is one token"
+    flat = dict.fromkeys(("completion_tokens_mean", "truncation_rate"), one_token) if tabular else {}
+    if grpo.inner_steps == 1:
+        ratio_one = "one optimizer step per batch: the ratio is 1 at the update, so nothing is clipped"
+        flat |= dict.fromkeys(("clip_frac_low", "clip_frac_high", "momentum_overshoot_frac"), ratio_one)
+        if grpo.kl_beta == 0 and grpo.loss_aggregation == "seq_mean_token_mean" and grpo.advantage != "oracle":
+            flat["loss"] = (
+                "at ratio 1 with seq_mean_token_mean it is minus the mean advantage, 0 since a group's advantages sum to 0"
+            )
+    if grpo.kl_beta == 0:
+        flat["kl"] = "kl_beta is 0, so no reference policy is kept"
+    return flat
 
 
 def known(key: str) -> bool:

@@ -22,6 +22,7 @@ from workers import algos
 from workers.batch import Batch, sample_batch, score_completions, setup, trainer_state
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import Report, TrialConfig, TrialResult
+from workers.metrics import flat_by_construction
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
 from workers.probe import probe_policy
@@ -261,8 +262,8 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     Returns a TrialResult; a non-finite loss, KL or gradient, or a failing reward function, ends it as
     ``failed`` with the step and cause, a trial without learning signal in most steps as ``no_signal``.
     A report with ``log_table(rows)`` gets a few eval completions with their rewards (start and end).
-    With cfg.eval.every, the held-out eval also runs every k steps before the last (logged at its step);
-    the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
+    The held-out eval also runs at cfg.eval's checkpoints before the last (logged at its step; by default about
+    T/4, T/2 and 3T/4); the result's metrics then hold ``gap@<step>`` (and ``gap_se@<step>``) for each of those steps.
     Raises:
         ValueError: unknown task, preset, advantage, optimizer or loss aggregation; a measure other than
             outcome (workers.measures.run_measure runs each measure).
@@ -309,7 +310,7 @@ def _guarded(cfg: TrialConfig, phase: _Phase) -> Iterator[None]:
 
 
 def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float]) -> dict[str, float]:
-    """One step's reported metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
+    """One step's metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
     zero_var = algos.zero_variance_group_fraction(batch.rewards)
@@ -360,6 +361,8 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
     state = _start(cfg, report, task, policy, opt, rng)
     history = state["log_history"]  # the reported step metrics: trainer_state.log_history of reward functions
     counters = state["counters"]
+    evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # G* over training time (the last: _finish)
+    constant = flat_by_construction(cfg.grpo, tabular=cfg.model.get("preset") == "tabular")  # not reported
     for step in range(state["step"] + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         with _guarded(cfg, _Phase(f"step {step}", step, step - 1)):
@@ -370,9 +373,10 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
         counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
         counters["reward_sum"] += metrics["reward_mean"]
         counters["trunc_sum"] += metrics["truncation_rate"]
-        report(metrics, step)
-        history.append({**metrics, "step": step})
-        if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:  # G* over training time
+        shown = {k: v for k, v in metrics.items() if k not in constant}
+        report(shown, step)
+        history.append({**shown, "step": step})
+        if step in evals:
             with _guarded(cfg, _Phase(f"the evaluation of step {step}", step, step, "the evaluation")):
                 mid, _ = evaluate(policy, task, cfg, step, history)
             report(mid, step)
@@ -400,7 +404,7 @@ def _start(
     if ckpt is None:
         with _guarded(cfg, _Phase("the evaluation before step 1", 0, 0, "the evaluation")):
             initial, samples = evaluate(policy, task, cfg, 0)
-        report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(policy.module), 0)
+        report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
         counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
         return {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
     load_trainable_state(policy.module, ckpt["model"])

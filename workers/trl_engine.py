@@ -187,6 +187,7 @@ def _dataset(task: Task) -> tuple[Any, list[Problem]]:
 
 
 INITIAL = "groupscale-initial.json"  # the eval before step 1, kept beside TRL's checkpoints for a resumed trial
+EVALS = "groupscale-evals.json"  # the gap at each eval checkpoint done so far, kept there too
 
 
 def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: Report) -> tuple[dict, list]:
@@ -197,11 +198,25 @@ def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, repo
         report({"resumed_from_step": float(step)}, step)
         return json.loads(kept.read_text()), []
     initial, samples = evaluate(policy, task, cfg, 0)
-    report({f"{k}_initial": v for k, v in initial.items()} | parameter_counts(policy.module), 0)
+    report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
     if cfg.checkpoint_dir:
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(json.dumps(initial))
     return initial, samples
+
+
+def _kept_evals(cfg: TrialConfig, resume: str | None) -> dict[int, dict[str, float]]:
+    """The gap (and gap_se) of the eval checkpoints up to the resumed step: step -> values ({} for a fresh trial)."""
+    kept = Path(cfg.checkpoint_dir or "") / EVALS
+    if resume is None or not kept.is_file():
+        return {}
+    step = int(resume.rsplit("-", 1)[-1])
+    return {int(s): v for s, v in json.loads(kept.read_text()).items() if int(s) <= step}  # later ones run again
+
+
+def _keep_evals(cfg: TrialConfig, at: dict[int, dict[str, float]]) -> None:
+    if cfg.checkpoint_dir:
+        (Path(cfg.checkpoint_dir) / EVALS).write_text(json.dumps(at))
 
 
 def last_complete_checkpoint(output_dir: str | Path) -> str | None:
@@ -237,6 +252,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         args = GRPOConfig(**trl_arguments(cfg), reward_weights=rewards.weights())
         silent: list[int] = []
         history: list[dict] = []
+        evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # before the last (the final eval follows training)
+        at: dict[int, dict[str, float]] = {}  # step -> gap, gap_se there
 
         class Measure(TrainerCallback):
             def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
@@ -251,9 +268,11 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 step = state.global_step
-                if cfg.eval.every and step % cfg.eval.every == 0 and step < cfg.steps:
+                if step in evals:
                     mid, _ = evaluate(policy, task, cfg, step, history)
                     report(mid, step)
+                    at[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
+                    _keep_evals(cfg, at)
 
         lora = cfg.model.get("lora")
         trainer = GRPOTrainer(
@@ -268,6 +287,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
         resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
         initial, samples = _initial(policy, task, cfg, resume, report)
+        at.update(_kept_evals(cfg, resume))
         trainer.train(resume_from_checkpoint=resume)
         if len(silent) > NO_SIGNAL_STEP_FRACTION * cfg.steps:
             reason = f"{len(silent)}/{cfg.steps} steps without signal (TRL's frac_reward_zero_std = 1)"
@@ -276,7 +296,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         report(final, cfg.steps)
         if hasattr(report, "log_table") and samples + last:
             report.log_table(samples + last)
-        metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}}
+        at_steps = {f"{k}@{s}": v for s, values in at.items() for k, v in values.items()}
+        metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}, **at_steps}
         return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
     except RewardError as e:
         return TrialResult("failed", reason=str(e))

@@ -163,7 +163,13 @@ class _Objective:
         forward = self.make_report(trial.number, lr) if self.make_report is not None else None
         started = time.perf_counter()
         report = self._reporter(trial, lr, forward, started)
-        run = dataclasses.replace(self.cfg.with_grpo(lr=lr), steps=self.steps, checkpoint_dir=None, checkpoint_every=0)
+        run = dataclasses.replace(
+            self.cfg.with_grpo(lr=lr),
+            steps=self.steps,
+            eval=self.cfg.eval.model_copy(update={"every": None}),  # its value is the final gap: no evals on the way
+            checkpoint_dir=None,
+            checkpoint_every=0,
+        )
         from workers.trainer import train_trial  # torch: imported where a trial runs, never by the controller
 
         result = train_trial(run, report)

@@ -10,6 +10,8 @@ from sweeps.spec.base import (
     StrictModel,
 )
 
+AUTO_EVALS = 4  # eval.every auto: the held-out eval at about T/4, T/2, 3T/4 and T (and before step 1)
+
 
 class EvalSpec(StrictModel):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
@@ -17,16 +19,32 @@ class EvalSpec(StrictModel):
         4, ge=1, le=1024, description="sampled completions per held-out prompt (tasks without an exact expected reward)"
     )
     batch_size: int = Field(256, ge=1, le=100_000, description="completions per generation pass of the eval")
-    every: int | None = Field(
-        None,
-        ge=1,
-        le=100_000,
-        description="also evaluate every this many steps (same prompts and seed; metric gap at that step, the fit's by_step)",
+    every: Literal["auto"] | int | None = Field(
+        "auto",
+        description="also evaluate every this many steps (same prompts and seed; metric gap at that step, the fit's "
+        f"by_step and the test of G* across training time); auto: every ceil(T/{AUTO_EVALS}) steps, so gap is a "
+        "curve of a few points; 0 or null: only before step 1 and at T",
     )
 
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, v: object) -> object:
+        """One message for every wrong value (the union's own errors name its members, not the allowed values)."""
+        if v is None or v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100_000):
+            return v
+        raise ValueError(f"{v!r} is not allowed; allowed: auto, an integer 0..100000 (steps), or null (0 and null: none)")
+
+    def interval(self, steps: int) -> int | None:
+        """Steps between held-out evals in a trial of T = ``steps`` steps (``every`` with auto resolved); None: none
+        before T. Auto is ceil(T / AUTO_EVALS), so a trial is evaluated at most AUTO_EVALS times after step 0."""
+        if self.every == "auto":
+            return -(-steps // AUTO_EVALS) if steps > 1 else None
+        return self.every or None
+
     def checkpoints(self, steps: int) -> list[int]:
-        """The steps at which a trial of T = ``steps`` steps is evaluated: every ``every`` steps, and T."""
-        return sorted({*range(self.every, steps, self.every), steps} if self.every else {steps})
+        """The steps at which a trial of T = ``steps`` steps is evaluated: every ``interval(T)`` steps, and T."""
+        k = self.interval(steps)
+        return sorted({*range(k, steps, k), steps} if k else {steps})
 
 
 class MeasureSpec(StrictModel):

@@ -100,7 +100,8 @@ def test_sweep_end_to_end(stack):
         assert sorted(m.step for m in history) == list(range(1, 21))
         assert child.data.metrics["gap"] == pytest.approx(t["metrics"]["gap"])
         gaps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "gap")}
-        assert sorted(gaps) == [10, 20] and gaps[10] == pytest.approx(t["metrics"]["gap@10"])
+        assert sorted(gaps) == [0, 10, 20] and gaps[10] == pytest.approx(t["metrics"]["gap@10"])
+        assert gaps[0] == pytest.approx(t["metrics"]["gap_initial"])  # the chart's first point: before step 1
 
 
 def test_cancel_stops_a_running_sweep_and_kills_its_runs_and_delete_removes_every_run(stack):
@@ -163,6 +164,8 @@ def test_submit_watch_watch_and_cancel_over_the_cli(stack, tmp_path):
     links = _mlflow_links(r.stderr) + _mlflow_links(stack.cli("status", sid).stdout)
     assert links and len(set(links)) == 1, (r.stderr, links)
     _opens_in_the_model_training_view(links[-1], tmp_path / "status-link.png")
+    trial = stack.http.get(f"/v1/sweeps/{sid}/trials").json()[0]
+    _trial_charts_show_learning(stack, links[-1], trial["mlflow_run_id"], tmp_path / "trial-charts.png")
     r = stack.cli("watch", sid)
     assert (r.returncode, r.stdout.strip()) == (0, f"{sid}: succeeded")
     long = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-cli-cancel", "steps": 100_000, "group_sizes": [4]}).json()
@@ -185,6 +188,22 @@ def _opens_in_the_model_training_view(url: str, screenshot: Path) -> None:
     text = page_text(url, "Child runs", screenshot)
     assert "Child runs" in text and "Model metrics" in text and "G=2 B=16 seed=0" in text, text[:2000]
     assert "Observability" not in text and "Sessions" not in text, text[:2000]  # the GenAI view's navigation
+
+
+def _trial_charts_show_learning(stack, parent_url: str, run_id: str, screenshot: Path) -> None:
+    """A trial's "Model metrics" tab (MLflow orders charts by name) starts with charts that move: what the settings
+    make constant is not logged (workers.metrics.flat_by_construction), and the held-out gap is a curve over the
+    default eval checkpoints (step 0 and every ceil(20 / 4) = 5 steps)."""
+    from workers.metrics import STEP
+
+    history = MlflowClient(stack.mlflow_uri).get_metric_history(run_id, "gap")
+    assert sorted(m.step for m in history) == [0, 5, 10, 15, 20]
+    url = parent_url.replace(parent_url.split("/runs/")[1].split("?")[0], f"{run_id}/model-metrics")
+    text = page_text(url, "grad_norm", screenshot)
+    charts = [line for line in text.splitlines() if line in {**STEP, "gap": 1, "eval_accuracy": 1, "eval_accuracy_sampled": 1}]
+    assert charts[:2] == ["entropy", "eval_accuracy"] and "gap" in charts[:5], (charts, text[:2000])
+    flat = {"clip_frac_low", "clip_frac_high", "momentum_overshoot_frac", "loss", "kl", "completion_tokens_mean"}
+    assert not flat & set(charts), charts
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"

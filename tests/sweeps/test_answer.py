@@ -28,8 +28,10 @@ def spec(base: dict, **changes) -> SweepSpec:
 
 def test_grid_cost_counts_every_sampled_completion_by_hand():
     assert grid_cost(spec(BANDIT)) == 2 * 2 * 10 * 8  # G x seeds x draws x B
-    arith = spec(ARITH, group_sizes=[2, 4], samples_per_step=[8], seeds=[0], steps=5, eval={"prompts": 16})
+    arith = spec(ARITH, group_sizes=[2, 4], samples_per_step=[8], seeds=[0], steps=5, eval={"prompts": 16, "every": 0})
     assert grid_cost(arith) == 2 * (5 * 8 + 2 * 16)  # per trial: T x B, and the evals before step 1 and at T
+    auto = spec(ARITH, group_sizes=[2], samples_per_step=[8], seeds=[0], steps=5, eval={"prompts": 16})
+    assert grid_cost(auto) == 5 * 8 + 4 * 16  # the default: evals at 0, 2, 4 and 5 (every ceil(5 / 4) = 2 steps)
     every = spec(ARITH, group_sizes=[2], samples_per_step=[8], seeds=[0], steps=10, eval={"prompts": 16, "every": 5})
     assert grid_cost(every) == 10 * 8 + 3 * 16  # evals at 0, 5 and 10
     sampled = spec(
@@ -41,7 +43,7 @@ def test_grid_cost_counts_every_sampled_completion_by_hand():
         steps=5,
         eval={"prompts": 16, "samples_per_prompt": 4},
     )
-    assert grid_cost(sampled) == 5 * 8 + 2 * 16 * 4  # no exact expected reward: k samples per eval prompt
+    assert grid_cost(sampled) == 5 * 8 + 4 * 16 * 4  # no exact expected reward: k samples per eval prompt
 
 
 BANDIT_GRID = {**BANDIT, "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24], "samples_per_step": [48]}

@@ -35,11 +35,25 @@ def test_group_size_not_dividing_budget_names_field_and_valid_sizes():
         ({"seeds": [0, 0]}, ("seeds",), "repeated"),
         ({"steps": 10**9}, ("steps",), "less than or equal"),
         ({"bogus": 1}, ("bogus",), "not permitted"),
+        ({"eval": {"every": "often"}}, ("eval", "every"), "allowed: auto, an integer 0..100000 (steps), or null"),
+        ({"eval": {"every": -1}}, ("eval", "every"), "allowed: auto, an integer 0..100000"),
+        ({"eval": {"every": True}}, ("eval", "every"), "allowed: auto"),
     ],
 )
 def test_bad_fields_are_named_with_what_is_allowed(over, loc, words):
     errs = errors(spec(**over))
     assert any(e["loc"][: len(loc)] == loc and words in e["msg"] for e in errs), errs
+
+
+def test_the_eval_checkpoints_default_to_a_few_and_every_0_or_null_turns_them_off():
+    """eval.every auto (the default): every ceil(T / 4) steps, so at most 4 evals after step 0; 0 and null: T only;
+    a stored spec written before the default (every: null) keeps meaning none."""
+    assert SweepSpec.model_validate(spec(steps=150)).eval.checkpoints(150) == [38, 76, 114, 150]
+    assert SweepSpec.model_validate(spec(steps=10)).eval.every == "auto"
+    assert [SweepSpec.model_validate(spec(steps=t)).eval.checkpoints(t) for t in (1, 3, 10)] == [[1], [1, 2, 3], [3, 6, 9, 10]]
+    for off in (0, None):
+        assert SweepSpec.model_validate(spec(steps=150, eval={"every": off})).eval.checkpoints(150) == [150]
+    assert SweepSpec.model_validate(spec(steps=150, eval={"every": 50})).eval.checkpoints(150) == [50, 100, 150]
 
 
 def test_valid_group_sizes_are_divisors_from_two():

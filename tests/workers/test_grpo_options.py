@@ -35,7 +35,7 @@ def cfg(cache, **over):
 def run(config):
     reports = []
     result = train_trial(config, lambda m, s: reports.append((s, m)))
-    return result, [m for _, m in reports if "clip_frac_low" in m]
+    return result, [m for _, m in reports if "reward_mean" in m]
 
 
 def test_several_inner_steps_clip_and_show_momentum_overshoot(model_cache):
@@ -47,9 +47,22 @@ def test_several_inner_steps_clip_and_show_momentum_overshoot(model_cache):
         assert m["entropy"] > 0 and 0 <= m["prompts_with_signal"] <= 8
 
 
-def test_one_inner_step_never_clips(model_cache):
+def test_what_one_inner_step_makes_constant_is_constant_and_not_logged(model_cache, monkeypatch):
+    """workers.metrics.flat_by_construction's claim, measured on the update's own statistics: with one inner step,
+    seq_mean_token_mean, loo and no kl_beta nothing clips or overshoots, kl is 0 and the loss is 0 up to rounding;
+    those charts are not logged. With token_mean the loss weighs advantages by length, so it is logged."""
+    from workers import trainer
+
+    stats = []
+    update = trainer.grpo_update
+    monkeypatch.setattr(trainer, "grpo_update", lambda *a: stats.append(update(*a)) or stats[-1])
     _, steps = run(cfg(model_cache, steps=5))
-    assert all(m["clip_frac_low"] == m["clip_frac_high"] == m["momentum_overshoot_frac"] == 0 for m in steps)
+    flat = {"clip_frac_low", "clip_frac_high", "momentum_overshoot_frac", "kl", "loss"}
+    assert len(stats) == 5 and all(s.clip_frac_low == s.clip_frac_high == s.momentum_overshoot_frac == s.kl == 0 for s in stats)
+    assert max(abs(s.loss) for s in stats) < 1e-6 < min(s.grad_norm for s in stats)
+    assert len(steps) == 5 and not flat & {k for m in steps for k in m} and all(m["entropy"] > 0 for m in steps)
+    _, token_mean = run(cfg(model_cache, steps=2, loss_aggregation="token_mean"))
+    assert all("loss" in m and "kl" not in m and "clip_frac_low" not in m for m in token_mean)
 
 
 def trajectory(cache, optimizer, lr, scale, steps=20):

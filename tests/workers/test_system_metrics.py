@@ -44,9 +44,13 @@ def test_a_trial_run_says_which_charts_are_flat_by_construction(tmp_path):
         return tracking.client.get_run(run_id).data.tags["mlflow.note.content"]
 
     on_policy = note({})
-    assert "`loss` is the PPO-clip loss at ratio 1" in on_policy and "`kl` is 0" in on_policy
+    assert "`clip_frac_low`, `clip_frac_high`, `momentum_overshoot_frac` (one optimizer step" in on_policy
+    assert "`loss` (at ratio 1" in on_policy and "`kl` (kl_beta is 0" in on_policy
+    token_mean = note({"loss_aggregation": "token_mean"})  # the loss weighs advantages by length: not 0
+    assert "`loss`" not in token_mean and "`kl`" in token_mean
     off_policy = note({"inner_steps": 2, "kl_beta": 0.1})
-    assert "Flat by construction" not in off_policy and "reward_mean" in off_policy
+    assert not {"`loss`", "`kl`", "`clip_frac_low`"} & set(off_policy.split()) and "reward_mean" in off_policy
+    assert "`completion_tokens_mean`, `truncation_rate` (a tabular completion is one token)" in off_policy  # the bandit
 
 
 def test_a_trial_run_records_its_task_as_a_dataset_input_with_the_task_keys_digest(tmp_path):

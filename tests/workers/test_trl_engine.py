@@ -135,15 +135,16 @@ def test_a_trl_trial_logs_trls_metrics_and_groupscales_gap(chat, tmp_path):
             "rewards/accuracy.accuracy_reward/mean" in report.steps[step] and "rewards/numeric_match/mean" in report.steps[step]
         )
     assert {"gap", "gap_se", "eval_accuracy"} <= set(report.steps[2]) and {"gap", "eval_accuracy"} <= set(report.steps[4])
-    assert {"gap_initial", "parameters_total"} <= set(report.steps[0])
-    assert result.metrics["gap"] == report.steps[4]["gap"] and "gap_initial" in result.metrics
+    assert {"gap", "eval_accuracy", "parameters_total"} <= set(report.steps[0])  # the gap's chart starts at step 0
+    assert result.metrics["gap"] == report.steps[4]["gap"] and result.metrics["gap_initial"] == report.steps[0]["gap"]
+    assert result.metrics["gap@2"] == report.steps[2]["gap"] and "gap@4" not in result.metrics  # by_step's data
     assert report.table and {"prompt", "completion", "reward"} <= set(report.table[0])
     # the same eval as the groupscale engine: the initial gap of the two engines is the same number
     from workers.trainer import train_trial
 
     same = Recorder()
     train_trial(_config(chat, tmp_path, engine="groupscale", trl={}, steps=1), same)
-    assert same.steps[0]["gap_initial"] == report.steps[0]["gap_initial"]
+    assert same.steps[0]["gap"] == report.steps[0]["gap"]
 
 
 def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
@@ -159,6 +160,9 @@ def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
     assert resumed.status == "succeeded" and min(report.steps) == 2 and report.steps[2] == {"resumed_from_step": 2.0}
     assert sorted(s for s in report.steps if "loss" in report.steps[s]) == [3, 4]  # no step trained twice
     assert resumed.metrics["gap_initial"] == straight.metrics["gap_initial"]  # kept beside the checkpoints
+    # eval.every auto (T = 4: every step): gap@1 and gap@2 kept from before the kill, gap@3 evaluated again
+    assert [resumed.metrics[f"gap@{s}"] for s in (1, 2, 3)] == [straight.metrics[f"gap@{s}"] for s in (1, 2, 3)]
+    assert sorted(s for s in report.steps if "gap" in report.steps[s]) == [3, 4]
     assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
 
 

@@ -138,10 +138,11 @@ def test_each_lr_trial_is_a_child_run_of_the_sweep_in_mlflow(tmp_path):
         assert [m.step for m in history] == list(range(1, t["steps_done"] + 1))  # every step up to the end or the prune
         pruner = client.get_metric_history(run.info.run_id, "tune_lr.intermediate")
         assert {m.step: m.value for m in pruner} == t["intermediate"]
-        if t["state"] == "COMPLETE":
-            assert metrics["tune_lr.value"] == t["value"] == metrics["gap"]
-        else:
-            assert "tune_lr.value" not in metrics and "gap" not in metrics
+        gap_steps = [m.step for m in client.get_metric_history(run.info.run_id, "gap")]
+        if t["state"] == "COMPLETE":  # the eval before step 1 and the final one, none between (its value is the last)
+            assert metrics["tune_lr.value"] == t["value"] == metrics["gap"] and gap_steps == [0, STEPS]
+        else:  # pruned before its final eval
+            assert "tune_lr.value" not in metrics and gap_steps == [0]
     assert client.get_run(parent).info.status == "RUNNING"  # the parent is the controller's to end
 
 
