@@ -291,9 +291,8 @@ def _trial_note(spec: SweepSpec) -> str:
     """What a person reading a trial's charts should know: where learning shows, and which metrics are not logged
     because the trial's settings make them constant (workers.metrics.flat_by_construction)."""
     lines = [f"groupscale trial of sweep {spec.name}: the learning signal is in `reward_mean`, `grad_norm` and `gap`."]
+    flat = flat_by_construction(spec.grpo, spec.model.preset == "tabular") if spec.engine == "groupscale" else {}
     by_reason: dict[str, list[str]] = {}
-    for key, why in (
-        flat_by_construction(spec.grpo, spec.model.preset == "tabular") if spec.engine == "groupscale" else {}
-    ).items():
+    for key, why in flat.items():
         by_reason.setdefault(why, []).append(f"`{key}`")
     return "\n\n".join(lines + [f"Not logged, constant by construction: {', '.join(k)} ({why})." for why, k in by_reason.items()])

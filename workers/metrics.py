@@ -88,6 +88,16 @@ def flat_by_construction(grpo: GRPOSpec, tabular: bool = False) -> dict[str, str
     return flat
 
 
+KEPT_AT_CHECKPOINTS = ("gap", "gap_se")  # what a trial's result keeps of each eval on the way, as <name>@<step>
+
+
+def result_metrics(final: dict[str, float], initial: dict[str, float], at: dict[int, dict[str, float]]) -> dict[str, float]:
+    """A succeeded trial's result metrics (both engines): the final eval's, the eval before step 1's as
+    ``<name>_initial``, and ``at`` (step -> that eval's values) as ``<name>@<step>`` for KEPT_AT_CHECKPOINTS."""
+    kept = {f"{k}@{s}": v for s, values in at.items() for k, v in values.items() if k in KEPT_AT_CHECKPOINTS}
+    return {**final, **{f"{k}_initial": v for k, v in initial.items()}, **kept}
+
+
 def known(key: str) -> bool:
     """Whether ``key`` is a registered metric (an eval's ``_initial`` and ``@<step>`` forms included)."""
     base = key.split("@")[0].removesuffix("_initial")

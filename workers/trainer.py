@@ -22,7 +22,7 @@ from workers import algos
 from workers.batch import Batch, sample_batch, score_completions, setup, trainer_state
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import Report, TrialConfig, TrialResult
-from workers.metrics import flat_by_construction
+from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
 from workers.probe import probe_policy
@@ -380,7 +380,7 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
             with _guarded(cfg, _Phase(f"the evaluation of step {step}", step, step, "the evaluation")):
                 mid, _ = evaluate(policy, task, cfg, step, history)
             report(mid, step)
-            counters.setdefault("evals", {})[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
+            counters.setdefault("evals", {})[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
         if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as the policy moves
             report(_probe_now(policy, task, cfg, step), step)
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
@@ -432,6 +432,4 @@ def _finish(cfg: TrialConfig, report: Report, task: Task, policy: Policy, state:
     report(final, t)
     if hasattr(report, "log_table") and state["samples"] + last:
         report.log_table(state["samples"] + last)
-    at_steps = {f"{k}@{s}": v for s, values in counters.get("evals", {}).items() for k, v in values.items()}
-    metrics = {**final, **{f"{k}_initial": v for k, v in state["initial"].items()}, **at_steps}
-    return TrialResult("succeeded", metrics=metrics, steps_done=t)
+    return TrialResult("succeeded", metrics=result_metrics(final, state["initial"], counters.get("evals", {})), steps_done=t)

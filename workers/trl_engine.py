@@ -27,6 +27,7 @@ import torch
 from sweeps.trl_steps import structure_for
 from workers.batch import setup
 from workers.config import Report, TrialConfig, TrialResult
+from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
 from workers.models.lora import lora_config, parameter_counts
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
@@ -271,7 +272,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
                 if step in evals:
                     mid, _ = evaluate(policy, task, cfg, step, history)
                     report(mid, step)
-                    at[step] = {k: mid[k] for k in ("gap", "gap_se") if k in mid}
+                    at[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
                     _keep_evals(cfg, at)
 
         lora = cfg.model.get("lora")
@@ -296,9 +297,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         report(final, cfg.steps)
         if hasattr(report, "log_table") and samples + last:
             report.log_table(samples + last)
-        at_steps = {f"{k}@{s}": v for s, values in at.items() for k, v in values.items()}
-        metrics = {**final, **{f"{k}_initial": v for k, v in initial.items()}, **at_steps}
-        return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+        return TrialResult("succeeded", metrics=result_metrics(final, initial, at), steps_done=cfg.steps)
     except RewardError as e:
         return TrialResult("failed", reason=str(e))
     except (ValueError, RuntimeError, TypeError, torch.OutOfMemoryError) as e:  # TRL's own refusals and failures
