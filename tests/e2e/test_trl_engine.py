@@ -79,10 +79,13 @@ def test_an_engine_trl_sweep_logs_trls_metrics_and_gap_and_is_fitted(trl_stack):
         run = t["mlflow_run_id"]
         for name in TRL_NAMES:
             assert sorted(m.step for m in client.get_metric_history(run, name)) == list(range(1, 11)), (t["group_size"], name)
-        if t["status"] == "succeeded":
-            assert sorted(m.step for m in client.get_metric_history(run, "gap")) == [5, 10]
+        if t["status"] == "succeeded":  # the eval before step 1 (step 0), at eval.every = 5 and at the end
+            assert sorted(m.step for m in client.get_metric_history(run, "gap")) == [0, 5, 10]
+            assert t["metrics"]["gap@5"] == next(m.value for m in client.get_metric_history(run, "gap") if m.step == 5)
     fit = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit").json()
     assert fit["status"] in ("ok", "boundary", "insufficient_data", "no_signal") and "n_rows" in fit
+    at5 = stack.http.get(f"/v1/sweeps/{sweep['id']}/fit", params={"step": 5}).json()  # the TRL trials' gap@5 as data
+    assert at5["n_rows"] == sum(t["status"] == "succeeded" for t in trials) > 0, at5
 
 
 def test_cancel_stops_an_engine_trl_sweep(trl_stack):
