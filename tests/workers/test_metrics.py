@@ -35,3 +35,26 @@ def test_every_metric_a_trial_reports_is_registered(tmp_path):
 def test_unknown_names_are_not_registered():
     assert not metrics.known("rewardmean") and not metrics.known("gap_extra")
     assert metrics.known("gap_initial") and metrics.known("gap_se@50") and metrics.known("reward/rewards.accuracy")
+
+
+def test_what_is_constant_by_construction_follows_each_setting():
+    """flat_by_construction: each metric is left out only under the settings that make it constant."""
+    from sweeps.spec import GRPOSpec
+
+    def flat(tabular: bool = False, **grpo) -> set[str]:
+        return set(metrics.flat_by_construction(GRPOSpec(**grpo), tabular))
+
+    clip = {"clip_frac_low", "clip_frac_high", "momentum_overshoot_frac"}
+    assert flat() == clip | {"loss", "kl"}
+    assert flat(inner_steps=2) == {"kl"}  # the ratio moves after the first inner step
+    assert flat(kl_beta=0.1) == clip  # a KL term: kl moves, and the loss holds it
+    assert flat(advantage="oracle") == clip | {"kl"}  # r - V(x) does not sum to 0 in a group
+    assert flat(loss_aggregation="token_mean") == flat(loss_aggregation="seq_mean_token_sum_norm") == clip | {"kl"}
+    assert flat(tabular=True) == clip | {"loss", "kl", "completion_tokens_mean", "truncation_rate"}
+    assert set(metrics.flat_by_construction(GRPOSpec())) <= set(metrics.STEP)  # names the registry knows
+
+
+def test_a_results_metrics_are_the_final_the_initial_and_the_checkpoints_gap():
+    at = {4: {"gap": 0.5, "gap_se": 0.1}, 8: {"gap": 0.4, "eval_accuracy": 0.6}}
+    out = metrics.result_metrics({"gap": 0.3}, {"gap": 0.7, "eval_accuracy": 0.3}, at)
+    assert out == {"gap": 0.3, "gap_initial": 0.7, "eval_accuracy_initial": 0.3, "gap@4": 0.5, "gap_se@4": 0.1, "gap@8": 0.4}
