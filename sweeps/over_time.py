@@ -4,7 +4,8 @@ THEORY.md "Is G* universal in time?": the law says G* does not depend on the num
 IsoCompute (arXiv 2603.12151) finds the best rollouts per problem growing with steps. Every trial
 is evaluated at the same checkpoints (eval.every, same held-out set and eval seed), the law is
 fitted at each, and the slope of log G* on log T is tested with a bootstrap that resamples whole
-trials (a trial's checkpoints are one run, so they are not independent) within each (G, B) cell.
+trials (a trial's checkpoints are one run, so they are not independent) within each (G, B) cell; with a
+cell of one trial there is no test (its resamples would all be that trial).
 """
 
 from __future__ import annotations
@@ -55,8 +56,15 @@ def fit_over_time(
     point = _slope(steps, _raw_g_stars(g, b, y))
     if point is None:
         return fits, TimeUniversality(message="G* is finite at fewer than 2 checkpoints: no test of G* against T")
-    rng = np.random.default_rng(random_state)
     cells = [np.flatnonzero((g == gv) & (b == bv)) for gv, bv in sorted(set(zip(g, b)))]
+    single = sum(c.size < 2 for c in cells)
+    if single:  # its resamples would repeat that trial: a bootstrap blind to its noise, so too narrow an interval
+        return fits, TimeUniversality(
+            slope=point,
+            message=f"{single} of {len(cells)} (G, B) cells have one trial: resampling whole trials needs at least 2 "
+            "seeds in each, so no test of G* against T (add seeds)",
+        )
+    rng = np.random.default_rng(random_state)
     draws = []
     for _ in range(n_boot):
         idx = np.concatenate([rng.choice(c, size=c.size) for c in cells])  # whole trials, within each cell

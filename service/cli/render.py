@@ -65,6 +65,10 @@ def print_fit(fit: dict) -> None:
     uni = fit.get("universality")
     if uni:
         out.print(f"universality: shared G* = {_fmt(uni['shared_g_star'])}; {uni['message']}")
+    if fit.get("by_step"):  # the eval checkpoints (eval.every): G* at each T, and whether it moves with T
+        at = ", ".join(f"T={s['step']}: {_fmt(s['g_star'])}" for s in fit["by_step"])
+        time = fit.get("time_universality") or {}
+        out.print(f"G* over training time: {at}; {time.get('message', 'no test')}", highlight=False)
     if fit.get("evidence"):
         out.print(f"evidence: [bold]{fit['evidence']}[/bold] ({fit.get('evidence_reason', '')})", highlight=False)
     if fit.get("message"):

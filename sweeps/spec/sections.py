@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -32,7 +33,11 @@ class EvalSpec(StrictModel):
         """One message for every wrong value (the union's own errors name its members, not the allowed values)."""
         if v is None or v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100_000):
             return v
-        raise ValueError(f"{v!r} is not allowed; allowed: auto, an integer 0..100000 (steps), or null (0 and null: none)")
+        shown = json.dumps(v, default=str)  # as the user wrote it in YAML or JSON: true, "5"
+        raise ValueError(
+            f"{shown} is not allowed; allowed: auto, an integer 0..100000 (steps), or null (0 and null: evaluate only "
+            "before step 1 and at T)"
+        )
 
     def interval(self, steps: int) -> int | None:
         """Steps between held-out evals in a trial of T = ``steps`` steps (``every`` with auto resolved); None: none

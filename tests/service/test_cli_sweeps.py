@@ -316,3 +316,18 @@ def test_recommend_and_fit_end_on_the_answer_line(app_client):
     fit = run("fit", "s4")
     assert fit.exit_code == 0, fit.output
     assert fit.stdout.strip().splitlines()[-1].startswith("use G = 4, ")
+
+
+def test_fit_prints_g_star_at_each_checkpoint_and_the_test_over_training_time():
+    from service.cli.render import out, print_fit
+    from sweeps.fit import LawFit, StepFit, TimeUniversality
+
+    steps = [StepFit(step=10, status="ok", g_star=3.2), StepFit(step=20, status="boundary")]
+    time = TimeUniversality(message="2 of 2 (G, B) cells have one trial: ... (add seeds)")
+    fit = LawFit(status="ok", metric="gap", g_star=3.2, by_step=steps, time_universality=time).model_dump(mode="json")
+    with out.capture() as printed:
+        print_fit(fit)
+    assert "G* over training time: T=10: 3.2, T=20: -; 2 of 2 (G, B) cells have one trial" in " ".join(printed.get().split())
+    with out.capture() as printed:
+        print_fit({**fit, "by_step": [], "time_universality": None})
+    assert "over training time" not in printed.get()

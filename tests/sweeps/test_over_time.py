@@ -190,9 +190,9 @@ def test_resampling_draws_whole_trials_within_each_cell(monkeypatch):
     (with replacement), and keeps a trial's checkpoints together. Trial j is marked by y = j + T/100."""
     seen = []
     monkeypatch.setattr(over_time, "_raw_g_stars", lambda g, b, y: seen.append((g, b, y)) or list(y.mean(axis=1) + 1))
-    g, b = [2, 2, 2, 4, 4, 8], [8, 8, 8, 8, 8, 16]
-    y = {t: [j + t / 100 for j in range(6)] for t in STEPS}
-    fit_over_time(g, b, [0, 1, 2, 0, 1, 0], y, n_boot=20, known={t: LawFit(status="ok") for t in STEPS})
+    g, b = [2, 2, 2, 4, 4, 8, 8], [8, 8, 8, 8, 8, 16, 16]
+    y = {t: [j + t / 100 for j in range(7)] for t in STEPS}
+    fit_over_time(g, b, [0, 1, 2, 0, 1, 0, 1], y, n_boot=20, known={t: LawFit(status="ok") for t in STEPS})
     assert len(seen) == 21  # the point estimate, then one per resample
     repeats = False
     for gr, br, yr in seen[1:]:
@@ -202,6 +202,17 @@ def test_resampling_draws_whole_trials_within_each_cell(monkeypatch):
         assert sorted(zip(gr, br)) == sorted(zip(g, b))  # cell sizes kept
         repeats |= len(set(trial)) < len(trial)
     assert repeats  # with replacement
+
+
+def test_a_cell_of_one_trial_gives_no_test_rather_than_a_zero_width_interval(monkeypatch):
+    """With one seed per (G, B) every resample is the data itself: the slope's interval would have zero width and
+    p = 0 whatever the noise (a first sweep of one seed was told "G* changes with training time, p < 0.005")."""
+    monkeypatch.setattr(over_time, "_raw_g_stars", lambda g, b, y: list(2 + y.mean(axis=1)))
+    g, b = [2, 4, 8, 8], [8, 8, 16, 16]
+    y = {t: [j + t / 100 for j in range(4)] for t in STEPS}
+    _, uni = fit_over_time(g, b, [0, 0, 0, 1], y, n_boot=20, known={t: LawFit(status="ok") for t in STEPS})
+    assert uni is not None and uni.rejected is None and uni.p_value is None and uni.slope_ci95 is None
+    assert uni.slope is not None and uni.message.startswith("2 of 3 (G, B) cells have one trial") and "add seeds" in uni.message
 
 
 # --- the helpers ---
