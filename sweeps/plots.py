@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from sweeps.fit import LawFit, law_curve
 
@@ -50,15 +53,19 @@ def plot_g_star_over_time(fit: LawFit, title: str = "") -> Figure | None:
     g = np.array([f.g_star for f in pts])
     ci = [f.g_star_ci95 if f.g_star_ci95 and None not in f.g_star_ci95 else [v, v] for f, v in zip(pts, g)]
     err = np.abs(np.array(ci, dtype=float).T - g)
-    ax.errorbar(t, g, yerr=err, fmt="o-", capsize=3, label="G* (95% interval)")
+    ax.errorbar(t, g, yerr=err, fmt="o-", capsize=3, label="G* (95% interval)" if err.any() else "G* (no finite interval)")
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
+    ax.set_xticks(t, [str(int(v)) for v in t])  # the checkpoints, read as plain numbers
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))  # a log axis over less than a decade gets no ticks of its own
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.minorticks_off()
     ax.set_xlabel("training step T")
     ax.set_ylabel("G*")
     uni = fit.time_universality
     ax.set_title(title or "G* over training time")
-    if uni is not None and uni.message:
-        ax.text(0.01, 0.01, uni.message[:110], transform=ax.transAxes, fontsize=7, va="bottom")
+    lines = textwrap.wrap(uni.message, 100)[:3] if uni is not None and uni.message else []  # the verdict, whole
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, va="bottom")
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.035 * len(lines), 1, 1))  # room below the axes for the verdict's lines
     return fig

@@ -66,3 +66,22 @@ def test_the_fit_plot_ticks_at_the_swept_group_sizes():
     ax = plot_fit(law_fit(), "t").axes[0]
     assert [int(v) for v in ax.get_xticks()] == GRID
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(g) for g in GRID]
+
+
+def test_the_g_star_over_time_plot_reads_at_a_glance():
+    """G* moving within less than a decade still gets y tick labels; the x ticks are the checkpoints; the verdict
+    under the axes is whole (wrapped, not cut); without any finite interval the legend does not promise one."""
+    from sweeps.fit import LawFit, StepFit, TimeUniversality
+    from sweeps.plots import plot_g_star_over_time
+
+    message = "one G* over training time is consistent with the data (slope of log G* on log T = -0.078, p = 0.45): " * 2
+    steps = [StepFit(step=t, status="ok", g_star=g) for t, g in ((2, 6.23), (4, 6.0), (6, 5.9), (8, 5.97))]
+    fig = plot_g_star_over_time(LawFit(status="ok", by_step=steps, time_universality=TimeUniversality(message=message)))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "6", "8"]
+    assert len([t for t in ax.get_yticklabels() if t.get_text() and 5.9 <= t.get_position()[1] <= 6.23]) >= 1
+    assert (
+        " ".join(fig.texts[0].get_text().split()) == message.strip()
+        and ax.get_legend().texts[0].get_text() == "G* (no finite interval)"
+    )
