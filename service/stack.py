@@ -106,8 +106,12 @@ def start_mlflow(
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
     url = f"http://{host}:{port}/health"
-    if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
-        return proc
+    try:
+        if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
+            return proc
+    except BaseException:  # it exited, or Ctrl-C while it starts: no server outlives the call that started it
+        stop_process_group(proc)
+        raise
     stop_process_group(proc)
     raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
 
@@ -161,6 +165,12 @@ def up_command(port: int, mlflow_port: int, data_dir: Path) -> list[str]:
     ]
 
 
+def starting_line(host: str, port: int, own_mlflow: bool, ray_address: str | None) -> str:
+    """The line `up` prints at once: MLflow and Ray take tens of seconds to start before the API answers."""
+    ray = f"Ray at {ray_address}" if ray_address else "a local Ray head"
+    return f"groupscale: starting {'MLflow and ' if own_mlflow else ''}{ray}, then the API on http://{host}:{port} ..."
+
+
 def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
     """The line `up` prints once it serves: where the API and MLflow are, and who may use them."""
     if not settings.api_token:
@@ -188,7 +198,8 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
-    backend = Settings().mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
+    configured = Settings()
+    backend = configured.mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
     mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
     check_databases(Settings(data_dir=data_dir.resolve()), None if env_uri else mlflow_backend)  # before anything starts
     claim_port(host, port, "--port")
@@ -198,24 +209,30 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     # MLflow's client prints "View run ... at: URL" on stdout whenever a run ends: in `up`'s terminal, often the one
     # the user types client commands in, those lines cut into progress bars. The run links are in the API's answers.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
     mlflow_proc = None
-    if not env_uri:
-        mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
-        record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
-    tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
+    serving = False
     try:
+        if not env_uri:
+            mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
+            record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
+        tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
         settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         app = create_app(settings)
+        serving = True
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-    finally:
-        stopping = time.monotonic()  # uvicorn returned: the API and the scheduler are down
-        print(
-            "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the next up); "
-            "stopping Ray, then MLflow",
-            flush=True,
-        )
+    finally:  # a Ctrl-C or an error while starting ends here too: what started is stopped by up, not left to the watchdog
+        stopping = time.monotonic()
+        if serving:  # uvicorn returned: the API and the scheduler are down
+            print(
+                "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the "
+                "next up); stopping Ray, then MLflow",
+                flush=True,
+            )
+        else:
+            print("groupscale: stopped before the API served; stopping what had started", flush=True)
         disconnect_ray()
         if mlflow_proc is not None:
             stop_process_group(mlflow_proc)

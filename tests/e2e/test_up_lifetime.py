@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import psutil
@@ -126,6 +127,44 @@ def test_the_watchdog_ends_the_marked_processes_when_its_parent_is_gone(tmp_path
     parent.kill()
     parent.wait()
     assert _gone_within(marker, [], timeout_s=15) < 15
+
+
+def _is_mlflow_server(cmdline: list[str]) -> bool:
+    """``[python, .../mlflow, server, ...]`` (service.stack.start_mlflow) or ``[.../mlflow, server, ...]``."""
+    return "server" in cmdline[1:3] and any(Path(a).name == "mlflow" for a in cmdline[:2])
+
+
+def test_ctrl_c_while_up_starts_stops_what_had_started_itself_and_says_so(tmp_path):
+    """`up` says at once what it starts (MLflow and Ray take tens of seconds before the API answers). A Ctrl-C while
+    its MLflow server starts: `up` stops that server itself (it is gone when `up` exits, before the watchdog could
+    act), says it stopped before serving, and exits 130."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", MARKER)}
+    port, mlflow_port, log = free_port(), free_port(), tmp_path / "up.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            up_command(port, mlflow_port, tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env | RAY_LOOPBACK_ENV,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (servers := [p for p in psutil.Process(proc.pid).children() if _is_mlflow_server(p.cmdline())]):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        assert not _listening(mlflow_port)  # still starting
+        os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=60) == 130, log.read_text()
+        assert not servers[0].is_running()
+        lines = log.read_text().splitlines()
+        assert lines[0] == f"groupscale: starting MLflow and a local Ray head, then the API on http://127.0.0.1:{port} ..."
+        assert "groupscale: stopped before the API served; stopping what had started" in lines, lines
+        assert not any(line.startswith("groupscale: API") for line in lines), lines
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def test_ctrl_c_stops_up_at_once_while_its_mlflow_is_down(tmp_path):
