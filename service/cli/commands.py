@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +30,12 @@ def up(
         run_stack(host, port, mlflow_port, data_dir)
     except StackError as e:
         _fail(str(e), 2 if isinstance(e, StackConfigError) else 1)
+    except KeyboardInterrupt:  # Ctrl-C while starting: run_stack has stopped what had started
+        # Ray's driver, interrupted inside ray.init, can crash (SIGSEGV) or exit 0 when the interpreter shuts down
+        # after it: leave now, with Ctrl-C's status.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 @app.command()

@@ -134,10 +134,26 @@ def _is_mlflow_server(cmdline: list[str]) -> bool:
     return "server" in cmdline[1:3] and any(Path(a).name == "mlflow" for a in cmdline[:2])
 
 
-def test_ctrl_c_while_up_starts_stops_what_had_started_itself_and_says_so(tmp_path):
-    """`up` says at once what it starts (MLflow and Ray take tens of seconds before the API answers). A Ctrl-C while
-    its MLflow server starts: `up` stops that server itself (it is gone when `up` exits, before the watchdog could
-    act), says it stopped before serving, and exits 130."""
+def _ended(p: psutil.Process) -> bool:
+    """Exited: gone, or a zombie not yet reaped (a child of `up`'s that init adopts)."""
+    try:
+        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _is_ray_gcs(cmdline: list[str]) -> bool:
+    """The Ray head's first process: ray.init has begun and not returned."""
+    return bool(cmdline) and Path(cmdline[0]).name == "gcs_server"
+
+
+@pytest.mark.parametrize("starting", [_is_mlflow_server, _is_ray_gcs], ids=["mlflow", "ray"])
+def test_ctrl_c_while_up_starts_stops_what_had_started_itself_and_says_so(tmp_path, starting):
+    """`up` says at once what it starts (MLflow and Ray take tens of seconds before the API answers). A Ctrl-C to its
+    process group (as a terminal sends it) while its MLflow server or its Ray head starts: `up` stops what started
+    itself (gone when `up` exits, before the watchdog could act; Ray's head processes also die with their driver),
+    says it stopped before serving, and exits 130 (interrupted inside ray.init, the interpreter's shutdown after it
+    sometimes ended in SIGSEGV, 2 of about 10 tries by hand: `up` now leaves with os._exit; too rare to test here).
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", MARKER)}
     port, mlflow_port, log = free_port(), free_port(), tmp_path / "up.log"
     with open(log, "ab") as out:
@@ -149,14 +165,14 @@ def test_ctrl_c_while_up_starts_stops_what_had_started_itself_and_says_so(tmp_pa
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 60
-        while not (servers := [p for p in psutil.Process(proc.pid).children() if _is_mlflow_server(p.cmdline())]):
+        deadline = time.monotonic() + 90
+        while not (started := [p for p in psutil.Process(proc.pid).children() if starting(p.cmdline())]):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        assert not _listening(mlflow_port)  # still starting
-        os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
+        assert not _listening(port)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=60) == 130, log.read_text()
-        assert not servers[0].is_running()
+        assert _ended(started[0])
         lines = log.read_text().splitlines()
         assert lines[0] == f"groupscale: starting MLflow and a local Ray head, then the API on http://127.0.0.1:{port} ..."
         assert "groupscale: stopped before the API served; stopping what had started" in lines, lines
