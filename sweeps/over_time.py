@@ -3,9 +3,10 @@
 THEORY.md "Is G* universal in time?": the law says G* does not depend on the number of steps T;
 IsoCompute (arXiv 2603.12151) finds the best rollouts per problem growing with steps. Every trial
 is evaluated at the same checkpoints (eval.every, same held-out set and eval seed), the law is
-fitted at each, and the slope of log G* on log T is tested with a bootstrap that resamples whole
-trials (a trial's checkpoints are one run, so they are not independent) within each (G, B) cell; with a
-cell of one trial there is no test (its resamples would all be that trial).
+fitted at each, and the slope of log G* on log T over the checkpoints whose fit gives a finite G* is
+tested with a bootstrap that resamples whole trials (a trial's checkpoints are one run, so they are not
+independent) within each (G, B) cell; with a cell of one trial there is no test (its resamples would all
+be that trial).
 """
 
 from __future__ import annotations
@@ -51,11 +52,18 @@ def fit_over_time(
     }
     if len(steps) < 2:
         return fits, None
+    # The test is over the checkpoints whose fit gives a G* (the ones `fit` shows): a boundary fit's raw G* is not one.
+    steps = [t for t in steps if _finite(fits[t].g_star)]
+    if len(steps) < 2:
+        only = f" (T={steps[0]} only)" if steps else ""
+        return fits, TimeUniversality(message=f"G* is finite at fewer than 2 checkpoints{only}: no test of G* against T")
     g, b = np.asarray(group_size, dtype=float), np.asarray(samples_per_step, dtype=int)
     y = np.array([np.asarray(y_by_step[t], dtype=float) for t in steps])  # (checkpoints, trials)
     point = _slope(steps, _raw_g_stars(g, b, y))
     if point is None:
-        return fits, TimeUniversality(message="G* is finite at fewer than 2 checkpoints: no test of G* against T")
+        return fits, TimeUniversality(
+            message="the unweighted fit's G* is finite at fewer than 2 of the checkpoints with a G*: no test of G* against T"
+        )
     cells = [np.flatnonzero((g == gv) & (b == bv)) for gv, bv in sorted(set(zip(g, b)))]
     single = sum(c.size < 2 for c in cells)
     if single:  # its resamples would repeat that trial: a bootstrap blind to its noise, so too narrow an interval
@@ -79,9 +87,7 @@ def fit_over_time(
     p_text = f"p < {1 / len(draws):.2g}" if p == 0 else f"p = {p:.2g}"  # no resample crossed 0
     stat = f"slope of log G* on log T = {point:.2g}, 95% CI [{lo:.2g}, {hi:.2g}], {p_text}"
     first, last = fits[steps[0]].g_star, fits[steps[-1]].g_star
-    trend = ""
-    if first is not None and last is not None:
-        trend = f": G* {'grows' if point > 0 else 'shrinks'} from {first:.3g} at T={steps[0]} to {last:.3g} at T={steps[-1]}"
+    trend = f": G* {'grows' if point > 0 else 'shrinks'} from {first:.3g} at T={steps[0]} to {last:.3g} at T={steps[-1]}"
     message = (
         f"G* changes with training time ({stat}){trend}"
         if p < ALPHA
@@ -94,6 +100,10 @@ def step_fits(fits: Mapping[int, LawFit]) -> list[StepFit]:
     """The by_step summary of each checkpoint's fit, in step order."""
     keys = ("status", "g_star", "g_star_ci95", "recommended_group_size", "evidence")
     return [StepFit(step=t, **{k: getattr(f, k) for k in keys}) for t, f in sorted(fits.items())]
+
+
+def _finite(g_star: float | None) -> bool:
+    return g_star is not None and math.isfinite(g_star)
 
 
 def _raw_g_stars(g: np.ndarray, b: np.ndarray, y: np.ndarray) -> list[float | None]:

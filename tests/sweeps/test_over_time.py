@@ -46,15 +46,15 @@ def test_one_checkpoint_gives_no_test():
 # --- exact messages and arithmetic of the test, with the bootstrap's slopes scripted ---
 
 
-def scripted(monkeypatch, slopes, n_boot, g_stars=(3.25, 5.0, 9.5)):
+def scripted(monkeypatch, slopes, n_boot, g_stars=(3.25, 5.0, 9.5), raw=lambda g, b, y: [None] * len(y)):
     """fit_over_time's TimeUniversality when _slope returns ``slopes`` in turn (the point estimate first,
     then one per resample; None: a resample without a finite G* at 2 checkpoints) and the fits at
     T = 10, 20, 40 are known, with these G* (None: a boundary fit). Nothing is fitted."""
     it = iter(slopes)
     monkeypatch.setattr(over_time, "_slope", lambda steps, g_stars: next(it))
-    monkeypatch.setattr(over_time, "_raw_g_stars", lambda g, b, y: [None] * len(y))
+    monkeypatch.setattr(over_time, "_raw_g_stars", raw)
     known = {t: LawFit(status="ok" if v is not None else "boundary", g_star=v) for t, v in zip(STEPS, g_stars)}
-    y = {t: [0.1, 0.2, 0.3, 0.4] for t in STEPS}
+    y = {t: [t / 1000, 0.2, 0.3, 0.4] for t in STEPS}
     _, uni = fit_over_time([2, 2, 4, 4], [8] * 4, [0, 1, 0, 1], y, n_boot=n_boot, known=known)
     return uni
 
@@ -112,12 +112,40 @@ def test_a_negative_slope_shrinks(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("g_stars", [(None, 5.0, 9.5), (3.25, 5.0, None)])
-def test_a_rejection_without_g_star_at_the_first_or_last_checkpoint_gives_no_trend(monkeypatch, g_stars):
-    """The trend needs the fitted G* at both ends; a boundary fit at either end leaves the statistic alone."""
-    uni = scripted(monkeypatch, [0.5, *[0.4] * 20, *[0.6] * 20], n_boot=40, g_stars=g_stars)
-    assert uni.rejected is True
-    assert uni.message == "G* changes with training time (slope of log G* on log T = 0.5, 95% CI [0.4, 0.6], p < 0.025)"
+@pytest.mark.parametrize(
+    "g_stars, trend",
+    [
+        ((None, 5.0, 9.5), "grows from 5 at T=20 to 9.5 at T=40"),
+        ((3.25, 5.0, None), "grows from 3.25 at T=10 to 5 at T=20"),
+        ((3.25, None, 9.5), "grows from 3.25 at T=10 to 9.5 at T=40"),
+    ],
+)
+def test_the_test_is_over_the_checkpoints_whose_fit_gives_a_g_star(monkeypatch, g_stars, trend):
+    """A boundary fit shows no G* at its checkpoint (`fit` prints "-"), so the slope leaves it out and the trend
+    runs from the first to the last checkpoint with a G*."""
+    seen = []
+    raw = lambda g, b, y: seen.append(y[:, 0].tolist()) or [None] * len(y)  # noqa: E731
+    uni = scripted(monkeypatch, [0.5, *[0.4] * 20, *[0.6] * 20], n_boot=40, g_stars=g_stars, raw=raw)
+    kept = [t for t, v in zip(STEPS, g_stars) if v is not None]
+    assert seen[0] == [t / 1000 for t in kept]  # the rows of those checkpoints (y = T/1000 for the first trial)
+    assert uni.rejected is True and uni.message.endswith(f"p < 0.025): G* {trend}")
+
+
+def test_one_checkpoint_with_a_g_star_gives_no_test_however_many_have_data(monkeypatch):
+    """A new user's sweep printed "T=15: 5.26, T=30: -, T=45: -, T=60: -" and then a slope and p from the raw G*
+    at the boundary checkpoints: one G* is not a trend."""
+    uni = scripted(monkeypatch, [0.5, *[0.4] * 20], n_boot=20, g_stars=(3.25, None, None))
+    assert uni == TimeUniversality(message="G* is finite at fewer than 2 checkpoints (T=10 only): no test of G* against T")
+    uni = scripted(monkeypatch, [0.5, *[0.4] * 20], n_boot=20, g_stars=(None, None, float("inf")))
+    assert uni == TimeUniversality(message="G* is finite at fewer than 2 checkpoints: no test of G* against T")
+
+
+def test_no_slope_from_the_unweighted_g_stars_gives_no_test(monkeypatch):
+    """The fits give a G* at 3 checkpoints but the unweighted G* behind the slope is not finite at 2 of them."""
+    uni = scripted(monkeypatch, [None], n_boot=20)
+    assert uni == TimeUniversality(
+        message="the unweighted fit's G* is finite at fewer than 2 of the checkpoints with a G*: no test of G* against T"
+    )
 
 
 @pytest.mark.parametrize(
@@ -155,7 +183,7 @@ def test_g_star_at_fewer_than_2_checkpoints_gives_no_test():
     g, b, s, y = table(lambda t: 4.0, seeds=range(2))
     fits, uni = fit_over_time(g, b, s, {10: y[10], 40: [float("nan")] * len(g)}, n_boot=10)
     assert fits[40].status == "insufficient_data"
-    assert uni == TimeUniversality(message="G* is finite at fewer than 2 checkpoints: no test of G* against T")
+    assert uni == TimeUniversality(message="G* is finite at fewer than 2 checkpoints (T=10 only): no test of G* against T")
 
 
 def test_known_fits_are_reused_and_the_others_fitted_with_the_metric_and_n_boot():
@@ -192,7 +220,7 @@ def test_resampling_draws_whole_trials_within_each_cell(monkeypatch):
     monkeypatch.setattr(over_time, "_raw_g_stars", lambda g, b, y: seen.append((g, b, y)) or list(y.mean(axis=1) + 1))
     g, b = [2, 2, 2, 4, 4, 8, 8], [8, 8, 8, 8, 8, 16, 16]
     y = {t: [j + t / 100 for j in range(7)] for t in STEPS}
-    fit_over_time(g, b, [0, 1, 2, 0, 1, 0, 1], y, n_boot=20, known={t: LawFit(status="ok") for t in STEPS})
+    fit_over_time(g, b, [0, 1, 2, 0, 1, 0, 1], y, n_boot=20, known={t: LawFit(status="ok", g_star=4.0) for t in STEPS})
     assert len(seen) == 21  # the point estimate, then one per resample
     repeats = False
     for gr, br, yr in seen[1:]:
@@ -210,7 +238,7 @@ def test_a_cell_of_one_trial_gives_no_test_rather_than_a_zero_width_interval(mon
     monkeypatch.setattr(over_time, "_raw_g_stars", lambda g, b, y: list(2 + y.mean(axis=1)))
     g, b = [2, 4, 8, 8], [8, 8, 16, 16]
     y = {t: [j + t / 100 for j in range(4)] for t in STEPS}
-    _, uni = fit_over_time(g, b, [0, 0, 0, 1], y, n_boot=20, known={t: LawFit(status="ok") for t in STEPS})
+    _, uni = fit_over_time(g, b, [0, 0, 0, 1], y, n_boot=20, known={t: LawFit(status="ok", g_star=4.0) for t in STEPS})
     assert uni is not None and uni.rejected is None and uni.p_value is None and uni.slope_ci95 is None
     assert uni.slope is not None and uni.message.startswith("2 of 3 (G, B) cells have one trial") and "add seeds" in uni.message
 
