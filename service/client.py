@@ -29,8 +29,15 @@ class Client:
         self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0, wait_s: float | None = None
     ) -> None:
         """wait_s: how long a refused connection (a controller still starting) is retried, in seconds (default
-        $GROUPSCALE_WAIT_S or WAIT_S; 0: not at all). Only refused connections are retried: nothing was sent."""
+        $GROUPSCALE_WAIT_S or WAIT_S; 0: not at all). Only refused connections are retried: nothing was sent.
+
+        Raises:
+            httpx.InvalidURL: the URL (url, else $GROUPSCALE_URL) is malformed or not http(s) with a host.
+        """
         self.url = (url or os.environ.get("GROUPSCALE_URL") or DEFAULT_URL).rstrip("/")
+        parsed = httpx.URL(self.url)  # raises httpx.InvalidURL for a malformed one
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise httpx.InvalidURL(f"{self.url!r} must start with http:// or https:// and name a host")
         token = token or os.environ.get("GROUPSCALE_API_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)

@@ -19,7 +19,7 @@ def main() -> None:
     except httpx.InvalidURL as e:
         from service.cli.app import err
 
-        err.print(f"[red]error:[/red] --url / GROUPSCALE_URL is not a valid URL: {e}", highlight=False)
+        err.print(f"[red]error:[/red] --url / GROUPSCALE_URL is not a valid URL: {e}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
 
 

@@ -58,7 +58,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")
 
 
 def _fail(msg: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/red] {msg}", highlight=False)
+    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)  # whole lines: the terminal wraps, copies stay whole
     raise typer.Exit(code)
 
 

@@ -52,13 +52,14 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 
 def error_message(error: Any) -> str:
-    """A pydantic error's message for people: an unknown field gets unknown_field_message."""
+    """A pydantic error's message for people: an unknown field gets unknown_field_message, an unknown tag
+    unknown_tag_message, a validator's ValueError its own words (without pydantic's "Value error, ")."""
     loc = [p for p in error.get("loc", ()) if p != "body"]
     if error.get("type") == "extra_forbidden":
         return unknown_field_message(loc) or str(error.get("msg", ""))
     if error.get("type") == "union_tag_invalid":  # an unknown task name (or another tagged union's tag)
         return unknown_tag_message(error.get("ctx", {})) or str(error.get("msg", ""))
-    return str(error.get("msg", ""))
+    return str(error.get("msg", "")).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
 
 
 def unknown_tag_message(ctx: dict[str, Any]) -> str | None:

@@ -136,14 +136,24 @@ def test_law_fit_refuses_a_group_size_that_is_not_whole(tmp_path):
     assert r.exit_code == 2 and "group_size must be a whole number, got '2.5'" in r.output
 
 
-def test_a_malformed_controller_url_is_bad_input_not_a_traceback():
+@pytest.mark.parametrize(
+    "env, args, why",
+    [
+        ({"GROUPSCALE_URL": "http://[::1"}, [], "Invalid port"),  # httpx's own message
+        ({}, ["--url", "notaurl"], "'notaurl' must start with http:// or https:// and name a host"),
+        ({}, ["--url", "ftp://127.0.0.1:8000"], "'ftp://127.0.0.1:8000' must start with http:// or https://"),
+    ],
+)
+def test_a_malformed_controller_url_is_bad_input_not_a_traceback(env, args, why):
+    """Exit 2 naming the option and why, not "cannot reach the controller" (exit 1) with advice to start one."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "GROUPSCALE_URL": "http://[::1"}
-    r = subprocess.run([sys.executable, "-m", "service", "trials", "abc"], capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 2 and "GROUPSCALE_URL is not a valid URL" in r.stderr and "Traceback" not in r.stderr
+    cmd = [sys.executable, "-m", "service", "trials", "abc", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert r.returncode == 2 and "--url / GROUPSCALE_URL is not a valid URL" in r.stderr and why in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "cannot reach" not in r.stderr
 
 
 def test_law_fit_with_no_evidence_recommends_no_g_anywhere(tmp_path):
@@ -182,7 +192,8 @@ def test_demo_with_a_bad_spec_exits_2_naming_the_field_before_starting_anything(
     bad = tmp_path / "bad.yaml"
     bad.write_text(json.dumps(spec(task={"name": "bandit"}, model={"preset": "tabular"}, group_sizes=[2, 3])))
     r = runner.invoke(app, ["demo", "--spec", str(bad), "--data-dir", str(tmp_path / "data")])
-    assert r.exit_code == 2 and "group_sizes" in r.output and "valid group sizes for B=16: 2, 4, 8, 16" in r.output
+    assert r.exit_code == 2 and "valid group sizes for B=16: 2, 4, 8, 16" in r.output
+    assert "  group_sizes: group size(s) 3 do not divide" in r.output and "Value error" not in r.output, r.output
     assert not (tmp_path / "data").exists()  # no stack was started
 
 
