@@ -45,7 +45,16 @@ def submit(
     url: UrlOpt = None,
 ) -> None:
     """Submit a sweep; prints its id (last line)."""
+    from sweeps.fit.curve import N_PARAMS
+
     spec = _read_spec(spec_path)
+    if (k := len(set(spec.group_sizes))) <= N_PARAMS:  # accepted (its trials and metrics are worth having), but said
+        err.print(
+            f"warning: {k} distinct group sizes: the law a + b G + c/(G-1) needs at least {N_PARAMS + 1} to be fitted, "
+            "so this sweep's fit will be insufficient_data (its trials are recorded all the same)",
+            highlight=False,
+            soft_wrap=True,
+        )
     client = Client(url)
     sweep = _api(client.submit, spec.model_dump(mode="json"), str(uuid.uuid4()))  # a retry under this key never makes two
     if sweep["mlflow"]["url"]:

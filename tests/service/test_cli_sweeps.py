@@ -331,3 +331,18 @@ def test_fit_prints_g_star_at_each_checkpoint_and_the_test_over_training_time():
     with out.capture() as printed:
         print_fit({**fit, "by_step": [], "time_universality": None})
     assert "over training time" not in printed.get()
+
+
+@pytest.mark.parametrize("group_sizes, warned", [([2, 8], True), ([2, 4, 8], True), ([2, 4, 8, 16], False)])
+def test_submit_says_when_too_few_group_sizes_leave_the_law_unfittable(app_client, tmp_path, group_sizes, warned):
+    """A new user's 2-G sweep trained and only then heard "insufficient_data ... the law needs at least 4"."""
+    path = tmp_path / "few.yaml"
+    path.write_text(json.dumps({**_spec("few"), "group_sizes": group_sizes, "samples_per_step": [16]}))
+    r = CliRunner().invoke(cli, ["submit", str(path)])
+    assert r.exit_code == 0, r.output
+    warning = (
+        f"warning: {len(group_sizes)} distinct group sizes: the law a + b G + c/(G-1) needs at least 4 to be fitted, "
+        "so this sweep's fit will be insufficient_data (its trials are recorded all the same)"
+    )
+    assert (warning in r.stderr) is warned, r.stderr
+    assert [s["name"] for s in app_client.get("/v1/sweeps").json()].count("few") == 1  # accepted all the same
