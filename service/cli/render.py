@@ -29,7 +29,13 @@ def verdict(answer: dict) -> str:
         from sweeps.answer import tie_set
 
         ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
-    alike = f"anything from {min(ties)} to {max(ties)} is as good" if len(ties) > 1 else f"G = {g} is clearly best"
+    ties = sorted(ties)
+    if len(ties) < 2:
+        alike = f"G = {g} is clearly best"
+    elif ties == list(range(ties[0], ties[-1] + 1)):
+        alike = f"anything from {ties[0]} to {ties[-1]} is as good"
+    else:  # the grid's G only: "from 4 to 8" would promise 5, 6 and 7
+        alike = f"G = {', '.join(map(str, ties[:-1]))} and {ties[-1]} are as good"
     bound = answer.get("g_star_bound")
     if bound:
         alike = f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"
@@ -69,11 +75,14 @@ def print_fit(fit: dict) -> None:
         at = ", ".join(f"T={s['step']}: {_fmt(s['g_star'])}" for s in fit["by_step"])
         time = fit.get("time_universality") or {}
         out.print(f"G* over training time: {at}; {time.get('message', 'no test')}", highlight=False)
-    if fit.get("evidence"):
-        out.print(f"evidence: [bold]{fit['evidence']}[/bold] ({fit.get('evidence_reason', '')})", highlight=False)
-    if fit.get("message"):
-        out.print(fit["message"], highlight=False)
-    out.print(f"[bold]{verdict(fit)}[/bold]", highlight=False, soft_wrap=True)
+    last = verdict(fit)
+    if fit.get("evidence"):  # its reason once: the last line gives it when the evidence is not strong
+        reason = fit.get("evidence_reason") or ""
+        out.print(f"evidence: [bold]{fit['evidence']}[/bold]" + (f" ({reason})" if reason not in last else ""), highlight=False)
+    told = [part for part in (fit.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
+    if told:
+        out.print("; ".join(told), highlight=False)
+    out.print(f"[bold]{last}[/bold]", highlight=False, soft_wrap=True)
 
 
 def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_shown: bool = False) -> dict:

@@ -301,8 +301,18 @@ def test_compare_warns_when_the_sweeps_measure_different_things(app_client):
             },
             "no G to recommend (boundary): the law does not fit better than a constant (F = 11.3, p = 0.21)",
         ),
+        (
+            {
+                "recommended_group_size": 4,
+                "g_star": 4.4,
+                "g_star_ci95": [3.69, 6.53],
+                "evidence": "strong",
+                "equivalent_group_sizes": [8, 4],
+            },
+            "use G = 4, strong evidence: G = 4 and 8 are as good (G* = 4.4, 95% CI [3.69, 6.53])",
+        ),
     ],
-    ids=["weak", "strong", "strong with ties", "boundary", "none"],
+    ids=["weak", "strong", "strong with ties", "boundary", "none", "ties on a sparse grid"],
 )
 def test_the_answer_line_carries_the_evidence_and_the_interval_in_words(answer, line):
     from service.cli.render import verdict
@@ -346,3 +356,19 @@ def test_submit_says_when_too_few_group_sizes_leave_the_law_unfittable(app_clien
     )
     assert (warning in r.stderr) is warned, r.stderr
     assert [s["name"] for s in app_client.get("/v1/sweeps").json()].count("few") == 1  # accepted all the same
+
+
+def test_fit_gives_the_reason_once_on_its_last_line():
+    """A new user read the same reason three times: after "evidence: none", as "no recommendation: ...", and on the
+    answer line. What the last line says is not printed before it; what it does not say is."""
+    from service.cli.render import out, print_fit
+    from sweeps.fit import LawFit
+
+    reason = "the law does not fit better than a constant (F = 0.025, p = 0.98)"
+    fit = LawFit(status="boundary", metric="gap", evidence="none", evidence_reason=reason)
+    fit.message = f"2 rows without a value left out; no recommendation: {reason}"
+    with out.capture() as printed:
+        print_fit(fit.model_dump(mode="json"))
+    lines = printed.get().splitlines()
+    assert " ".join(printed.get().split()).count(reason) == 1 and lines[-1] == f"no G to recommend (boundary): {reason}"
+    assert "evidence: none" in lines and "2 rows without a value left out" in lines
