@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
@@ -44,18 +45,22 @@ def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt =
     rows = _api(Client(url).trials, sweep_id)
     if as_json:
         return _print_json(rows)
-    t = Table(title=f"trials of {sweep_id}")
-    for col in ("G", "B", "seed", "status", "gap / grad_mse", "attempts", "MLflow run"):
-        t.add_column(col)
+    metric = "grad_mse" if any("grad_mse" in (r.get("metrics") or {}) for r in rows) else "gap"  # the sweep's measure
+    # No vertical rules and a whole run id (to copy): 80 columns hold every column but a long reason, which wraps.
+    t = Table(title=f"trials of {sweep_id}", box=box.SIMPLE_HEAD)
+    for col in ("G", "B", "seed"):
+        t.add_column(col, justify="right")
+    t.add_column("status", min_width=9)
+    t.add_column(metric, justify="right")
+    t.add_column("tries", justify="right")
+    t.add_column("MLflow run", no_wrap=True, min_width=32)
     for r in rows:
-        metrics = r.get("metrics") or {}
-        value = metrics.get("gap", metrics.get("grad_mse"))
         t.add_row(
             str(r["group_size"]),
             str(r["samples_per_step"]),
             str(r["seed"]),
             r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
-            _fmt(value, 4),
+            _fmt((r.get("metrics") or {}).get(metric), 4),
             str(r["attempts"]),
             r.get("mlflow_run_id") or "-",
         )

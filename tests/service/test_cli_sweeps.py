@@ -82,6 +82,16 @@ def test_trials_lists_each_trial_with_its_metric(app_client):
     assert run("trials", "nope").exit_code == 2
 
 
+def test_trials_keeps_an_mlflow_run_id_whole_at_80_columns(app_client):
+    """A new user could not copy a run id cut to "26f6f39d08454acdaa..." at 80 columns."""
+    run_id = "26f6f39d08454acdaa0d5e1f2b3c4d5e"
+    with app_client.app.state.store.session() as s:
+        trial = s.query(Trial).filter_by(sweep_id="s4", position=0).one()
+        trial.mlflow_run_id, trial.status, trial.reason = run_id, "failed", "worker died twice (OOM?)"
+    r = CliRunner().invoke(cli, ["trials", "s4"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and run_id in r.stdout and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
+
+
 def test_compare_says_whether_the_intervals_overlap(app_client):
     r = run("compare", "s4", "s9", "--json")
     assert r.exit_code == 0, r.output
