@@ -228,6 +228,18 @@ def combine(
     return {**out, "message": answer_line(out) + f"; {matters}"}
 
 
+def as_good(g: int, ties: Sequence[int]) -> str:
+    """What else does as well as the recommended ``g``: ``ties``, the grid's G the data cannot tell from it
+    (a tie set), in words: "anything from 2 to 4 is as good" for consecutive G, "G = 4 and 8 are as good" on a
+    sparse grid (a range would promise 5, 6 and 7), "G = 4 is clearly best" for none."""
+    ties = sorted(ties)
+    if len(ties) < 2:
+        return f"G = {g} is clearly best"
+    if ties == list(range(ties[0], ties[-1] + 1)):
+        return f"anything from {ties[0]} to {ties[-1]} is as good"
+    return f"G = {', '.join(map(str, ties[:-1]))} and {ties[-1]} are as good"
+
+
 def answer_line(answer: dict) -> str:
     """The answer in one line of words: G, how sure, what else is as good."""
     if answer.get("recommended_group_size") is None:
@@ -235,7 +247,7 @@ def answer_line(answer: dict) -> str:
     g, ties, ev = answer["recommended_group_size"], answer["tie_set"], answer["evidence"]
     lo, hi = answer["g_star_ci95"]
     where = f"G* = {answer['g_star']:.3g}, 95% interval [{lo:.3g}, {hi:.3g}]"
-    same = f"anything from {ties[0]} to {ties[-1]} is as good" if len(ties) > 1 else "no other grid G is as good"
+    same = as_good(g, ties)
     if ev == "none":
         return f"use G = {g}, though any G in the grid does about as well here ({where})"
     return f"use G = {g} ({ev} evidence: {same}; {where})"

@@ -24,18 +24,12 @@ def verdict(answer: dict) -> str:
         return f"no G to recommend ({answer.get('status', '-')}): {reason}"
     closed = bool(ci) and None not in ci
     interval = f"G* = {_fmt(answer.get('g_star'))}, 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if closed else "G* has no interval"
+    from sweeps.answer import as_good, tie_set
+
     ties = answer.get("equivalent_group_sizes") or []
     if len(ties) < 2 and closed:  # a recommendation has no tie set: the G the law picks for some G* in the interval
-        from sweeps.answer import tie_set
-
         ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
-    ties = sorted(ties)
-    if len(ties) < 2:
-        alike = f"G = {g} is clearly best"
-    elif ties == list(range(ties[0], ties[-1] + 1)):
-        alike = f"anything from {ties[0]} to {ties[-1]} is as good"
-    else:  # the grid's G only: "from 4 to 8" would promise 5, 6 and 7
-        alike = f"G = {', '.join(map(str, ties[:-1]))} and {ties[-1]} are as good"
+    alike = as_good(g, ties)
     bound = answer.get("g_star_bound")
     if bound:
         alike = f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"

@@ -154,3 +154,19 @@ def test_combine_without_any_interior_estimate_says_so():
     assert probe_only["g_matters"] is None and "could not be measured" in probe_only["message"]
     assert probe_only["regret_g8"]["value"] is None and "no halving" in probe_only["regret_g8"]["reason"]
     assert all(v is None or math.isfinite(v) for v in (out["g_star"],))
+
+
+@pytest.mark.parametrize(
+    "ties, words",
+    [
+        ([4], "G = 4 is clearly best"),
+        ([], "G = 4 is clearly best"),
+        ([4, 2, 3], "anything from 2 to 4 is as good"),
+        ([8, 4], "G = 4 and 8 are as good"),  # a sparse grid: "from 4 to 8" would promise 5, 6 and 7
+        ([4, 8, 16], "G = 4, 8 and 16 are as good"),
+    ],
+)
+def test_what_else_is_as_good_names_the_grids_tied_g_as_they_are(ties, words):
+    from sweeps.answer import as_good
+
+    assert as_good(4, ties) == words
