@@ -297,7 +297,9 @@ def answer(
         job = _api(client.answer, spec.model_dump(mode="json"))
         result = _wait_for(client.get_answer, job, f"answer {job['id']}: at most {plan.budget} completions")
         if not as_json:
-            err.print(f"answer {job['id']} (set it beside a sweep: groupscale report SWEEP_ID --answer {job['id']})")
+            err.print(
+                f"answer {job['id']} (set it beside a sweep: groupscale report SWEEP_ID --answer {job['id']})", soft_wrap=True
+            )
     if as_json:
         return _print_json(finite_or_none(result))
     print_answer(result)
