@@ -48,6 +48,18 @@ def mark_environment() -> str:
     return marker
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def interrupt_on_ctrl_c_and_sigterm() -> None:
+    """Make SIGINT and SIGTERM raise KeyboardInterrupt in this process, so that a ``finally`` stops what it started.
+    Set explicitly: a process started in the background of a shell inherits SIGINT ignored (no KeyboardInterrupt,
+    so Ctrl-C or ``kill -INT`` did nothing), and SIGTERM's default ends it without running any ``finally``."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def start_watchdog(marker: str) -> subprocess.Popen:
     """The watchdog of this process: ends every process with ``marker`` once this one is gone."""
     cmd = [sys.executable, "-m", "service.lifetime", str(os.getpid()), marker]

@@ -18,7 +18,15 @@ import httpx
 import uvicorn
 from sqlalchemy.engine import make_url
 
-from service.lifetime import StackConfigError, StackError, claim_port, mark_environment, record_mlflow, start_watchdog
+from service.lifetime import (
+    StackConfigError,
+    StackError,
+    claim_port,
+    interrupt_on_ctrl_c_and_sigterm,
+    mark_environment,
+    record_mlflow,
+    start_watchdog,
+)
 from service.main import create_app
 from service.scheduler.ray_backend import connect_ray, disconnect_ray
 from service.settings import Settings
@@ -210,6 +218,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     # the user types client commands in, those lines cut into progress bars. The run links are in the API's answers.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
+    interrupt_on_ctrl_c_and_sigterm()  # while starting (ray.init, then uvicorn, install their own later)
     mlflow_proc = None
     serving = False
     try:

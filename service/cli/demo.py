@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -14,18 +13,6 @@ from rich.table import Table
 from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
 from service.cli.render import print_fit, verdict, watch_sweep
 from service.client import Client
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _stop_on_ctrl_c_and_sigterm() -> None:
-    """Ctrl-C and SIGTERM both end the demo through its ``finally``, which stops the stack it started. Set
-    explicitly: a process started in the background of a shell inherits SIGINT ignored (no KeyboardInterrupt),
-    and SIGTERM's default would end the demo without stopping `up`."""
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _free_port(preferred: int) -> int:
@@ -47,10 +34,11 @@ def demo(
     spec_path: Annotated[Path, typer.Option("--spec")] = EXAMPLES / "arithmetic-tiny.yaml",
 ) -> None:
     """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
+    from service.lifetime import interrupt_on_ctrl_c_and_sigterm
     from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
     spec = _read_spec(spec_path)  # a bad spec exits 2 before anything starts
-    _stop_on_ctrl_c_and_sigterm()
+    interrupt_on_ctrl_c_and_sigterm()  # both end the demo through its `finally`, which stops the stack it started
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.resolve() / "up.log"
