@@ -117,11 +117,10 @@ def start_mlflow(
     try:
         if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
             return proc
-    except BaseException:  # it exited, or Ctrl-C while it starts: no server outlives the call that started it
+        raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
+    except BaseException:  # it exited, it did not answer, or Ctrl-C while it starts: no server outlives this call
         stop_process_group(proc)
         raise
-    stop_process_group(proc)
-    raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
 
 
 def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, what: str) -> bool:
@@ -206,10 +205,10 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
-    configured = Settings()
+    configured = Settings(data_dir=data_dir.resolve())  # the environment's settings (tracking URI set once it is known)
     backend = configured.mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
     mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
-    check_databases(Settings(data_dir=data_dir.resolve()), None if env_uri else mlflow_backend)  # before anything starts
+    check_databases(configured, None if env_uri else mlflow_backend)  # before anything starts
     claim_port(host, port, "--port")
     if not env_uri:
         claim_port("127.0.0.1", mlflow_port, "--mlflow-port", data_dir.resolve())
@@ -226,7 +225,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
             mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
             record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
         tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
-        settings = Settings(data_dir=data_dir.resolve(), mlflow_tracking_uri=tracking_uri)
+        settings = configured.model_copy(update={"mlflow_tracking_uri": tracking_uri})
         connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         app = create_app(settings)
