@@ -1,28 +1,24 @@
-"""How often is a cheap answer right? `groupscale answer` and its rivals calibrated against full grids.
+"""How often is a cheap answer right? Every registered `groupscale answer` method and its rivals against full grids.
 
-For each task of the suite the full grid (every G x 2 budgets x 5 seeds, the real worker code, one
-process per trial; bench/universality.run_sweep) is the reference: its G* with 95% interval, its tie set
-(sweeps.fit's equivalent_group_sizes; every G when its evidence is none) and its per-G seed-mean metric
-at T (averaged over budgets). Then each cheap method, at its own cost, REPS times with other seeds:
+For each task of the suite the full grid (every G x 2 budgets x 4-5 seeds, the real worker code, one process
+per trial; bench/universality.run_sweep) is the reference: its G* with 95% interval, its tie set (sweeps.fit's
+equivalent_group_sizes; every G when its evidence is none) and its per-G seed-mean metric at T (averaged over
+budgets). Then each cheap method at its own cost, REPS times with other seeds:
 
-- ``probe``: the probe at the starting policy (the answer's first stage; K x M completions);
-- ``pilot``: the probe at the end of one short pilot trial (the answer's second stage; outcome tasks);
-- ``adaptive``: the adaptive sweep (sweeps.adaptive, mode adaptive) at T / 10 steps, stopped at
-  ADAPTIVE_SHARE of the grid's completions;
-- ``answer``: `groupscale answer` at its default budget (workers.answer.run_answer);
+- every method of sweeps.answer.METHODS at the default budget (workers.answers.run_answer; 1% of the grid);
 - ``g8`` (TRL's default) and ``passrate`` (arXiv 2607.00152 on the probe's pass rate), zero-cost rules.
 
-A method covers when its interval holds the grid's G* or its recommended G is in the grid's tie set;
-its regret is the grid's seed-mean metric at its G minus that at the grid's best G. Grids are cached
-under --data-dir (a JSON per task, keyed by its spec) so reruns only redo the cheap methods.
+A method covers when its interval holds the grid's G* or its recommended G is in the grid's tie set; its regret
+is the grid's seed-mean metric at its G minus that at the grid's best G, as a share of the grid's spread; a
+confident miss is an answer with strong evidence that does not cover. Grid trials are cached under --data-dir
+(a JSON per task, keyed by its spec), so reruns only redo the cheap methods and refit the grids.
 
-Tasks: three bandits (measure gradient_mse) whose exact G* (THEORY.md's formula) is 3.1, 6.1 and 15.6,
-and the arithmetic preset at two difficulties (measure outcome). Prints the table, then
-answer_coverage, answer_cost_ratio, probe_coverage, adaptive_coverage_short, regret_answer, regret_g8,
-regret_passrate (over tasks x REPS); the last line is ``seconds: S``. Writes the table into
-docs/RESULTS.md (--out) between the calibration markers.
+The suite is split before tuning (``HALF``, written in docs/RESULTS.md): tune on ``dev`` only; publish both,
+and quote ``held-out``. Prints the table, then per half and method ``{half} {method}: coverage, regret,
+confident misses, no G, cost``; the last line is ``seconds: S``. Writes the tables into docs/RESULTS.md (--out)
+between the calibration markers.
 
-    .venv/bin/python bench/calibration.py [--workers 2] [--quick] [--data-dir .groupscale/calibration] [--out docs/RESULTS.md]
+    .venv/bin/python bench/calibration.py [--half dev|held-out|all] [--workers 2] [--quick] [--grids-only] [--out docs/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -31,28 +27,31 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
-from sweeps.answer import passrate_group_size  # noqa: E402
-from sweeps.answer_plan import grid_cost, trial_cost  # noqa: E402
+from sweeps.answer import METHODS, grid_cost  # noqa: E402
 from sweeps.fit import recommend_group_size  # noqa: E402
-from sweeps.spec import SweepSpec  # noqa: E402
+from sweeps.spec import SweepSpec, load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+BYO = ROOT / "sweeps" / "examples" / "byo"
 REPS = 4
-ADAPTIVE_SHARE = 0.05  # the adaptive sweep's completions, as a share of the grid's
 BANDIT_GRID = {"group_sizes": [2, 3, 4, 6, 8, 12, 16, 24, 32, 48], "samples_per_step": [96, 192], "seeds": [0, 1, 2, 3, 4]}
 BANDIT = {"model": {"preset": "tabular"}, "steps": 1, "measure": {"kind": "gradient_mse", "repeats": 200}, **BANDIT_GRID}
+TRAINED = {"model": {"preset": "tabular"}, **BANDIT_GRID, "seeds": [0, 1, 2, 3], "eval": {"every": 25}}
 ARITH = {
     "model": {"preset": "tiny-llama"},
     "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24],
@@ -62,57 +61,70 @@ ARITH = {
     "eval": {"prompts": 256, "every": 25},
     "resources": {"cpus_per_trial": 1},
 }
-TASKS = {  # name -> (spec, exact G* where known)
-    "bandit-g3": (
-        {
-            **BANDIT,
-            "task": {"name": "bandit", "contexts": 20, "arms": 2, "seed": 0},
-            "grpo": {"advantage": "loo", "temperature": 1.0},
-        },
-        3.12,
+
+
+def _bandit(contexts: int, arms: int, seed: int, temperature: float, **grid) -> dict:
+    """Gradient MSE at the starting policy of a tabular bandit: its exact G* is THEORY.md's formula."""
+    task = {"name": "bandit", "contexts": contexts, "arms": arms, "seed": seed}
+    return {**BANDIT, **grid, "task": task, "grpo": {"advantage": "loo", "temperature": temperature}}
+
+
+def _trained(contexts: int, arms: int, seed: int, temperature: float, lr: float, steps: int = 100) -> dict:
+    """A tabular bandit trained for ``steps`` steps (measure outcome): its G* moves with the policy."""
+    task = {"name": "bandit", "contexts": contexts, "arms": arms, "seed": seed}
+    return {**TRAINED, "steps": steps, "task": task, "grpo": {"advantage": "loo", "temperature": temperature, "lr": lr}}
+
+
+def _arith(max_operand: int, lr: float) -> dict:
+    grpo = {"advantage": "loo", "lr": lr, "max_new_tokens": 4}
+    return {**ARITH, "task": {"name": "arithmetic", "max_operand": max_operand}, "grpo": grpo}
+
+
+FLAT = {"kind": "gradient_mse", "repeats": 8}  # few draws: the seed noise hides a shallow curve near its optimum
+FLAT_WHAT = "a flat law (G near the optimum, 8 draws: the grid cannot tell G apart)"
+
+
+@dataclass(frozen=True)
+class Task:
+    spec: dict  # the grid (for "byo": overrides of sweeps/examples/byo/spec.yaml)
+    exact: float | None  # the starting policy's exact G* (bandits)
+    half: str  # dev (tuned on) or held-out (published)
+    what: str
+
+
+# The split, fixed before the first run (docs/RESULTS.md): each kind of task on both sides where the suite has two.
+TASKS = {
+    "bandit-g3": Task(_bandit(20, 2, 0, 1.0), 3.12, "dev", "G* near 3"),
+    "bandit-g16": Task(_bandit(10, 80, 0, 4.0), 15.55, "dev", "G* near 16"),
+    "bandit-beyond-a": Task(_bandit(2, 400, 1, 8.0, group_sizes=[2, 3, 4, 6, 8, 12, 16, 24]), 45.58, "dev", "G* beyond the grid"),
+    "trained-a": Task(_trained(2, 160, 0, 2.0, 0.1), 26.84, "dev", "G* moving with training (start 26.8)"),
+    "flat-a": Task(_bandit(10, 80, 0, 4.0, group_sizes=[6, 8, 12, 16, 24, 32, 48], measure=FLAT), 15.55, "dev", FLAT_WHAT),
+    "arithmetic-easy": Task(_arith(19, 2.0e-4), None, "dev", "outcome, operands to 19"),
+    "bandit-g2": Task(_bandit(8, 2, 3, 0.25), 2.79, "held-out", "G* near 2"),
+    "bandit-g10": Task(_bandit(10, 40, 1, 2.0), 9.99, "held-out", "G* near 10"),
+    "bandit-g27": Task(_bandit(3, 400, 1, 1.0), 27.56, "held-out", "G* above 24"),
+    "bandit-beyond-b": Task(
+        _bandit(2, 400, 0, 4.0, group_sizes=[2, 3, 4, 6, 8, 12, 16]), 44.62, "held-out", "G* beyond the grid"
     ),
-    "bandit-g6": (
-        {
-            **BANDIT,
-            "task": {"name": "bandit", "contexts": 10, "arms": 20, "seed": 3},
-            "grpo": {"advantage": "loo", "temperature": 1.0},
-        },
-        6.05,
-    ),
-    "bandit-g16": (
-        {
-            **BANDIT,
-            "task": {"name": "bandit", "contexts": 10, "arms": 80, "seed": 0},
-            "grpo": {"advantage": "loo", "temperature": 4.0},
-        },
-        15.55,
-    ),
-    "arithmetic-easy": (
-        {
-            **ARITH,
-            "task": {"name": "arithmetic", "max_operand": 19},
-            "grpo": {"advantage": "loo", "lr": 2.0e-4, "max_new_tokens": 4},
-        },
-        None,
-    ),
-    "arithmetic-hard": (
-        {
-            **ARITH,
-            "task": {"name": "arithmetic", "max_operand": 99},
-            "grpo": {"advantage": "loo", "lr": 2.0e-4, "max_new_tokens": 4},
-        },
-        None,
-    ),
+    "trained-b": Task(_trained(3, 400, 1, 1.0, 0.1), 27.56, "held-out", "G* moving with training (start 27.6)"),
+    "flat-b": Task(_bandit(10, 40, 1, 2.0, group_sizes=[4, 6, 8, 12, 16, 24, 32], measure=FLAT), 9.99, "held-out", FLAT_WHAT),
+    "arithmetic-hard": Task(_arith(99, 5.0e-4), None, "held-out", "outcome, operands to 99, lr 5e-4"),
+    "chat-byo": Task({"seeds": [0, 1, 2, 3, 4]}, None, "held-out", "the byo chat task (sweeps/examples/byo)"),
 }
+HALVES = ("dev", "held-out")
 QUICK = {  # per measure: a few-minute smoke run
     "gradient_mse": {"seeds": [0, 1, 2], "measure": {"kind": "gradient_mse", "repeats": 100}},
     "outcome": {"group_sizes": [2, 4, 8, 16], "seeds": [0, 1, 2], "steps": 20, "eval": {"prompts": 64, "every": 10}},
 }
 
 
-def task_spec(name: str, quick: bool) -> SweepSpec:
-    spec, _ = TASKS[name]
-    spec = {"name": f"calibration-{name}", **spec}
+def task_spec(name: str, quick: bool = False) -> SweepSpec:
+    task = TASKS[name]
+    if name == "chat-byo":
+        os.environ.setdefault("GROUPSCALE_REWARD_ROOT", str(BYO))
+        base = load_spec(BYO / "spec.yaml").model_dump(mode="json", exclude_unset=True)
+        return SweepSpec.model_validate({**base, **task.spec, "name": f"calibration-{name}"})
+    spec = {"name": f"calibration-{name}", **task.spec}
     if quick:
         spec.update(QUICK[spec.get("measure", {}).get("kind", "outcome")])
     return SweepSpec.model_validate(spec)
@@ -121,34 +133,35 @@ def task_spec(name: str, quick: bool) -> SweepSpec:
 # ---- the reference: the full grid --------------------------------------------------------------------------------
 
 
-def grid_reference(spec: SweepSpec, workers: int, data_dir: Path) -> dict:
-    """The grid's answer, from the cache when this exact spec was run before."""
-    key = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
-    path = data_dir / f"{spec.name}-{key}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    from universality import run_sweep
+def grid_trials(spec: SweepSpec, workers: int, data_dir: Path) -> list[SimpleNamespace]:
+    """Every trial of the grid (G, B, seed, status, metrics), from the cache when this exact spec was run before."""
+    key = hashlib.sha256(spec.model_dump_json(exclude={"answer", "probe"}).encode()).hexdigest()[:16]  # what the grid runs
+    path = data_dir / f"{spec.name}-{key}.trials.json"
+    if not path.exists():
+        from universality import run_sweep
 
-    trials, _, seconds = run_sweep(spec, workers, with_probe=False)
+        trials, _, seconds = run_sweep(spec, workers, with_probe=False)
+        rows = [{**vars(t), "status": str(t.status)} for t in trials]
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"seconds": seconds, "trials": rows}))
+    cached = json.loads(path.read_text())
+    return [SimpleNamespace(**{**t, "status": TrialStatus(t["status"])}) for t in cached["trials"]]
+
+
+def grid_reference(spec: SweepSpec, trials: list[SimpleNamespace]) -> dict:
+    """The grid's answer: its fit (service.results.fit_from_trials, as the controller's), tie set and per-G means."""
     fit = fit_from_trials(trials, spec)
-    metric = spec.measure.metric
-    means = {}
+    metric, means = spec.measure.metric, {}
     for g in spec.group_sizes:  # seed mean per budget, then averaged over budgets
-        per_b = [
-            statistics.fmean(vals)
-            for b in spec.samples_per_step
-            if (
-                vals := [
-                    t.metrics[metric]
-                    for t in trials
-                    if (t.group_size, t.samples_per_step) == (g, b) and t.status == TrialStatus.SUCCEEDED and metric in t.metrics
-                ]
-            )
-        ]
+        per_b = []
+        for b in spec.samples_per_step:
+            ok = (t for t in trials if (t.group_size, t.samples_per_step) == (g, b) and t.status == TrialStatus.SUCCEEDED)
+            if vals := [t.metrics[metric] for t in ok if metric in t.metrics]:
+                per_b.append(statistics.fmean(vals))
         if per_b:
             means[g] = statistics.fmean(per_b)
     ties = list(spec.group_sizes) if fit.evidence == "none" else (fit.equivalent_group_sizes or [fit.recommended_group_size])
-    ref = {
+    return {
         "g_star": fit.g_star,
         "ci95": fit.g_star_ci95,
         "status": fit.status,
@@ -158,128 +171,58 @@ def grid_reference(spec: SweepSpec, workers: int, data_dir: Path) -> dict:
         "means": {str(g): v for g, v in means.items()},
         "best": min(means, key=means.get),
         "completions": grid_cost(spec),
-        "seconds": seconds,
         "failed": sum(t.status != TrialStatus.SUCCEEDED for t in trials),
     }
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(ref, indent=1))
-    return ref
 
 
 # ---- the cheap methods ---------------------------------------------------------------------------------------------
 
 
-def _adaptive(spec: SweepSpec, rep: int, cache: str) -> dict:
-    """The adaptive sweep at T / 10 steps (at least 5), trial by trial, until it converges or its next trial
-    would pass ADAPTIVE_SHARE of the grid's completions."""
-    import optuna
-
-    from sweeps import adaptive
-    from sweeps.planner import TrialPlan
-    from workers.config import TrialConfig
-    from workers.entry import run_measure
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    outcome = spec.measure.kind == "outcome"
-    short = max(5, spec.steps // 10) if outcome else spec.steps
-    length = short if outcome else max(10, spec.measure.repeats // 10)
-    sub = spec.model_copy(
-        update={
-            "steps": short,
-            "mode": "adaptive",
-            "eval": spec.eval.model_copy(update={"every": None}),
-            "measure": spec.measure.model_copy(update={"repeats": length if not outcome else spec.measure.repeats}),
-            "seeds": [1000 * (rep + 1) + s for s in spec.seeds],
-            "adaptive": spec.adaptive.model_copy(update={"seed": rep, "max_trials": 200}),
-        }
-    )
-    budget, spent = ADAPTIVE_SHARE * grid_cost(spec), 0
-    study = adaptive.open_study(sub, None, f"calibration-{rep}")
-    state = adaptive.state(study, sub)
-    while not state.done:
-        point = adaptive.ask(study, sub)
-        cost = trial_cost(sub, length, point.samples_per_step, 2)
-        if spent + cost > budget:
-            study.tell(point.number, state=optuna.trial.TrialState.FAIL)
-            break
-        cfg = TrialConfig.from_spec(sub, TrialPlan(point.group_size, point.samples_per_step, point.seed), cache)
-        result = run_measure(cfg)
-        spent += cost
-        adaptive.tell(study, point.number, result.metrics.get(sub.measure.metric) if result.status == "succeeded" else None)
-        state = adaptive.state(study, sub)
-    fit = state.fit
-    out = {"cost": spent, "ci95": None, "recommended": None, "tie_set": [], "trials": state.n_complete}
-    if fit is not None and fit.recommended_group_size is not None:
-        out.update(
-            ci95=fit.g_star_ci95,
-            recommended=fit.recommended_group_size,
-            tie_set=fit.equivalent_group_sizes or [fit.recommended_group_size],
-        )
-    return out
-
-
 def cheap_methods(name: str, quick: bool, rep: int) -> dict:
-    """Every cheap method on task ``name`` at repetition ``rep`` (its own seeds), in this process."""
-    from workers.answer import run_answer
+    """Every registered answer method and the two rules on task ``name`` at repetition ``rep`` (its own seeds)."""
+    from workers.answers import run_answer
 
     spec = task_spec(name, quick)
     spec = spec.model_copy(
-        update={
-            "seeds": [100 * (rep + 1) + s for s in spec.seeds],
-            "probe": spec.probe.model_copy(update={"seed": rep}),
-        }
+        update={"seeds": [100 * (rep + 1) + s for s in spec.seeds], "probe": spec.probe.model_copy(update={"seed": rep})}
     )
-    with tempfile.TemporaryDirectory() as cache:
-        t0 = time.perf_counter()
-        ans = run_answer(spec, cache)
-        t_answer = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        adapt = _adaptive(spec, rep, cache)
-        adapt["seconds"] = time.perf_counter() - t0
-    stages, plan = ans["stages"], ans["stages"]["plan"]
-    probe, pilot = stages["probe"], stages["pilot"]
-    candidates = sorted(spec.group_sizes)
-    out = {
-        "answer": {
-            "ci95": ans["g_star_ci95"],
-            "recommended": ans["recommended_group_size"],
-            "tie_set": ans["tie_set"],
-            "cost": ans["cost"]["completions"],
-            "seconds": t_answer,
-            "g_matters": ans["g_matters"],
-            "evidence": ans["evidence"],
-            "g_star": ans["g_star"],
-        },
-        "probe": {
-            "ci95": probe.get("g_star_ci95"),
-            "cost": probe["samples"],
-            "recommended": recommend_group_size(probe["g_star"], candidates) if probe.get("g_star") else None,
-        },
-        "adaptive": adapt,
-        "g8": {"recommended": recommend_group_size(8.0, candidates) if 8 not in candidates else 8, "cost": 0},
-        "passrate": {"recommended": ans["passrate"]["group_size"], "cost": probe["samples"], "p": ans["passrate"]["p"]},
-    }
-    if pilot and pilot.get("probe_g_star"):
-        g = pilot["probe_g_star"]
-        out["pilot"] = {
-            "ci95": [g, g],
-            "recommended": recommend_group_size(g, candidates),
-            "cost": probe["samples"] + plan["pilot"]["cost"],
+    out: dict[str, dict] = {}
+    for method in METHODS:
+        with tempfile.TemporaryDirectory() as cache:
+            t0 = time.perf_counter()
+            ans = run_answer(spec.model_copy(update={"answer": spec.answer.model_copy(update={"method": method})}), cache)
+        out[method] = {
+            "ci95": ans.g_star_ci95,
+            "recommended": ans.recommended_group_size,
+            "tie_set": ans.tie_set,
+            "cost": ans.cost.completions,
+            "seconds": time.perf_counter() - t0,
+            "g_matters": ans.g_matters,
+            "evidence": ans.evidence,
+            "g_star": ans.g_star,
+            "bound": ans.g_star_bound.model_dump() if ans.g_star_bound else None,
         }
-    assert passrate_group_size(ans["passrate"]["p"], spec.answer.epsilon, candidates) == out["passrate"]["recommended"]
+    candidates = sorted(spec.group_sizes)
+    out["g8"] = {"recommended": 8 if 8 in candidates else recommend_group_size(8.0, candidates), "cost": 0}
+    out["passrate"] = {"recommended": ans.passrate.group_size, "cost": ans.stages["probe"]["samples"], "p": ans.passrate.p}
     return out
 
 
 # ---- scoring and the report ----------------------------------------------------------------------------------------
 
 
-def covers(method: dict, ref: dict) -> bool | None:
+def covers(method: dict, ref: dict) -> bool:
     """The method's interval holds the grid's G*, or its recommended G is in the grid's tie set."""
     if method.get("recommended") is None:
         return False
     ci, g = method.get("ci95"), ref["g_star"]
-    inside = bool(ci and g is not None and ci[0] is not None and ci[1] is not None and ci[0] <= g <= ci[1])
+    inside = bool(ci and g is not None and ci[0] is not None and ci[0] <= g and (ci[1] is None or g <= ci[1]))
     return inside or method["recommended"] in ref["tie_set"]
+
+
+def confident_miss(method: dict, ref: dict) -> bool:
+    """Strong evidence for an answer that does not cover: the one outcome a cheap answer must never have."""
+    return method.get("evidence") == "strong" and not covers(method, ref)
 
 
 def regret(method: dict, ref: dict) -> float | None:
@@ -294,54 +237,83 @@ def regret(method: dict, ref: dict) -> float | None:
     return (means[near] - means[int(ref["best"])]) / spread if spread > 0 else 0.0
 
 
+def _fmt_ci(ci) -> str:
+    if not ci or ci[0] is None:
+        return "-"
+    return f"[{ci[0]:.2f}, {'inf' if ci[1] is None else f'{ci[1]:.2f}'})" if ci[1] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def _per_rep(method: str, run: dict) -> str:
-    """A repetition's G; for the answer also its interval, evidence and whether G matters (yes, no, ?)."""
-    if method != "answer" or run.get("recommended") is None:
+    """A repetition's G; for an answer method also its interval, evidence and whether G matters (yes, no, ?)."""
+    if method not in METHODS or run.get("recommended") is None:
         return str(run.get("recommended"))
     matters = {True: "yes", False: "no", None: "?"}[run.get("g_matters")]
     return f"{run['recommended']} ({_fmt_ci(run['ci95'])}, {run['evidence']}, matters: {matters})"
 
 
-def _fmt_ci(ci) -> str:
-    return "-" if not ci or None in ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-
-
-def report(refs: dict, runs: dict, quick: bool, seconds: float, workers: int, reps: int) -> tuple[list[str], dict]:
-    methods = ["answer", "probe", "pilot", "adaptive", "g8", "passrate"]
-    lines = [
-        f"Produced by `python bench/calibration.py --workers {workers}{' --quick' if quick else ''}` "
-        f"in {seconds / 60:.1f} minutes on 2 cores, {time.strftime('%Y-%m-%d')}; {reps} repetitions of each cheap method "
-        "per task (other seeds each).",
-        "",
-        "| task | grid G* [95%] | grid tie set | exact G* | method | G (per rep) | covers | cost / grid "
-        "| regret (share of the grid's spread) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    summary: dict[str, list] = {f"{m}_{k}": [] for m in methods for k in ("cover", "cost", "regret")}
-    for name, ref in refs.items():
-        exact = TASKS[name][1]
-        g_star = "-" if ref["g_star"] is None else f"{ref['g_star']:.2f}"
-        exact_cell = "-" if exact is None else f"{exact:.2f}"
-        grid = f"{g_star} {_fmt_ci(ref['ci95'])} ({ref['status']}, {ref['evidence']})"
-        head = f"| {name} | {grid} | {ref['tie_set']} | {exact_cell} |"
+def score(refs: dict, runs: dict, methods: list[str]) -> dict:
+    """Per half and method: coverage, mean regret, confident misses, answers without a G, mean cost (share of grid)."""
+    summary: dict[str, dict[str, dict]] = {}
+    for half in HALVES:
+        names = [n for n in refs if TASKS[n].half == half]
         for m in methods:
-            reps = [r[m] for r in runs[name] if m in r]
+            reps = [(refs[n], r[m]) for n in names for r in runs[n] if m in r]
             if not reps:
                 continue
-            cov = [covers(r, ref) for r in reps]
-            reg = [x for r in reps if (x := regret(r, ref)) is not None]
-            cost = [r["cost"] / ref["completions"] for r in reps]
-            summary[f"{m}_cover"] += cov
-            summary[f"{m}_cost"] += cost
-            summary[f"{m}_regret"] += reg
-            gs = ", ".join(_per_rep(m, r) for r in reps)
+            regrets = [x for ref, r in reps if (x := regret(r, ref)) is not None]
+            summary.setdefault(half, {})[m] = {
+                "coverage": statistics.fmean(covers(r, ref) for ref, r in reps),
+                "regret": statistics.fmean(regrets) if regrets else None,
+                "confident_misses": sum(confident_miss(r, ref) for ref, r in reps),
+                "no_g": sum(r.get("recommended") is None for _, r in reps),
+                "cost": statistics.fmean(r["cost"] / ref["completions"] for ref, r in reps),
+                "runs": len(reps),
+            }
+    return summary
+
+
+def report(refs: dict, runs: dict, methods: list[str]) -> list[str]:
+    lines = []
+    for half in HALVES:
+        names = [n for n in refs if TASKS[n].half == half]
+        if not names:
+            continue
+        lines += [
+            "",
+            f"### {half} half",
+            "",
+            "| task | grid G* [95%] | grid tie set | exact G* at start | method | G (per rep) | covers | cost / grid | regret |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name in names:
+            ref, exact = refs[name], TASKS[name].exact
+            g_star = "-" if ref["g_star"] is None else f"{ref['g_star']:.2f}"
+            grid = f"{g_star} {_fmt_ci(ref['ci95'])} ({ref['status']}, {ref['evidence']})"
+            head = f"| {name}: {TASKS[name].what} | {grid} | {ref['tie_set']} | {'-' if exact is None else f'{exact:.2f}'} |"
+            for m in methods:
+                reps = [r[m] for r in runs[name] if m in r]
+                if not reps:
+                    continue
+                cov = [covers(r, ref) for r in reps]
+                reg = [x for r in reps if (x := regret(r, ref)) is not None]
+                cost = statistics.fmean(r["cost"] / ref["completions"] for r in reps)
+                gs = ", ".join(_per_rep(m, r) for r in reps)
+                mean_regret = f"{statistics.fmean(reg):.3g}" if reg else "-"
+                lines.append(f"{head} {m} | {gs} | {sum(cov)}/{len(cov)} | {cost:.4f} | {mean_regret} |")
+                head = "| | | | |"
+    return lines
+
+
+def summary_lines(summary: dict) -> list[str]:
+    lines = []
+    for half, per in summary.items():
+        for m, s in per.items():
+            reg = "-" if s["regret"] is None else f"{s['regret']:.3f}"
             lines.append(
-                f"{head} {m} | {gs} | {sum(cov)}/{len(cov)} | {statistics.fmean(cost):.4f} | {statistics.fmean(reg):.3g} |"
-                if reg
-                else f"{head} {m} | {gs} | {sum(cov)}/{len(cov)} | - | - |"
+                f"{half} {m}: coverage {s['coverage']:.2f}, regret {reg}, confident misses {s['confident_misses']}, "
+                f"no G {s['no_g']}, cost {s['cost']:.4f} of the grid ({s['runs']} runs)"
             )
-            head = "| | | | |"
-    return lines, summary
+    return lines
 
 
 def main() -> None:
@@ -349,48 +321,48 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=REPS)
-    ap.add_argument("--tasks", nargs="*", default=list(TASKS))
+    ap.add_argument("--half", choices=[*HALVES, "all"], default="dev")
+    ap.add_argument("--tasks", nargs="*", default=None, help="these tasks only (default: every task of --half)")
+    ap.add_argument("--grids-only", action="store_true", help="run (and cache) the grids, no cheap method")
     ap.add_argument("--data-dir", type=Path, default=ROOT / ".groupscale" / "calibration")
-    ap.add_argument("--out", type=Path, default=None, help="write the table into this Markdown file (docs/RESULTS.md)")
+    ap.add_argument("--out", type=Path, default=None, help="write the tables into this Markdown file (docs/RESULTS.md)")
     args = ap.parse_args()
+    names = args.tasks or [n for n, t in TASKS.items() if args.half in ("all", t.half)]
     t0 = time.perf_counter()
     refs = {}
-    for name in args.tasks:
+    for name in names:
         print(f"grid {name}", flush=True)
-        refs[name] = grid_reference(task_spec(name, args.quick), args.workers, args.data_dir)
-    runs: dict[str, list] = {name: [] for name in args.tasks}
+        spec = task_spec(name, args.quick)
+        refs[name] = grid_reference(spec, grid_trials(spec, args.workers, args.data_dir))
+    if args.grids_only:
+        for name, ref in refs.items():
+            fit = f"G* {ref['g_star']} {ref['ci95']} ({ref['status']}, {ref['evidence']})"
+            print(f"{name}: {fit}, tie set {ref['tie_set']}, best G {ref['best']}")
+        return
+    runs: dict[str, list] = {name: [] for name in names}
     with ProcessPoolExecutor(args.workers) as pool:
-        jobs = {(name, rep): pool.submit(cheap_methods, name, args.quick, rep) for name in args.tasks for rep in range(args.reps)}
+        jobs = {(name, rep): pool.submit(cheap_methods, name, args.quick, rep) for name in names for rep in range(args.reps)}
         for (name, rep), job in jobs.items():
             runs[name].append(job.result())
-            print(f"  {name} rep {rep}: answer G = {runs[name][-1]['answer']['recommended']}", flush=True)
+            print(f"  {name} rep {rep}: " + ", ".join(f"{m} G = {runs[name][-1][m]['recommended']}" for m in METHODS), flush=True)
     seconds = time.perf_counter() - t0
-    lines, summary = report(refs, runs, args.quick, seconds, args.workers, args.reps)
+    methods = [*METHODS, "g8", "passrate"]
+    lines, summary = report(refs, runs, methods), score(refs, runs, methods)
     print("\n".join(lines))
+    print("\n".join(summary_lines(summary)))
     if args.out:
         text = args.out.read_text() if args.out.exists() else ""
         start, end = "<!-- calibration:start -->", "<!-- calibration:end -->"
-        block = "\n".join([start, "## Calibration: a cheap answer against the full grid", "", *lines, end])
+        command = f"python bench/calibration.py --half {args.half} --workers {args.workers}{' --quick' if args.quick else ''}"
+        block = [start, "## Calibration: cheap answers against the full grid", "",
+                 f"Produced by `{command}` in {seconds / 60:.1f} minutes on 2 cores, {time.strftime('%Y-%m-%d')}; "
+                 f"{args.reps} repetitions of each cheap method per task (other seeds each).", "",
+                 *[f"- {line}" for line in summary_lines(summary)], *lines, end]  # fmt: skip
         if start in text:
-            text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
+            text = text[: text.index(start)] + "\n".join(block) + text[text.index(end) + len(end) :]
         else:
-            text = text + "\n" + block + "\n"
+            text = text + "\n" + "\n".join(block) + "\n"
         args.out.write_text(text)
-
-    def mean(key: str) -> str:
-        vals = [float(v) for v in summary[key]]
-        return f"{statistics.fmean(vals):.4g}" if vals else "nan"
-
-    print(f"answer_coverage: {mean('answer_cover')}")
-    print(f"answer_cost_ratio: {mean('answer_cost')}")
-    print(f"probe_coverage: {mean('probe_cover')}")
-    print(f"pilot_coverage: {mean('pilot_cover')}")
-    print(f"adaptive_coverage_short: {mean('adaptive_cover')}")
-    print(f"adaptive_cost_ratio: {mean('adaptive_cost')}")
-    print(f"regret_answer: {mean('answer_regret')}")
-    print(f"regret_probe: {mean('probe_regret')}")
-    print(f"regret_g8: {mean('g8_regret')}")
-    print(f"regret_passrate: {mean('passrate_regret')}")
     print(f"seconds: {seconds:.0f}")
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from service.settings import Settings
 
 if TYPE_CHECKING:
-    from sweeps.answer_plan import AnswerPlan
+    from sweeps.answer import AnswerPlan
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
 from workers.entry import check_rewards_task
@@ -283,13 +283,13 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
 
 
 def preflight_answer(spec: SweepSpec) -> AnswerPlan:
-    """The plan `groupscale answer` will follow (sweeps.answer_plan.plan_answer); SpecError when it cannot run this spec:
-    engine trl (the answer trains with groupscale's trainer), or a budget below the smallest probe."""
-    from sweeps.answer_plan import BudgetTooSmall, plan_answer
+    """The plan `groupscale answer` will follow (its method's, sweeps.answer.METHODS); SpecError when it cannot run
+    this spec: engine trl (the answer trains with groupscale's trainer), or a budget below the smallest probe."""
+    from sweeps.answer import BudgetTooSmall, get_method
 
     if spec.engine != "groupscale":
         raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: groupscale")
     try:
-        return plan_answer(spec)
+        return get_method(spec.answer.method).plan(spec)
     except BudgetTooSmall as e:
         raise SpecError(("answer", "budget"), str(e)) from e

@@ -118,4 +118,4 @@ class ProbePublic(BaseModel):
 
 
 class AnswerPublic(ProbePublic):
-    """An answer request (POST /v1/answers): result is sweeps.answer.combine's JSON once it succeeded."""
+    """An answer request (POST /v1/answers): result is sweeps.answer.Answer's JSON once it succeeded."""

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from sweeps.fit import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.spec import ModelSpec
+from sweeps.verdict import verdict
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
@@ -62,6 +63,7 @@ def render_report(
         f"<h1>{escape(title)}</h1>",
         swept_paragraph(spec, created),
         "<h2>Answer</h2>",
+        f"<p id='verdict'><b>{escape(verdict(fit.model_dump(mode='json')))}</b></p>",
         f"<p id='recommendation'>Recommended G: <b>{fit.recommended_group_size or 'none'}</b>"
         + (f" (indistinguishable: {', '.join(map(str, tied))})" if len(tied) > 1 else "")
         + f"; G* = {_fmt(fit.g_star)}, 95% interval [{_fmt(lo)}, {_fmt(hi)}]; status {fit.status}.</p>",
@@ -158,13 +160,16 @@ def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     rec, best = answer.get("recommended_group_size"), fit.recommended_group_size
     tied = fit.equivalent_group_sizes or ([best] if best is not None else [])
     if rec is None or best is None:
-        verdict = "No comparison: one of the two has no recommended G."
+        agree = "No comparison: one of the two has no recommended G."
     elif rec in tied:
-        verdict = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
+        agree = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
     else:
-        verdict = f"Its G = {rec} is not among the sweep's best ({', '.join(map(str, tied))})."
+        agree = (
+            f"Its G = {rec} is not among the sweep's best ({', '.join(map(str, tied))}): they disagree, and the sweep is "
+            "the one to trust (it trained every G for the full T; the answer measured a fraction of that)."
+        )
     return (
         f"<p id='answer'>Answer G* = {_fmt(answer.get('g_star'))} [{_fmt(ci[0])}, {_fmt(ci[1])}], use G = {rec or '-'}, "
         f"evidence {escape(str(answer.get('evidence')))}, for {cost.get('completions', '-')} sampled completions{share}. "
-        f"{escape(verdict)} {escape(answer.get('message', ''))}</p>"
+        f"{escape(agree)} {escape(answer.get('message', ''))}</p>"
     )

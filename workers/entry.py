@@ -33,11 +33,12 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, A
 
 
 def run_answer_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any]:
-    """Run `groupscale answer` (workers.answer) on a spec (its ``answer.budget``, or the default share of its grid)."""
+    """Run `groupscale answer` (workers.answers: the spec's answer.method, within its ``answer.budget`` or the default
+    share of its grid); the Answer as JSON."""
     from sweeps.spec import SweepSpec
-    from workers.answer import run_answer
+    from workers.answers import run_answer
 
-    return run_answer(SweepSpec.model_validate(spec), cache_dir)
+    return run_answer(SweepSpec.model_validate(spec), cache_dir).model_dump(mode="json")
 
 
 PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward check scores (the common answer formats)

@@ -11,8 +11,9 @@ import typer
 from rich.table import Table
 
 from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
-from service.cli.render import print_fit, verdict, watch_sweep
+from service.cli.render import print_fit, watch_sweep
 from service.client import Client
+from sweeps.verdict import verdict
 
 
 def _free_port(preferred: int) -> int:

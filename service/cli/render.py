@@ -9,33 +9,7 @@ from rich.table import Table
 
 from service.cli.app import TERMINAL, _api, _fmt, err, out
 from service.client import Client
-
-
-def verdict(answer: dict) -> str:
-    """The answer in words, with its evidence and interval: the last line a user reads.
-
-    answer: a fit (sweeps.fit.LawFit's JSON) or a recommendation (service.schemas.Recommendation's): reads
-    recommended_group_size, g_star, g_star_ci95, evidence, evidence_reason, status and, when there,
-    equivalent_group_sizes and g_star_bound.
-    """
-    g, ci, evidence = answer.get("recommended_group_size"), answer.get("g_star_ci95"), answer.get("evidence")
-    reason = answer.get("evidence_reason") or answer.get("message") or answer.get("status", "")
-    if g is None:
-        return f"no G to recommend ({answer.get('status', '-')}): {reason}"
-    closed = bool(ci) and None not in ci
-    interval = f"G* = {_fmt(answer.get('g_star'))}, 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if closed else "G* has no interval"
-    from sweeps.answer import as_good, tie_set
-
-    ties = answer.get("equivalent_group_sizes") or []
-    if len(ties) < 2 and closed:  # a recommendation has no tie set: the G the law picks for some G* in the interval
-        ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
-    alike = as_good(g, ties)
-    bound = answer.get("g_star_bound")
-    if bound:
-        alike = f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"
-    if evidence == "strong":
-        return f"use G = {g}, strong evidence: {alike} ({interval})"
-    return f"use G = {g}, {evidence or 'unassessed'} evidence: {alike} ({interval}); {reason}"
+from sweeps.verdict import verdict
 
 
 def print_fit(fit: dict) -> None:
@@ -108,10 +82,12 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_sho
 
 
 def print_answer(answer: dict) -> None:
-    """Human summary of `groupscale answer` (sweeps.answer.combine's JSON); its last line is the answer in words."""
+    """Human summary of `groupscale answer` (sweeps.answer.Answer's JSON); its last line is the answer in words."""
+    out.print(f"method: {answer.get('method', 'staged')}", highlight=False)
     for piece in answer.get("interval_pieces") or []:
         lo, hi = piece["ci95"]
-        out.print(f"  {piece['source']}: G* in [{_fmt(lo)}, {_fmt(hi)}]", highlight=False)
+        span = f"[{_fmt(lo)}, {_fmt(hi)}]" if hi is not None else f"at least {_fmt(lo)} (open above)"
+        out.print(f"  {piece['source']}: G* {'in ' if hi is not None else ''}{span}", highlight=False)
     metric = (answer.get("stages") or {}).get("first_rung_fit", {}) or {}
     unit = metric.get("metric", "metric")
     for key, name in (("regret_g8", "TRL's default G"), ("regret_passrate", "the pass-rate rule's G")):

@@ -13,9 +13,10 @@ from rich import box
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import print_answer, print_fit, verdict
+from service.cli.render import print_answer, print_fit
 from service.client import Client
 from sweeps.finite import finite_or_none
+from sweeps.verdict import verdict
 
 
 @app.command()
@@ -274,7 +275,7 @@ def answer(
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which G, for a fraction of the grid's cost: a probe, a pilot trial and a halving sweep (sweeps.answer)."""
+    """Which G, for a fraction of the grid's cost: a probe, a pilot trial and a halving sweep (answer.method: sweeps.answer)."""
     from service.preflight import SpecError, preflight_answer
 
     spec = _read_spec(spec_path)
@@ -286,10 +287,10 @@ def answer(
         _fail(f"{'.'.join(map(str, e.loc))}: {e.msg}", 2)
     if local:
         from service.settings import get_settings
-        from workers.answer import run_answer
+        from workers.answers import run_answer
 
         try:
-            result = run_answer(spec, get_settings().model_cache_dir)
+            result = run_answer(spec, get_settings().model_cache_dir).model_dump(mode="json")
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:

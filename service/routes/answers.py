@@ -1,4 +1,4 @@
-"""/v1/answers: which G, for a fraction of a grid's cost (sweeps.answer, workers.answer), run on Ray."""
+"""/v1/answers: which G, for a fraction of a grid's cost (sweeps.answer, workers.answers), run on Ray."""
 
 from __future__ import annotations
 

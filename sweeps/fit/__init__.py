@@ -14,7 +14,7 @@ U-Statistic", arXiv 2603.01162 (2026). One concern per module:
 """
 
 from sweeps.fit.bootstrap import percentile_or_inf
-from sweeps.fit.curve import g_star_of, law_curve, recommend_group_size
+from sweeps.fit.curve import g_star_of, law_curve, recommend_group_size, tie_set
 from sweeps.fit.law import fit_law
 from sweeps.fit.result import BudgetFit, Evidence, FitStatus, LawFit, StepFit, TimeUniversality, Universality
 
@@ -31,4 +31,5 @@ __all__ = [
     "law_curve",
     "percentile_or_inf",
     "recommend_group_size",
+    "tie_set",
 ]

@@ -58,6 +58,13 @@ def recommend_group_size(g_star: float, candidates: Sequence[int]) -> int:
     return min(candidates, key=lambda g: (g + rho / (g - 1.0), g))
 
 
+def tie_set(lo: float, hi: float, candidates: Sequence[int]) -> list[int]:
+    """The candidates that ``recommend_group_size`` picks for some G* in [lo, hi] (the pick is monotone in G*;
+    hi may be inf: up to the largest candidate)."""
+    first, last = recommend_group_size(lo, candidates), recommend_group_size(hi, candidates)
+    return [g for g in sorted(candidates) if first <= g <= last]
+
+
 def design(g: np.ndarray) -> np.ndarray:
     """(n, 3) regressors [1, G, 1/(G-1)] of the law a + b G + c/(G-1)."""
     return np.stack([np.ones_like(g), g, 1.0 / (g - 1.0)], axis=1)

@@ -19,6 +19,7 @@ from sweeps.fit.bootstrap import TIE_SHARE, bootstrap_ci, equivalent
 from sweeps.fit.budget import edge_advice, fit_budget, grid_edge
 from sweeps.fit.curve import recommend_group_size
 from sweeps.fit.evidence import assess
+from sweeps.fit.paired import PairedComparison, compare_best
 from sweeps.fit.points import Points, aggregate_all
 from sweeps.fit.result import LawFit
 from sweeps.fit.universality import g_star_raw, universality
@@ -68,6 +69,8 @@ def fit_law(
     try:
         data, noise = aggregate_all(g, b, v / scale, se / scale)
         parts = _fit(data, metric, n_boot, random_state)
+        if parts["evidence"] == "none" and parts["status"] in ("ok", "boundary"):
+            parts.update(_empirical(parts, compare_best(g, b, s, v)))
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:  # pragma: no cover - defensive
         return _failed(head, "fit_failed", f"{type(e).__name__}: {e}" + dropped, reason="the fit failed")
     parts["per_budget"] = [f.in_units(scale) for f in parts["per_budget"]]
@@ -117,6 +120,22 @@ def _fit(data: dict[int, Points], metric: str, n_boot: int, random_state: int) -
         "evidence": evidence,
         "evidence_reason": reason,
         "message": message,
+    }
+
+
+def _empirical(parts: dict[str, Any], comparison: PairedComparison | None) -> dict[str, Any]:
+    """When the law does not beat a constant but one G is best by more than the seed noise (sweeps.fit.paired):
+    that G, with evidence ``empirical``; otherwise only the comparison, beside evidence none."""
+    if comparison is None or not comparison.significant:
+        return {"comparison": comparison}
+    why = f"{parts['evidence_reason']}; but {comparison.message}"
+    return {
+        "comparison": comparison,
+        "evidence": "empirical",
+        "evidence_reason": why,
+        "recommended_group_size": comparison.best,
+        "equivalent_group_sizes": [comparison.best],
+        "message": f"use G = {comparison.best}: the law does not describe these points, but {comparison.message}",
     }
 
 

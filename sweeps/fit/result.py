@@ -9,10 +9,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from sweeps.fit.paired import PairedComparison
 from sweeps.noise import NoiseModel
 
 FitStatus = Literal["ok", "boundary", "insufficient_data", "no_signal", "fit_failed"]
-Evidence = Literal["strong", "weak", "none"]
+Evidence = Literal["strong", "weak", "empirical", "none"]
 
 
 class BudgetFit(BaseModel):
@@ -89,9 +90,13 @@ class LawFit(BaseModel):
     n_dropped: int = Field(0, description="rows dropped for a non-finite metric")
     evidence: Evidence | None = Field(
         None,
-        description="how far the data support the answer: strong, weak or none (null: a fit stored before evidence was assessed)",
+        description="how far the data support the answer: strong, weak, empirical (a G measured best by a paired "
+        "comparison where the law does not fit) or none (null: a fit stored before evidence was assessed)",
     )
     evidence_reason: str = ""
+    comparison: PairedComparison | None = Field(
+        None, description="the best G against every other, paired over seeds and budgets (when the law does not beat a constant)"
+    )
     by_step: list[StepFit] = Field(default_factory=list, description="the fit at each eval checkpoint (eval.every)")
     time_universality: TimeUniversality | None = None
     noise: NoiseModel | None = Field(

@@ -5,9 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.answer import combine, passrate_group_size, regret, tie_set
-from sweeps.answer_plan import MIN_PROBE_PROMPTS, BudgetTooSmall, _halving_cost, grid_cost, plan_answer
-from sweeps.fit import law_curve
+from sweeps.answer import BudgetTooSmall, grid_cost, passrate_group_size, plan_answer, regret
+from sweeps.answer.combine import combine as combine_answer
+from sweeps.answer.cost import halving_cost
+from sweeps.answer.plan import MIN_PROBE_PROMPTS
+from sweeps.fit import law_curve, tie_set
 from sweeps.spec import SweepSpec
 from tests.factories import bandit_mse_spec
 from tests.factories import spec as arithmetic_spec
@@ -20,6 +22,11 @@ ARITH = arithmetic_spec(
     steps=100,
     eval={"prompts": 256, "every": 25},
 )
+
+
+def combine(*args, **kwargs) -> dict:
+    """The Answer as the CLI and the API serve it (JSON)."""
+    return combine_answer(*args, **kwargs).model_dump(mode="json")
 
 
 def spec(base: dict, **changes) -> SweepSpec:
@@ -69,9 +76,9 @@ def test_the_halvings_cost_by_hand():
     s = spec(ARITH, group_sizes=[2, 4, 8, 16], samples_per_step=[16])
     # rung 0: 4 G x 2 seeds x (3 steps x B 16 + evals before step 1 and at step 3 of 8 prompts) = 8 x 64
     # rung 1: 2 G x 2 seeds x (3 more steps x 16 + the eval at step 6) = 4 x 56
-    assert _halving_cost(s, 4, 2, (3, 6), 16, True, 8) == 8 * 64 + 4 * 56
+    assert halving_cost(s, 4, 2, (3, 6), 16, True, 8) == 8 * 64 + 4 * 56
     mse = spec(BANDIT_GRID)
-    assert _halving_cost(mse, 8, 2, (4, 8, 16), 48, False, 8) == 16 * 4 * 48 + 8 * 8 * 48 + 4 * 16 * 48  # drawn anew
+    assert halving_cost(mse, 8, 2, (4, 8, 16), 48, False, 8) == 16 * 4 * 48 + 8 * 8 * 48 + 4 * 16 * 48  # drawn anew
 
 
 def test_the_default_budget_is_one_percent_of_the_grid_and_too_small_a_budget_is_refused():
@@ -108,10 +115,10 @@ def _law_rows(a: float, b: float, c: float, noise: float, seeds: int = 3) -> lis
 def test_regret_is_the_law_curve_difference_with_a_covering_interval():
     a, b, c = 1.0, 0.01, 0.1
     truth = float(law_curve(8, a, b, c) - law_curve(4, a, b, c))  # 0.04 - 0.1 (1/3 - 1/7) = 0.0210
-    r = regret(_law_rows(a, b, c, 0.002), 8, 4, "gap")
+    r = regret(_law_rows(a, b, c, 0.002), 8, 4, "gap").model_dump()
     assert r["value"] == pytest.approx(truth, rel=0.1)
     assert r["ci95"][0] < truth < r["ci95"][1] and r["ci95"][0] > 0  # worse than G = 4, and the data show it
-    assert regret(_law_rows(a, b, c, 0.002), 4, 4, "gap")["value"] == pytest.approx(0.0, abs=1e-12)
+    assert regret(_law_rows(a, b, c, 0.002), 4, 4, "gap").value == pytest.approx(0.0, abs=1e-12)
 
 
 def _probe(g_star, lo, hi, reward_mean=0.3):
@@ -151,7 +158,7 @@ def test_combine_without_any_interior_estimate_says_so():
     assert out["status"] == "no_estimate" and out["recommended_group_size"] is None and out["g_matters"] is None
     assert "no G* at this budget" in out["message"]
     probe_only = combine(s, plan_answer(s, 200), {"g_star": 4.0, "g_star_ci95": [3.5, 4.5], "samples": 128}, None, None, 128, 0.1)
-    assert probe_only["g_matters"] is None and "could not be measured" in probe_only["message"]
+    assert probe_only["g_matters"] is None and "was not measured" in probe_only["message"]
     assert probe_only["regret_g8"]["value"] is None and "no halving" in probe_only["regret_g8"]["reason"]
     assert all(v is None or math.isfinite(v) for v in (out["g_star"],))
 
@@ -167,6 +174,6 @@ def test_combine_without_any_interior_estimate_says_so():
     ],
 )
 def test_what_else_is_as_good_names_the_grids_tied_g_as_they_are(ties, words):
-    from sweeps.answer import as_good
+    from sweeps.verdict import as_good
 
     assert as_good(4, ties) == words

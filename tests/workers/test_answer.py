@@ -1,14 +1,29 @@
-"""workers.answer on the real worker code: it covers a bandit's exact G*, says so when G does not matter, and never
+"""workers.answers on the real worker code: it covers a bandit's exact G*, says so when G does not matter, and never
 samples more completions than its budget (counted at the policies' sample calls, not by its own bookkeeping)."""
 
 import pytest
 
+from sweeps.answer import METHODS
 from sweeps.spec import SweepSpec, load_spec
-from workers.answer import run_answer
+from workers.answers import RUNNERS
+from workers.answers import run_answer as run_typed
 from workers.models.lm import LMPolicy
 from workers.models.tabular import TabularPolicy
 
 EXAMPLES = "sweeps/examples"
+
+
+def run_answer(spec: SweepSpec, cache, budget: int | None = None, method: str | None = None) -> dict:
+    """The answer as JSON (what the CLI and the API serve), of ``method`` when given."""
+    if method is not None:
+        spec = spec.model_copy(update={"answer": spec.answer.model_copy(update={"method": method})})
+    return run_typed(spec, cache, budget).model_dump(mode="json")
+
+
+def test_every_registered_method_has_a_runner():
+    assert set(RUNNERS) == set(METHODS)
+
+
 BANDIT_G_STAR = 4.205  # THEORY.md's check instance
 
 
@@ -53,13 +68,19 @@ def test_it_says_g_barely_matters_when_the_gap_does_not_depend_on_g(tmp_path):
             "eval": {"prompts": 20},
         }
     )
-    out = run_answer(spec, tmp_path, budget=4000)
-    assert out["stages"]["halving"] is not None  # the budget paid for the sweep that measures it
+    out = run_answer(spec, tmp_path, budget=16000)
+    first = out["stages"]["plan"]["halving"]["lengths"][0]
+    assert first >= 0.25 * spec.steps  # the budget paid for a rung long enough to tell (MATTERS_MIN_SHARE)
     assert out["g_matters"] is False and out["evidence"] == "none"
     assert "G barely matters here" in out["message"]
+    short = run_answer(spec, tmp_path, budget=4000)  # a rung of a few steps sees no difference, and says only that
+    assert short["stages"]["plan"]["halving"]["lengths"][0] < 0.25 * spec.steps
+    assert short["g_matters"] is None and short["evidence"] == "weak"
+    assert "not seen yet at this budget" in short["g_matters_reason"] and "barely" not in short["message"].split(";")[0]
 
 
-def test_it_never_samples_more_than_its_budget(tmp_path, sampled):
+@pytest.mark.parametrize("method", list(METHODS))
+def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method):
     spec = SweepSpec.model_validate(
         {
             "name": "arith",
@@ -73,8 +94,10 @@ def test_it_never_samples_more_than_its_budget(tmp_path, sampled):
         }
     )
     budget = 3000
-    out = run_answer(spec, tmp_path, budget=budget)
+    out = run_answer(spec, tmp_path, budget=budget, method=method)
     plan = out["stages"]["plan"]
+    assert out["method"] == method
     assert plan["pilot"] is not None and plan["halving"] is not None  # every stage ran
-    assert len(out["stages"]["halving"]["rungs"]) == len(plan["halving"]["lengths"]) >= 2
+    rungs = 2 if method == "staged" else 1  # tracking gives its pilot most of the budget: one rung here
+    assert len(out["stages"]["halving"]["rungs"]) == len(plan["halving"]["lengths"]) >= rungs
     assert sampled["n"] == out["cost"]["completions"] <= budget  # its bookkeeping is exact, and within the budget

@@ -1,58 +1,30 @@
-"""`groupscale answer`'s plan: what each stage costs in sampled completions, and how a budget is split among them.
+"""`groupscale answer`'s plan: how a budget of sampled completions is split among its stages (torch-free).
 
-The stages (the probe, the pilot, the halving) are described in sweeps.answer; this module only prices them:
-``grid_cost`` (the grid the spec describes, the default budget's reference), ``trial_cost``, ``rung_cost``, and
-``plan_answer``, which fits the stages into a budget (``SHARES``) and says which it skips and why. Torch-free.
+The stages (the probe, the pilot, the halving) are described in sweeps.answer.combine and priced in
+sweeps.answer.cost; ``plan_answer`` fits them into a budget (a method's ``shares``) and says which it skips and why.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from sweeps.planner import plan_trials
+from sweeps.answer.cost import DEFAULT_FRACTION, eval_completions, grid_cost, halving_cost, trial_cost
+from sweeps.answer.rivals import TRL_DEFAULT_G
 from sweeps.spec import SweepSpec
 
-DEFAULT_FRACTION = 0.01  # the default budget: this share of the grid's completions
 SHARES = {"probe": 0.3, "pilot": 0.2, "halving": 0.5}  # of the budget; a stage that cannot run leaves its share to the next
 HALVING_SEEDS = 2  # seeds per G on the halving's rungs: the seed noise that g_matters is judged against
 MIN_TRAIN_STEPS = 2  # a pilot or rung shorter than this is not run
 MIN_DRAWS = 4  # a gradient_mse rung of fewer draws is not run
 MIN_PROBE_PROMPTS = 8
-PILOT_PROBE_PROMPTS = 64  # K of the pilot's probe at its last step
+PILOT_PROBE_PROMPTS = 64  # K of each of the pilot's probes, at most
 ANSWER_EVAL_PROMPTS = 32  # held-out prompts of the answer's evals (at most the spec's; the same for every G: paired)
-TRL_DEFAULT_G = 8  # GRPOConfig.num_generations
-N_BOOT = 200
 
 
 class BudgetTooSmall(ValueError):
     """The budget does not pay for the smallest probe."""
-
-
-def eval_completions(spec: SweepSpec, prompts: int | None = None) -> int:
-    """Completions one held-out eval samples: prompts x 1 where the task's expected reward is exact
-    (bandit, arithmetic, exact_match data: one sampled completion each for the logged sample), else
-    prompts x eval.samples_per_prompt."""
-    prompts = spec.eval.prompts if prompts is None else prompts
-    exact = spec.task.name in ("bandit", "arithmetic") or getattr(spec.task, "exact_expected_reward", False)
-    return prompts * (1 if exact else spec.eval.samples_per_prompt)
-
-
-def trial_cost(spec: SweepSpec, length: int, samples_per_step: int, evals: int, eval_prompts: int | None = None) -> int:
-    """Sampled completions of a trial: ``length`` steps x B plus ``evals`` held-out evals (measure outcome),
-    or ``length`` gradient draws x B (measure gradient_mse, which has no eval)."""
-    if spec.measure.kind == "gradient_mse":
-        return length * samples_per_step
-    return length * samples_per_step + evals * eval_completions(spec, eval_prompts)
-
-
-def grid_cost(spec: SweepSpec) -> int:
-    """Sampled completions of the full grid the spec describes: every (G, B, seed) trial for T steps with its
-    evals (the one before step 1 and one per checkpoint), or ``measure.repeats`` draws per gradient_mse trial."""
-    length = spec.measure.repeats if spec.measure.kind == "gradient_mse" else spec.steps
-    evals = 1 + len(spec.eval.checkpoints(spec.steps))
-    return sum(trial_cost(spec, length, p.samples_per_step, evals) for p in plan_trials(spec))
 
 
 @dataclass(frozen=True)
@@ -70,9 +42,15 @@ class Pilot:
     group_size: int
     samples_per_step: int
     steps: int
-    probe: Probe  # at the pilot's last step
+    probe: Probe  # each of the pilot's probes
+    probes: int  # how many, at steps/probes, 2 steps/probes, ..., steps
     eval_prompts: int
     cost: int
+
+    @property
+    def probe_steps(self) -> tuple[int, ...]:
+        every = self.steps // self.probes
+        return tuple(every * (i + 1) for i in range(self.probes))
 
 
 @dataclass(frozen=True)
@@ -108,22 +86,6 @@ class AnswerPlan:
         return asdict(self)
 
 
-def _halving_cost(spec: SweepSpec, n: int, seeds: int, lengths: Sequence[int], b: int, resume: bool, eval_prompts: int) -> int:
-    total, survivors, before = 0, n, 0
-    for length in lengths:
-        total += survivors * seeds * rung_cost(spec, before, length, b, resume, eval_prompts)
-        before, survivors = length, max(1, survivors // 2)
-    return total
-
-
-def rung_cost(spec: SweepSpec, before: int, length: int, b: int, resume: bool, eval_prompts: int) -> int:
-    """Completions of one (G, seed) on a halving rung from ``before`` to ``length``: trained on from its checkpoint
-    with the eval before step 1 on the first rung and one at the rung's end (outcome), or drawn anew (gradient_mse)."""
-    if not resume:
-        return trial_cost(spec, length, b, 0, eval_prompts)
-    return trial_cost(spec, length - before, b, 1 + (1 if before == 0 else 0), eval_prompts)
-
-
 def _rungs(first: int, cap: int, n: int, most: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Rung lengths first, 2 first, 4 first, ... (at most ``cap``; at most ``most`` rungs) while a halving leaves
     at least 2 G, and how many G run each rung."""
@@ -136,9 +98,17 @@ def _rungs(first: int, cap: int, n: int, most: int) -> tuple[tuple[int, ...], tu
         alive, length = alive // 2, length * 2
 
 
-def plan_answer(spec: SweepSpec, budget: int | None = None) -> AnswerPlan:
+def plan_answer(
+    spec: SweepSpec,
+    budget: int | None = None,
+    *,
+    shares: Mapping[str, float] = SHARES,
+    pilot_probes: int = 1,
+    pilot_probe_prompts: int = PILOT_PROBE_PROMPTS,
+) -> AnswerPlan:
     """Split ``budget`` completions (default spec.answer.budget, else DEFAULT_FRACTION of grid_cost) over
-    the probe, the pilot and the halving (SHARES; a stage that does not fit passes its share on).
+    the probe, the pilot and the halving (``shares``; a stage that does not fit passes its share on). The pilot
+    probes its policy ``pilot_probes`` times, evenly over its steps (the last at its last step).
 
     Raises:
         BudgetTooSmall: the budget does not pay for a probe of MIN_PROBE_PROMPTS x probe.completions.
@@ -151,7 +121,7 @@ def plan_answer(spec: SweepSpec, budget: int | None = None) -> AnswerPlan:
             f"budget {x} completions is below the smallest probe ({MIN_PROBE_PROMPTS} prompts x {m} completions = "
             f"{MIN_PROBE_PROMPTS * m}); the grid costs {grid}: give --budget of at least {MIN_PROBE_PROMPTS * m}"
         )
-    probe = Probe(min(spec.probe.prompts, max(MIN_PROBE_PROMPTS, int(SHARES["probe"] * x) // m)), m)
+    probe = Probe(min(spec.probe.prompts, max(MIN_PROBE_PROMPTS, int(shares["probe"] * x) // m)), m)
     left, skipped = x - probe.cost, {}
     b0 = min(spec.samples_per_step)
     outcome = spec.measure.kind == "outcome"
@@ -161,22 +131,24 @@ def plan_answer(spec: SweepSpec, budget: int | None = None) -> AnswerPlan:
         skipped["pilot"] = "measure gradient_mse: the policy does not train, so it has no drift to show"
     else:
         pilot_g = min(spec.group_sizes, key=lambda g: (abs(math.log(g / TRL_DEFAULT_G)), g))
-        share = int(SHARES["pilot"] * x)  # half of it for the probe at the pilot's end, at most PILOT_PROBE_PROMPTS prompts
-        pprobe = Probe(max(MIN_PROBE_PROMPTS, min(PILOT_PROBE_PROMPTS, probe.prompts, share // 2 // m)), m)
-        allowance = share - pprobe.cost - 2 * eval_completions(spec, eval_prompts)
+        share = int(shares["pilot"] * x)  # half of it at most for its probes, each of at most pilot_probe_prompts prompts
+        pprobe = Probe(max(MIN_PROBE_PROMPTS, min(pilot_probe_prompts, probe.prompts, share // 2 // pilot_probes // m)), m)
+        allowance = share - pilot_probes * pprobe.cost - 2 * eval_completions(spec, eval_prompts)
         steps = min(spec.steps, allowance // b0) if allowance > 0 else 0
-        if steps >= MIN_TRAIN_STEPS:
-            pilot = Pilot(pilot_g, b0, steps, pprobe, eval_prompts, trial_cost(spec, steps, b0, 2, eval_prompts) + pprobe.cost)
+        steps -= steps % pilot_probes  # probes at whole multiples of steps / pilot_probes
+        if steps >= max(MIN_TRAIN_STEPS, pilot_probes):
+            cost = trial_cost(spec, steps, b0, 2, eval_prompts) + pilot_probes * pprobe.cost
+            pilot = Pilot(pilot_g, b0, steps, pprobe, pilot_probes, eval_prompts, cost)
             left -= pilot.cost
         else:
-            skipped["pilot"] = f"{SHARES['pilot']:.0%} of the budget pays for fewer than {MIN_TRAIN_STEPS} steps at B = {b0}"
+            skipped["pilot"] = f"{shares['pilot']:.0%} of the budget pays for fewer than {MIN_TRAIN_STEPS} steps at B = {b0}"
     gs = tuple(sorted(g for g in spec.group_sizes if b0 % g == 0))
     cap = spec.steps if outcome else spec.measure.repeats
     halving, shortest = None, MIN_TRAIN_STEPS if outcome else MIN_DRAWS
 
     def cost_of(first: int, most: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         lengths, survivors = _rungs(first, cap, len(gs), most)
-        return _halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts), lengths, survivors
+        return halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts), lengths, survivors
 
     for most in range(len(gs), 0, -1):  # as many rungs as fit, then the longest first rung whose halving fits what is left
         if cost_of(shortest, most)[0] > left:

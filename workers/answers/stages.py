@@ -1,8 +1,8 @@
-"""Runs `groupscale answer`: the probe, the pilot and the successive halving that sweeps.answer_plan planned.
+"""The stages every answer method runs: the probe, the pilot and the successive halving its plan holds.
 
 Each stage runs the real worker code in this process (workers.probe, workers.measures.run_measure); the
 completions it sampled are counted as it goes, so the answer reports what it spent, never more than
-the plan (sweeps.answer_plan.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
+the plan (sweeps.answer.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
 to Optuna's SuccessiveHalvingPruner (reduction factor 2), which decides the survivors.
 """
 
@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from sweeps.answer import combine
-from sweeps.answer_plan import Halving, Pilot, plan_answer, rung_cost
+from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, rung_cost
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
 from workers.config import TrialConfig
@@ -25,17 +24,17 @@ from workers.measures import run_measure
 from workers.probe import run_probe
 
 
-def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> dict:
-    """The answer for ``spec`` within ``budget`` completions (sweeps.answer_plan.plan_answer's default when None).
+def run_stages(method: AnswerMethod, spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> Answer:
+    """``method``'s answer for ``spec`` within ``budget`` completions (the plan's default when None).
 
     Returns:
-        sweeps.answer.combine's dict (cost.completions <= the budget).
+        sweeps.answer.Answer (cost.completions <= the budget).
     Raises:
-        sweeps.answer_plan.BudgetTooSmall: the budget does not pay for the smallest probe.
+        sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
         ValueError, OSError: a task, model or data file that cannot be used.
     """
     start = time.perf_counter()
-    plan = plan_answer(spec, budget)
+    plan = method.plan(spec, budget)
     base = TrialConfig.from_spec(spec, TrialPlan(min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0]), cache_dir)
     p = spec.probe
     probe = run_probe(base, plan.probe.prompts, plan.probe.completions, p.projection_dim, p.seed, parameters=p.parameters)
@@ -48,15 +47,18 @@ def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None
     if plan.halving is not None:
         halving = _halving(spec, base, plan.halving)
         spent += halving.pop("spent")
-    return combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
+    return method.combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
 
 
 def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
-    """One short trial at the pilot's G, its policy probed at its last step (probe.every = its steps)."""
+    """One short trial at the pilot's G, its policy probed at pilot.probe_steps (probe.every = steps / probes)."""
     seen: dict[str, float] = {}
+    probes: dict[int, float | None] = {}
 
     def report(metrics: dict, step: int) -> None:
         seen.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
+        if "probe_tau2" in metrics:  # a probe ran at this step; no probe_g_star when tau2 <= 0 (G* beyond reach)
+            probes[step] = float(metrics["probe_g_star"]) if "probe_g_star" in metrics else None
 
     cfg = dataclasses.replace(
         base,
@@ -65,7 +67,7 @@ def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
         steps=pilot.steps,
         eval=base.eval.model_copy(update={"prompts": pilot.eval_prompts, "every": None}),
         probe=base.probe.model_copy(
-            update={"every": pilot.steps, "prompts": pilot.probe.prompts, "completions": pilot.probe.completions}
+            update={"every": pilot.probe_steps[0], "prompts": pilot.probe.prompts, "completions": pilot.probe.completions}
         ),
         checkpoint_dir=None,
     )
@@ -76,7 +78,9 @@ def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
         "steps": pilot.steps,
         "status": result.status,
         "reason": result.reason,
-        "probe_g_star": seen.get("probe_g_star"),
+        "probes": probes,
+        "probe_prompts": pilot.probe.prompts,
+        "probe_g_star": probes.get(pilot.steps),
         "reward_mean": result.metrics.get("reward_mean", seen.get("reward_mean")),
         "gap": result.metrics.get("gap"),
     }

@@ -1,0 +1,261 @@
+"""How an answer method's measurements become one Answer: G*, its interval (one-sided kept), the G, the evidence.
+
+The stages (planned by sweeps.answer.plan, run by workers.answers) measure:
+
+1. **probe** (THEORY.md "The probe"): K x M completions at the starting policy give G*(0) = 1 + sqrt(kappa / tau2)
+   with a bootstrap interval over prompts (open above when some resamples have tau2 <= 0), and the pass rate p;
+2. **pilot** (measure ``outcome`` only): one short trial at G = 8 (TRL's default) at the smallest budget, its
+   policy probed at ``probes`` evenly spaced steps: G*(t), where training takes G* (sweeps.answer.drift);
+3. **halving**: every grid G at the smallest budget, ``HALVING_SEEDS`` seeds, T0 steps (``gradient_mse``: R0
+   gradient draws) and a held-out eval; Optuna's SuccessiveHalvingPruner keeps the better half on their
+   seed-mean metric, and they train on to 2 T0, 4 T0, ...
+
+``combine`` reads them the same way for every method; a method chooses only where its point estimate comes
+from (``follow``: the drift fit read at the spec's T, else the start probe):
+
+- The 95% interval is the hull of every stage's interval (the start probe's, the pilot's last probe or the drift
+  fit's, the first rung's law fit when it has one), open above when any of them is. Each covers under its own
+  assumption, so the hull covers when any one holds. When two of them do not overlap, the stages disagree: the
+  hull is wide and the evidence is at most weak.
+- One-sided: when the estimate is open above (no finite G*, or its interval has no upper end, or the first rung's
+  fit puts G* beyond the grid) the answer is the grid's largest G with ``g_star_bound`` "G* is at least lo";
+  below the grid likewise with the smallest G. Never dropped, never an interval of point estimates.
+- g_matters: the first rung's F-test of the law against a constant on seed means (sweeps.fit evidence). True
+  when it shows G mattering; False ("barely matters") only when the rung reached MATTERS_MIN_SHARE of the
+  spec's T (``gradient_mse``: of its draws); else None, "not seen yet at this budget".
+- evidence: none when G does not matter; strong when it does, the interval is closed, spans at most half the grid
+  in log G (sweeps.fit's WIDE_CI rule) and the stages agree; weak otherwise.
+- regret of G = 8 and of the pass-rate rule (arXiv 2607.00152: G >= 1 / (8 eps p (1 - p))) against the
+  recommended G, in the metric's units, on the first rung's law curve, with a bootstrap interval over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from sweeps.answer.drift import Drift, extrapolate
+from sweeps.answer.plan import AnswerPlan
+from sweeps.answer.result import Answer, Bound, Cost, PassRate, Piece
+from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regret
+from sweeps.fit import LawFit, fit_law, recommend_group_size, tie_set
+from sweeps.fit.evidence import WIDE_CI
+from sweeps.spec import SweepSpec
+from sweeps.verdict import verdict
+
+MATTERS_MIN_SHARE = 0.25  # a rung shorter than this share of the spec's T (or draws) cannot say "G barely matters"
+INF = math.inf
+
+
+def _interval(ci: Sequence[float | None] | None, g: float | None) -> tuple[float, float] | None:
+    """A probe's interval as (lo, hi) with hi = inf when open above; None when it has no lower end either."""
+    if not ci or ci[0] is None or not math.isfinite(ci[0]):
+        return None if g is None else (1.0, INF)  # a finite estimate with no interval at all: nothing is bounded
+    return float(ci[0]), INF if ci[1] is None or not math.isfinite(ci[1]) else float(ci[1])
+
+
+def pilot_points(probe: dict, pilot: dict | None) -> list[tuple[int, float]]:
+    """(step, G*) of the start probe and of each of the pilot's probes that found a finite G*."""
+    points = [(0, float(probe["g_star"]))] if probe.get("g_star") is not None else []
+    for step, g in sorted(((pilot or {}).get("probes") or {}).items(), key=lambda kv: int(kv[0])):
+        if g is not None and math.isfinite(g):
+            points.append((int(step), float(g)))
+    return points
+
+
+def _noise_floor(probe: dict, pilot: dict | None) -> float:
+    """The sd of one pilot probe's log(G* - 1): the start probe's, from its interval, scaled by sqrt(K0 / K)."""
+    ci, g = probe.get("g_star_ci95") or [None, None], probe.get("g_star")
+    if g is None or ci[0] is None or ci[1] is None or g <= 1 or ci[0] <= 1:
+        return 0.0
+    sd = (math.log(ci[1] - 1) - math.log(ci[0] - 1)) / (2 * 1.96)
+    k = ((pilot or {}).get("probe_prompts") or probe.get("prompts") or 1) / 1.0
+    return sd * math.sqrt(max(1.0, (probe.get("prompts") or k) / k))
+
+
+def _pieces(
+    plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit | None, drift: Drift | None, spec: SweepSpec
+) -> list[tuple[str, float, float]]:
+    pieces = []
+    if (ci := _interval(probe.get("g_star_ci95"), probe.get("g_star"))) is not None:
+        pieces.append(("probe at the start", *ci))
+    if drift is not None:
+        steps = (pilot or {}).get("steps")
+        pieces.append((f"G* followed over the pilot's {steps} steps, read at T = {drift.at}", *drift.ci95))
+    elif pilot is not None and pilot.get("probe_g_star") is not None:
+        g = float(pilot["probe_g_star"])
+        pieces.append((f"probe after the pilot's {pilot['steps']} steps", g, g))
+    if first_fit is not None and plan.halving is not None:
+        at = f"law fit at {plan.halving.lengths[0]} {'steps' if plan.halving.resume else 'draws'}"
+        bound = first_fit.g_star_bound
+        if first_fit.status == "ok" and (ci := _interval(first_fit.g_star_ci95, first_fit.g_star)) is not None:
+            pieces.append((at, *ci))
+        elif first_fit.status == "boundary" and bound and first_fit.evidence != "none":
+            edge = float(bound["group_size"])
+            pieces.append((f"{at} (G* {bound['side']} the grid)", *((edge, INF) if bound["side"] == "above" else (1.0, edge))))
+    return pieces
+
+
+def _estimate(
+    follow: bool, probe: dict, pilot: dict | None, drift: Drift | None, pieces: list[tuple[str, float, float]]
+) -> tuple[float | None, tuple[str, float, float] | None]:
+    """(G*, the piece it comes from): the drift fit read at T when ``follow`` and there is one, else the start
+    probe's G* (its interval), else the pilot's last probe, else the first rung's law fit."""
+    by_source = {p[0].split(" ")[0]: p for p in pieces}  # "probe", "G*", "law"
+    if follow and drift is not None:
+        return drift.g_star, by_source["G*"]
+    if "probe" in by_source and pieces[0][0] == "probe at the start":
+        g = probe.get("g_star")
+        return (None if g is None else float(g)), pieces[0]
+    for p in pieces:
+        mid = p[1] if p[1] == p[2] else None
+        if mid is not None:
+            return mid, p
+    return (None, pieces[-1]) if pieces else (None, None)
+
+
+def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tuple[bool | None, str]:
+    """Whether G matters (see the module docstring), in words that say how long the rung was against the spec."""
+    metric = spec.measure.metric
+    if first_fit is None or plan.halving is None:
+        return None, "whether G matters was not measured at this budget (no training sweep fitted in it)"
+    unit, full = ("steps", spec.steps) if plan.halving.resume else ("draws", spec.measure.repeats)
+    length = plan.halving.lengths[0]
+    at = f"after {length} of the spec's {full} {unit}"
+    why = f" ({first_fit.evidence_reason})" if first_fit.evidence_reason else ""
+    if first_fit.evidence != "none":
+        return True, f"G matters here: {metric} varies across G more than across seeds {at}"
+    if length >= MATTERS_MIN_SHARE * full:
+        return False, f"G barely matters here: the spread of {metric} across G is within the seed noise {at}{why}"
+    need = math.ceil(MATTERS_MIN_SHARE * full)
+    return None, (
+        f"whether G matters is not seen yet at this budget: {length} of the spec's {full} {unit} show no difference "
+        f"beyond the seed noise, and it takes at least {need} {unit} ({MATTERS_MIN_SHARE:.0%}) to say it barely matters"
+    )
+
+
+def _disagree(pieces: list[tuple[str, float, float]]) -> str | None:
+    for i, (a, lo_a, hi_a) in enumerate(pieces):
+        for b, lo_b, hi_b in pieces[i + 1 :]:
+            if lo_a > hi_b * (1 + 1e-9) or lo_b > hi_a * (1 + 1e-9):
+                return f"the stages disagree ({a}: {_span(lo_a, hi_a)}; {b}: {_span(lo_b, hi_b)})"
+    return None
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(hi) else f"at least {lo:.3g}"
+
+
+def _evidence(g_matters: bool | None, closed: bool, narrow: bool, disagree: str | None) -> tuple[str, str]:
+    if g_matters is False:
+        return "none", "the halving's F-test does not show G mattering beyond seed noise"
+    weak = [disagree] if disagree else []
+    if not closed:
+        weak.append("the interval of G* is open above")
+    elif not narrow:
+        weak.append("the interval spans more than half the grid (in log G)")
+    if g_matters is None:
+        weak.append("whether G matters is not seen yet at this budget")
+    if weak:
+        return "weak", "; ".join(weak)
+    return "strong", "G matters beyond seed noise, the stages agree and the interval spans at most half the grid (in log G)"
+
+
+def combine(
+    spec: SweepSpec,
+    plan: AnswerPlan,
+    probe: dict,
+    pilot: dict | None,
+    halving: dict | None,
+    spent: int,
+    seconds: float,
+    *,
+    method: str = "staged",
+    follow: bool = False,
+) -> Answer:
+    """The answer from what the stages measured (see the module docstring).
+
+    Args:
+        probe: workers.probe.run_probe's result at the starting policy.
+        pilot: {group_size, steps, status, probes: {step: G*}, probe_g_star (the last), probe_prompts,
+            reward_mean} of the pilot trial, or None.
+        halving: {rows: [(G, B, seed, metric)] of the first rung, rungs: [...], best: G}, or None.
+        spent: completions sampled; seconds: wall time of the stages.
+        follow: the point estimate is the drift fit read at the spec's T (sweeps.answer.drift), not the start probe.
+    Returns:
+        Answer (never NaN or inf: an open end is null).
+    """
+    metric, candidates = spec.measure.metric, sorted(spec.group_sizes)
+    first_fit = fit_law(*zip(*halving["rows"]), metric=metric) if halving and halving.get("rows") else None
+    drift = None
+    if pilot is not None and spec.measure.kind == "outcome":
+        drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot))
+    pieces = _pieces(plan, probe, pilot, first_fit, drift, spec)
+    g_star, source = _estimate(follow, probe, pilot, drift, pieces)
+    g_matters, matters = _matters(first_fit, spec, plan)
+    p = probe.get("reward_mean")
+    p = None if p is None else p / float(getattr(spec.task, "max_reward", 1.0))
+    g_pr = passrate_group_size(p, spec.answer.epsilon, candidates)
+    common = {
+        "method": method,
+        "g_matters": g_matters,
+        "g_matters_reason": matters,
+        "passrate": PassRate(p=p, epsilon=spec.answer.epsilon, group_size=g_pr),
+        "interval_pieces": [Piece(source=s, ci95=[lo, hi if math.isfinite(hi) else None]) for s, lo, hi in pieces],
+        "cost": Cost(
+            completions=spent,
+            budget=plan.budget,
+            grid_completions=plan.grid,
+            fraction_of_grid=spent / plan.grid if plan.grid else None,
+            seconds=seconds,
+        ),
+        "stages": {
+            "plan": plan.to_dict(),
+            "probe": probe,
+            "pilot": pilot,
+            "drift": None if drift is None else {**drift.__dict__, "moves": drift.moves},
+            "halving": halving,
+            "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
+        },
+    }
+    if source is None:
+        why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
+        answer = Answer(
+            status="no_estimate",
+            evidence="none",
+            evidence_reason=why,
+            regret_g8=regret(None, TRL_DEFAULT_G, None, metric),
+            regret_passrate=regret(None, g_pr, None, metric),
+            **common,
+        )
+        return answer.model_copy(update={"message": f"no G* at this budget: {why}; {matters}"})
+    lo = min(lo for _, lo, _ in pieces)
+    hi = max(hi for _, _, hi in pieces)
+    bound = None
+    if g_star is None or not math.isfinite(source[2]):  # the estimate itself is open above: G* is at least lo
+        bound = Bound(side="above", value=source[1], group_size=candidates[-1])
+        rec = candidates[-1]
+    elif source[1] <= 1.0 and source[0].startswith("law fit") and "below" in source[0]:
+        bound = Bound(side="below", value=source[2], group_size=candidates[0])
+        rec = candidates[0]
+    else:
+        rec = recommend_group_size(g_star, candidates)
+    span = math.log(candidates[-1] / candidates[0])
+    closed = math.isfinite(hi)
+    narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
+    evidence, why = _evidence(g_matters, closed, narrow, _disagree(pieces))
+    rows = halving["rows"] if halving else None
+    answer = Answer(
+        status="boundary" if bound else "ok",
+        g_star=g_star,
+        g_star_ci95=[lo, hi if closed else None],
+        g_star_bound=bound,
+        recommended_group_size=rec,
+        tie_set=tie_set(lo, hi, candidates) if bound is None else [rec],
+        evidence=evidence,
+        evidence_reason=why,
+        regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric),
+        regret_passrate=regret(rows, g_pr, rec, metric),
+        **common,
+    )
+    return answer.model_copy(update={"message": f"{verdict(answer.model_dump(mode='json'))}; {matters}"})

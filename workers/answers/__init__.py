@@ -1,0 +1,31 @@
+"""Runs `groupscale answer`: the method the spec names (sweeps.answer.METHODS) on the real worker code.
+
+Every registered method runs the same stages (workers.answers.stages) with its own plan and reading; a method
+whose training side differs would register its runner in ``RUNNERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sweeps.answer import Answer, AnswerMethod, get_method
+from sweeps.spec import SweepSpec
+from workers.answers.stages import run_stages
+
+RUNNERS: dict[str, Callable[[AnswerMethod, SweepSpec, str | Path, int | None], Answer]] = {
+    "staged": run_stages,
+    "tracking": run_stages,
+}
+
+
+def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> Answer:
+    """The answer of ``spec.answer.method`` for ``spec`` within ``budget`` completions (its plan's default when None).
+
+    Raises:
+        sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
+        ValueError: an unknown method (lists the names), or a task, model or data file that cannot be used.
+        OSError: a file that cannot be read.
+    """
+    method = get_method(spec.answer.method)
+    return RUNNERS[method.name](method, spec, cache_dir, budget)
