@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus  # the statuses' one definition (their values in JSON)
+from sweeps.fit.paired import PairedComparison
 
 
 class Progress(BaseModel):
@@ -79,8 +80,11 @@ class Recommendation(BaseModel):
     g_star: float | None
     g_star_ci95: list[float | None] | None
     status: str = Field(description="status of the fit the answer comes from")
-    evidence: str | None = Field(None, description="how far that fit supports the answer: strong, weak or none")
+    evidence: str | None = Field(
+        None, description="how far that fit supports the answer: strong, weak, empirical or none (sweeps.fit)"
+    )
     evidence_reason: str = ""
+    comparison: PairedComparison | None = Field(None, description="the fit's paired comparison of the best G (sweeps.fit.paired)")
     probe: dict | None = Field(
         None,
         description="the latest succeeded probe of the same task and model: {id, g_star, g_star_ci95, recommended_group_size}",

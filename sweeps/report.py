@@ -159,7 +159,12 @@ def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     share = f" ({cost['fraction_of_grid']:.2%} of the grid)" if cost.get("fraction_of_grid") else ""
     rec, best = answer.get("recommended_group_size"), fit.recommended_group_size
     tied = fit.equivalent_group_sizes or ([best] if best is not None else [])
-    if rec is None or best is None:
+    if rec is not None and best is None and fit.evidence == "none":
+        agree = (
+            f"The sweep finds no G better than another beyond the seed noise, so the answer's G = {rec} does about as well "
+            "as any; trust the sweep (it trained every G for the full T) over the answer's evidence."
+        )
+    elif rec is None or best is None:
         agree = "No comparison: one of the two has no recommended G."
     elif rec in tied:
         agree = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."

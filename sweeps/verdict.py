@@ -41,8 +41,8 @@ def _bound(bound: Mapping[str, Any]) -> str:
 
 def _empirical(x: Mapping[str, Any]) -> str:
     c = x.get("comparison") or {}
-    stat = f"p = {c['p_value']:.2g}, margin {_fmt(c.get('margin'))}, d = {_fmt(c.get('effect_size'))}" if c else ""
-    best = f"G = {x['recommended_group_size']} is measured best by a paired comparison over seeds and budgets ({stat})"
+    stat = f" (p = {c['p_value']:.2g}, margin {_fmt(c.get('margin'))}, d = {_fmt(c.get('effect_size'))})" if c else ""
+    best = f"G = {x['recommended_group_size']} is measured best by a paired comparison over seeds and budgets{stat}"
     return f"{best}; the law does not describe these points"
 
 
@@ -51,7 +51,9 @@ def verdict(x: Mapping[str, Any]) -> str:
     g, ci, evidence = x.get("recommended_group_size"), x.get("g_star_ci95"), x.get("evidence")
     reason = x.get("evidence_reason") or x.get("message") or x.get("status", "")
     if g is None:
-        return f"no G to recommend ({x.get('status', '-')}): {reason}"
+        c = x.get("comparison")
+        lowest = f"; {c['message']} in paired comparisons over seeds: add seeds" if c else ""
+        return f"no G to recommend ({x.get('status', '-')}): {reason}{lowest}"
     if evidence == "empirical":
         return f"use G = {g}, empirical evidence: {_empirical(x)}"
     closed = ci is not None and len(ci) == 2 and None not in ci

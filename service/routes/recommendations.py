@@ -20,7 +20,7 @@ router = APIRouter(
     prefix="/v1/recommendations", tags=["recommendations"], dependencies=[ReadAuthorized]
 )  # writes: Authorized too
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
-_EVIDENCE = {"strong": 0, "weak": 1}
+_EVIDENCE = {"strong": 0, "weak": 1, "empirical": 2}  # empirical: a measured best G where the law does not fit
 PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.fit: none gives no G)
 
 
@@ -29,7 +29,7 @@ def _support(sweep: Sweep) -> tuple:
     fit = sweep.fit
     ci = fit.get("g_star_ci95") or [None, None]
     width = ci[1] - ci[0] if None not in ci else float("inf")
-    return (_EVIDENCE.get(fit.get("evidence"), 2), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
+    return (_EVIDENCE.get(fit.get("evidence"), 3), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
 
 
 def _probe_of(s, store: Store, keys: tuple[str, str], latest: int = 50) -> Probe | None:
@@ -94,7 +94,7 @@ def recommend(
     rec, message = fit.recommended_group_size, fit.message
     if samples_per_step is not None and rec is not None:
         candidates = valid_group_sizes(samples_per_step)
-        if fit.g_star is not None:
+        if fit.g_star is not None and fit.evidence != "empirical":  # empirical: the measured G, not the law's pick
             rec = recommend_group_size(fit.g_star, candidates)
             message = f"G* = {fit.g_star:.3g}; the best divisor of B={samples_per_step} is {rec}"
         else:
@@ -117,6 +117,7 @@ def recommend(
         status=fit.status,
         evidence=fit.evidence,
         evidence_reason=fit.evidence_reason,
+        comparison=fit.comparison,
         probe=probed,
         sweep_id=best.id,
         message=message,

@@ -85,6 +85,6 @@ def compare_best(
         message=(
             f"G = {best} beats every other G in paired comparisons over seeds and budgets (Holm-adjusted p <= {p_max:.2g})"
             if significant
-            else f"G = {best} is not shown better than G = {weakest[1]} (Holm-adjusted p = {p_max:.2g})"
+            else f"G = {best} has the lowest mean but is not shown better than G = {weakest[1]} (Holm-adjusted p = {p_max:.2g})"
         ),
     )

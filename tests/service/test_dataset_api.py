@@ -265,6 +265,43 @@ def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch
         assert bad.exit_code == 2 and "trl" in bad.output and "verl" in bad.output
 
 
+def test_recommend_exports_an_empirical_fits_g_to_trl(tmp_path, monkeypatch):
+    """A fit whose law does not beat a constant but whose best G wins the paired comparisons: the API and
+    `recommend --format trl` give that G (evidence empirical), at the sweep's B and at another B it divides."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from service.client import Client
+    from sweeps.fit import fit_law
+
+    kink = {2: 0.70, 3: 0.66, 4: 0.62, 6: 0.67, 8: 0.66, 12: 0.70, 16: 0.66}
+    rows = [(g, 48, s, m + 0.002 * ((s * 7 + g) % 3 - 1)) for g, m in kink.items() for s in range(3)]
+    fit = fit_law(*zip(*rows, strict=True)).model_dump(mode="json")
+    assert fit["evidence"] == "empirical"
+    spec = {"name": "k", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": sorted(kink),
+            "samples_per_step": [48], "seeds": [0, 1, 2], "steps": 1}  # fmt: skip
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(
+                Sweep(id="k0", name="k", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+        r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"}).json()
+        assert (r["recommended_group_size"], r["evidence"]) == (4, "empirical") and r["comparison"]["best"] == 4
+        at_64 = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama", "samples_per_step": 64})
+        assert at_64.json()["recommended_group_size"] == 4  # the measured G, not the law's pick
+
+        def over_the_app(url=None, token=None, timeout_s=30.0):
+            client = Client("http://testserver")
+            client._http = c
+            return client
+
+        monkeypatch.setattr("service.cli.results.Client", over_the_app)
+        trl = CliRunner().invoke(cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl"])
+        assert trl.exit_code == 0, trl.output
+        assert yaml.safe_load(trl.stdout)["num_generations"] == 4
+
+
 def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_path, monkeypatch):
     import yaml
     from typer.testing import CliRunner
