@@ -182,7 +182,7 @@ class LrTuning(Base):
 
 
 class Probe(Base):
-    """A probe or an answer request (``kind``: one Ray task on a spec, workers.probe or workers.answer): status
+    """A probe or an answer request (``kind``: one Ray task on a spec, workers.probe or workers.answers): status
     service.lifecycle.ProbeStatus; result is its JSON."""
 
     __tablename__ = "probes"

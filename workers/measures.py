@@ -1,6 +1,6 @@
 """What a trial measures: the registry of measures (and engines) and the function that runs one (torch-free at import).
 
-The controller and workers.answer import it; each measure's module is imported only when it runs.
+The controller and workers.answers import it; each measure's module is imported only when it runs.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ class TrialJob:
 
 
 class ProbeJob:
-    """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answer, on the spec."""
+    """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answers, on the spec."""
 
     kind = "probe"
 

@@ -82,9 +82,9 @@ def _pieces(
     if drift is not None:
         steps = (pilot or {}).get("steps")
         pieces.append((f"G* followed over the pilot's {steps} steps, read at T = {drift.at}", *drift.ci95))
-    elif pilot is not None and pilot.get("probe_g_star") is not None:
-        g = float(pilot["probe_g_star"])
-        pieces.append((f"probe after the pilot's {pilot['steps']} steps", g, g))
+    elif pilot is not None and pilot.get("probe_g_star") is not None:  # one probe: the start probe's noise, scaled
+        g, z = float(pilot["probe_g_star"]), 1.96 * _noise_floor(probe, pilot)
+        pieces.append((f"probe after the pilot's {pilot['steps']} steps", 1 + (g - 1) * math.exp(-z), 1 + (g - 1) * math.exp(z)))
     if first_fit is not None and plan.halving is not None:
         at = f"law fit at {plan.halving.lengths[0]} {'steps' if plan.halving.resume else 'draws'}"
         bound = first_fit.g_star_bound
@@ -108,9 +108,8 @@ def _estimate(
         g = probe.get("g_star")
         return (None if g is None else float(g)), pieces[0]
     for p in pieces:
-        mid = p[1] if p[1] == p[2] else None
-        if mid is not None:
-            return mid, p
+        if p[0].startswith("probe after") and pilot is not None:
+            return float(pilot["probe_g_star"]), p
     return (None, pieces[-1]) if pieces else (None, None)
 
 

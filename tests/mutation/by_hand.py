@@ -37,7 +37,14 @@ ALGOS, PROBE, ADAPTIVE, TRAINER = (
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
-ANSWER, ANSWER_PLAN, T_ANSWER = "sweeps/answer.py", "sweeps/answer_plan.py", "tests/sweeps/test_answer.py"
+ANSWER, RIVALS, ANSWER_COST = "sweeps/answer/combine.py", "sweeps/answer/rivals.py", "sweeps/answer/cost.py"
+T_ANSWER, T_ANSWER_RUN, T_VERDICT = "tests/sweeps/test_answer.py", "tests/workers/test_answer.py", "tests/sweeps/test_verdict.py"
+DRIFT, PAIRED, T_DRIFT, T_PAIRED = (
+    "sweeps/answer/drift.py",
+    "sweeps/fit/paired.py",
+    "tests/sweeps/test_drift.py",
+    "tests/sweeps/fit/test_paired.py",
+)
 
 
 @dataclass(frozen=True)
@@ -225,10 +232,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the information matrix of a budget counts the completed trials of every budget",
         (T_ADAPTIVE,),
     ),
-    # sweeps/answer.py
+    # sweeps/answer/
     Mutation(
         "passrate_without_1_minus_p",
-        ANSWER,
+        RIVALS,
         "need = 1.0 / (8.0 * epsilon * p * (1.0 - p))",
         "need = 1.0 / (8.0 * epsilon * p)",
         "the pass-rate rule without its (1 - p) factor",
@@ -236,23 +243,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "regret_sign",
-        ANSWER,
-        "return float(law_curve(group_size, a, b, c) - law_curve(versus, a, b, c))",
-        "return float(law_curve(versus, a, b, c) - law_curve(group_size, a, b, c))",
+        RIVALS,
+        "return float(law_curve(group_size, per.a, per.b, per.c) - law_curve(versus, per.a, per.b, per.c))",
+        "return float(law_curve(versus, per.a, per.b, per.c) - law_curve(group_size, per.a, per.b, per.c))",
         "regret measured the other way round (the recommended G's metric minus the other's)",
         (T_ANSWER,),
     ),
     Mutation(
         "interval_intersection",
         ANSWER,
-        "lo = min([g_star, *(ci[0] for _, ci in pieces)])",
-        "lo = max([g_star, *(ci[0] for _, ci in pieces)])",
+        "lo = min(lo for _, lo, _ in pieces)",
+        "lo = max(lo for _, lo, _ in pieces)",
         "the answer's interval from the pieces' intersection instead of their hull (too narrow to be honest)",
         (T_ANSWER,),
     ),
     Mutation(
         "halving_cost_no_halving",
-        ANSWER_PLAN,
+        ANSWER_COST,
         "before, survivors = length, max(1, survivors // 2)",
         "before, survivors = length, survivors",
         "the halving's cost counts every G on every rung (plans too short a first rung)",
@@ -260,7 +267,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "halving_cost_first_eval_dropped",
-        ANSWER_PLAN,
+        ANSWER_COST,
         "return trial_cost(spec, length - before, b, 1 + (1 if before == 0 else 0), eval_prompts)",
         "return trial_cost(spec, length - before, b, 1, eval_prompts)",
         "the eval before step 1 of the first rung not counted (the answer could spend past its budget)",
@@ -269,10 +276,50 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "g_matters_inverted",
         ANSWER,
-        'g_matters = None if first_fit is None else first_fit.evidence != "none"',
-        'g_matters = None if first_fit is None else first_fit.evidence == "none"',
+        'if first_fit.evidence != "none":',
+        'if first_fit.evidence == "none":',
         "'G matters' read from the F-test the wrong way round",
         (T_ANSWER,),
+    ),
+    Mutation(
+        "g_barely_matters_from_any_rung",
+        ANSWER,
+        "if length >= MATTERS_MIN_SHARE * full:",
+        "if length >= 0:",
+        "'G barely matters' said from a rung too short to see it",
+        (T_ANSWER_RUN,),
+    ),
+    Mutation(
+        "disagreeing_stages_stay_strong",
+        ANSWER,
+        "weak = [disagree] if disagree else []",
+        "weak = []",
+        "stages that disagree (start probe against later evidence) still allow strong evidence",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "drift_prediction_without_the_leverage_square",
+        DRIFT,
+        "(1.0 - x.mean()) ** 2 / sxx",
+        "(1.0 - x.mean()) / sxx",
+        "the prediction interval's leverage term not squared (too narrow far from the pilot's steps)",
+        (T_DRIFT,),
+    ),
+    Mutation(
+        "paired_without_holm",
+        PAIRED,
+        "running = max(running, min(1.0, (m - i) * p))",
+        "running = max(running, min(1.0, p))",
+        "the paired comparisons not adjusted for their number (Holm)",
+        (T_PAIRED,),
+    ),
+    Mutation(
+        "paired_sd_ddof_0",
+        PAIRED,
+        "sd = float(d.std(ddof=1))",
+        "sd = float(d.std())",
+        "the paired differences' sd with ddof 0 (too small: t too large)",
+        (T_PAIRED,),
     ),
     # workers/trainer.py
     Mutation(

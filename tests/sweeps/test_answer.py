@@ -177,3 +177,28 @@ def test_what_else_is_as_good_names_the_grids_tied_g_as_they_are(ties, words):
     from sweeps.verdict import as_good
 
     assert as_good(4, ties) == words
+
+
+def test_stages_that_disagree_widen_the_interval_and_are_never_strong():
+    s = spec(ARITH, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], steps=20)
+    plan = plan_answer(s, 40_000)
+    rows = _law_rows(1.0, 0.01, 0.09, 0.001)  # the first rung: G* = 4, clear
+    agree = combine(s, plan, _probe(4.1, 3.9, 4.3), {"steps": 5, "probe_g_star": 4.2}, _halving(rows), 9000, 1.0)
+    moved = combine(s, plan, _probe(4.1, 3.9, 4.3), {"steps": 5, "probe_g_star": 12.0}, _halving(rows), 9000, 1.0)
+    assert agree["evidence"] == "strong"
+    assert moved["evidence"] == "weak" and "the stages disagree" in moved["evidence_reason"]
+    assert moved["g_star_ci95"][1] >= 12.0 and moved["recommended_group_size"] == 4  # staged: G* is the start probe's
+    followed = combine(s, plan, _probe(4.1, 3.9, 4.3), {"steps": 15, "probes": {5: 6.0, 10: 8.0, 15: 10.5}}, None, 9000, 1.0,
+                       method="tracking", follow=True)  # fmt: skip
+    assert followed["g_star"] > 10.5 and followed["recommended_group_size"] >= 12  # read at T = 20, past the pilot
+    assert followed["evidence"] == "weak" and followed["stages"]["drift"]["moves"]
+
+
+def test_an_interval_open_above_is_kept_as_a_lower_bound_with_the_largest_g():
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16, 24], samples_per_step=[48])
+    out = combine(s, plan_answer(s, 2000), _probe(40.0, 18.5, None), None, None, 1000, 1.0)
+    assert out["status"] == "boundary" and out["recommended_group_size"] == 24 and out["tie_set"] == [24]
+    assert out["g_star_ci95"] == [18.5, None] and out["g_star_bound"] == {"side": "above", "value": 18.5, "group_size": 24}
+    assert out["evidence"] == "weak" and "G* is at least 18.5" in out["message"]
+    beyond = combine(s, plan_answer(s, 2000), {"g_star": None, "g_star_ci95": [31.0, None], "samples": 128}, None, None, 128, 1.0)
+    assert beyond["recommended_group_size"] == 24 and beyond["g_star_bound"]["value"] == 31.0  # tau2 <= 0: at least lo
