@@ -30,11 +30,13 @@ def as_good(g: int, ties: Sequence[int]) -> str:
     return f"G = {', '.join(map(str, ties[:-1]))} and {ties[-1]} are as good"
 
 
-def _bound(bound: Mapping[str, Any]) -> str:
-    """A one-sided G*: a fit's {side, group_size} or an answer's {side, value, group_size}."""
+def _bound(bound: Mapping[str, Any], g: int) -> str:
+    """A one-sided G*: a fit's {side, group_size} or an answer's {side, value, group_size}; ``g`` the recommended G."""
     edge = "largest" if bound["side"] == "above" else "smallest"
     if bound.get("value") is not None:
         least = "at least" if bound["side"] == "above" else "at most"
+        if g != bound["group_size"]:
+            return f"G* is {least} {bound['value']:.3g} (its interval is open), and its estimate picks G = {g}"
         return f"G* is {least} {bound['value']:.3g}, so the grid's {edge} G ({bound['group_size']}) is the pick; extend the grid"
     return f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"
 
@@ -68,7 +70,7 @@ def verdict(x: Mapping[str, Any]) -> str:
         len(ties) < 2 and ci is not None and closed
     ):  # a recommendation has no tie set: the G the law picks for some G* in the interval
         ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
-    alike = _bound(x["g_star_bound"]) if x.get("g_star_bound") else as_good(g, ties)
+    alike = _bound(x["g_star_bound"], g) if x.get("g_star_bound") else as_good(g, ties)
     if evidence == "none":
         return f"use G = {g} if you must: G barely matters here, any G in the grid does about as well ({interval}); {reason}"
     if evidence == "strong":

@@ -145,7 +145,7 @@ def _span(lo: float, hi: float) -> str:
     return f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(hi) else f"at least {lo:.3g}"
 
 
-def _evidence(g_matters: bool | None, closed: bool, narrow: bool, disagree: str | None) -> tuple[str, str]:
+def _evidence(g_matters: bool | None, matters: str, closed: bool, narrow: bool, disagree: str | None) -> tuple[str, str]:
     if g_matters is False:
         return "none", "the halving's F-test does not show G mattering beyond seed noise"
     weak = [disagree] if disagree else []
@@ -154,7 +154,7 @@ def _evidence(g_matters: bool | None, closed: bool, narrow: bool, disagree: str 
     elif not narrow:
         weak.append("the interval spans more than half the grid (in log G)")
     if g_matters is None:
-        weak.append("whether G matters is not seen yet at this budget")
+        weak.append(matters)
     if weak:
         return "weak", "; ".join(weak)
     return "strong", "G matters beyond seed noise, the stages agree and the interval spans at most half the grid (in log G)"
@@ -233,7 +233,8 @@ def combine(
     bound = None
     if g_star is None or not math.isfinite(source[2]):  # the estimate itself is open above: G* is at least lo
         bound = Bound(side="above", value=source[1], group_size=candidates[-1])
-        rec = candidates[-1]
+        # beyond the grid, or no finite estimate: its largest G; a finite estimate inside it still picks its G
+        rec = candidates[-1] if g_star is None or g_star >= candidates[-1] else recommend_group_size(g_star, candidates)
     elif source[1] <= 1.0 and source[0].startswith("law fit") and "below" in source[0]:
         bound = Bound(side="below", value=source[2], group_size=candidates[0])
         rec = candidates[0]
@@ -242,7 +243,7 @@ def combine(
     span = math.log(candidates[-1] / candidates[0])
     closed = math.isfinite(hi)
     narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
-    evidence, why = _evidence(g_matters, closed, narrow, _disagree(pieces))
+    evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(pieces))
     rows = halving["rows"] if halving else None
     answer = Answer(
         status="boundary" if bound else "ok",
@@ -250,11 +251,12 @@ def combine(
         g_star_ci95=[lo, hi if closed else None],
         g_star_bound=bound,
         recommended_group_size=rec,
-        tie_set=tie_set(lo, hi, candidates) if bound is None else [rec],
+        tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
         regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric),
         regret_passrate=regret(rows, g_pr, rec, metric),
         **common,
     )
-    return answer.model_copy(update={"message": f"{verdict(answer.model_dump(mode='json'))}; {matters}"})
+    said = verdict(answer.model_dump(mode="json"))
+    return answer.model_copy(update={"message": said if matters in said else f"{said}; {matters}"})

@@ -25,12 +25,18 @@ class AnswerMethod:
     shares: Mapping[str, float] = field(default_factory=lambda: MappingProxyType(dict(SHARES)))
     pilot_probes: int = 1
     pilot_probe_prompts: int = PILOT_PROBE_PROMPTS
+    pilot_budget_share: float = 1.0
     follow: bool = False
 
     def plan(self, spec: SweepSpec, budget: int | None = None) -> AnswerPlan:
         """sweeps.answer.plan.plan_answer with this method's shares and pilot probes (raises BudgetTooSmall)."""
         return plan_answer(
-            spec, budget, shares=self.shares, pilot_probes=self.pilot_probes, pilot_probe_prompts=self.pilot_probe_prompts
+            spec,
+            budget,
+            shares=self.shares,
+            pilot_probes=self.pilot_probes,
+            pilot_probe_prompts=self.pilot_probe_prompts,
+            pilot_budget_share=self.pilot_budget_share,
         )
 
     def combine(self, spec: SweepSpec, plan: AnswerPlan, probe: dict, pilot: dict | None, halving: dict | None,
@@ -48,11 +54,12 @@ METHODS: Mapping[str, AnswerMethod] = MappingProxyType(
         ),
         "tracking": AnswerMethod(
             "tracking",
-            "G* followed through training: a longer pilot probed at 4 steps, log(G* - 1) against t extrapolated to "
-            "the spec's T (sweeps.answer.drift), widened by the start probe and the halving where they disagree",
-            shares=MappingProxyType({"probe": 0.15, "pilot": 0.6, "halving": 0.25}),
+            "G* followed through training: a longer pilot at half the smallest B probed at 4 steps, log(G* - 1) "
+            "against t extrapolated to the spec's T (sweeps.answer.drift), widened by the other stages where they disagree",
+            shares=MappingProxyType({"probe": 0.15, "pilot": 0.75, "halving": 0.1}),
             pilot_probes=4,
-            pilot_probe_prompts=32,
+            pilot_probe_prompts=64,
+            pilot_budget_share=0.5,
             follow=True,
         ),
     }

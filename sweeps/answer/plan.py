@@ -105,10 +105,12 @@ def plan_answer(
     shares: Mapping[str, float] = SHARES,
     pilot_probes: int = 1,
     pilot_probe_prompts: int = PILOT_PROBE_PROMPTS,
+    pilot_budget_share: float = 1.0,
 ) -> AnswerPlan:
     """Split ``budget`` completions (default spec.answer.budget, else DEFAULT_FRACTION of grid_cost) over
     the probe, the pilot and the halving (``shares``; a stage that does not fit passes its share on). The pilot
-    probes its policy ``pilot_probes`` times, evenly over its steps (the last at its last step).
+    probes its policy ``pilot_probes`` times, evenly over its steps (the last at its last step), and trains at
+    ``pilot_budget_share`` of the smallest budget B (rounded down to whole groups).
 
     Raises:
         BudgetTooSmall: the budget does not pay for a probe of MIN_PROBE_PROMPTS x probe.completions.
@@ -134,14 +136,18 @@ def plan_answer(
         share = int(shares["pilot"] * x)  # half of it at most for its probes, each of at most pilot_probe_prompts prompts
         pprobe = Probe(max(MIN_PROBE_PROMPTS, min(pilot_probe_prompts, probe.prompts, share // 2 // pilot_probes // m)), m)
         allowance = share - pilot_probes * pprobe.cost - 2 * eval_completions(spec, eval_prompts)
-        steps = min(spec.steps, allowance // b0) if allowance > 0 else 0
+        # the pilot's B: the smallest budget's, or a share of it (whole groups of pilot_g) to train further for the same
+        # completions; G* does not depend on B (the law), so the policy it probes moves as the grid's trials' do
+        b_pilot = max(pilot_g, int(pilot_budget_share * b0) // pilot_g * pilot_g)
+        steps = min(spec.steps, allowance // b_pilot) if allowance > 0 else 0
         steps -= steps % pilot_probes  # probes at whole multiples of steps / pilot_probes
         if steps >= max(MIN_TRAIN_STEPS, pilot_probes):
-            cost = trial_cost(spec, steps, b0, 2, eval_prompts) + pilot_probes * pprobe.cost
-            pilot = Pilot(pilot_g, b0, steps, pprobe, pilot_probes, eval_prompts, cost)
+            cost = trial_cost(spec, steps, b_pilot, 2, eval_prompts) + pilot_probes * pprobe.cost
+            pilot = Pilot(pilot_g, b_pilot, steps, pprobe, pilot_probes, eval_prompts, cost)
             left -= pilot.cost
         else:
-            skipped["pilot"] = f"{shares['pilot']:.0%} of the budget pays for fewer than {MIN_TRAIN_STEPS} steps at B = {b0}"
+            need = max(MIN_TRAIN_STEPS, pilot_probes)
+            skipped["pilot"] = f"{shares['pilot']:.0%} of the budget pays for fewer than {need} steps at B = {b_pilot}"
     gs = tuple(sorted(g for g in spec.group_sizes if b0 % g == 0))
     cap = spec.steps if outcome else spec.measure.repeats
     halving, shortest = None, MIN_TRAIN_STEPS if outcome else MIN_DRAWS

@@ -202,3 +202,6 @@ def test_an_interval_open_above_is_kept_as_a_lower_bound_with_the_largest_g():
     assert out["evidence"] == "weak" and "G* is at least 18.5" in out["message"]
     beyond = combine(s, plan_answer(s, 2000), {"g_star": None, "g_star_ci95": [31.0, None], "samples": 128}, None, None, 128, 1.0)
     assert beyond["recommended_group_size"] == 24 and beyond["g_star_bound"]["value"] == 31.0  # tau2 <= 0: at least lo
+    inside = combine(s, plan_answer(s, 2000), _probe(10.0, 6.0, None), None, None, 1000, 1.0)
+    assert inside["recommended_group_size"] == 12 and inside["g_star_bound"]["value"] == 6.0  # G* = 10: its G, not 24
+    assert inside["tie_set"] == [6, 8, 12, 16, 24] and "its estimate picks G = 12" in inside["message"]
