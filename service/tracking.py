@@ -182,13 +182,19 @@ class Tracking:
             {"groupscale.probe_id": probe_id, "groupscale.kind": kind},
             params,
         )
+        tags = {}
         if kind == "probe":
             values = {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")}
-        else:
-            cost = result.get("cost") or {}
-            values = {"g_star": result.get("g_star"), "recommended_group_size": result.get("recommended_group_size"),
-                      "samples": cost.get("completions"), "seconds": cost.get("seconds")}  # fmt: skip
-        self.log_values(run_id, values)
+        else:  # the typed answer (sweeps.answer.Answer): what the CLI, the API and the report read too
+            from sweeps.answer import Answer
+
+            answer = Answer.model_validate(result)
+            lo, hi = answer.g_star_ci95 or [None, None]
+            values = {"g_star": answer.g_star, "g_star_ci_low": lo, "g_star_ci_high": hi,
+                      "recommended_group_size": answer.recommended_group_size, "samples": answer.cost.completions,
+                      "seconds": answer.cost.seconds}  # fmt: skip
+            tags = {"groupscale.answer_method": answer.method, "groupscale.evidence": answer.evidence}
+        self.log_values(run_id, values, tags)
         self.client.log_dict(run_id, result, f"{kind}.json")
         self.client.set_terminated(run_id, "FINISHED")
         return run_id

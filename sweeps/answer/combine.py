@@ -160,6 +160,25 @@ def _evidence(g_matters: bool | None, matters: str, closed: bool, narrow: bool, 
     return "strong", "G matters beyond seed noise, the stages agree and the interval spans at most half the grid (in log G)"
 
 
+def _recommend(g_star: float | None, source: tuple[str, float, float], candidates: list[int]) -> tuple[int, Bound | None]:
+    """(G, the one-sided bound or None) from the estimate and the interval it comes from (see the module docstring)."""
+    if g_star is None or not math.isfinite(source[2]):  # the estimate itself is open above: G* is at least lo
+        bound = Bound(side="above", value=source[1], group_size=candidates[-1])
+        # beyond the grid, or no finite estimate: its largest G; a finite estimate inside it still picks its G
+        if g_star is not None and g_star < candidates[-1]:
+            return recommend_group_size(g_star, candidates), bound
+        return candidates[-1], bound
+    if source[1] <= 1.0 and source[0].startswith("law fit") and "below" in source[0]:
+        return candidates[0], Bound(side="below", value=source[2], group_size=candidates[0])
+    return recommend_group_size(g_star, candidates), None
+
+
+def _passrate(spec: SweepSpec, probe: dict, candidates: list[int]) -> PassRate:
+    """The pass-rate rule's G on the start probe's pass rate p (reward mean over the task's max reward)."""
+    p = None if probe.get("reward_mean") is None else probe["reward_mean"] / float(getattr(spec.task, "max_reward", 1.0))
+    return PassRate(p=p, epsilon=spec.answer.epsilon, group_size=passrate_group_size(p, spec.answer.epsilon, candidates))
+
+
 def combine(
     spec: SweepSpec,
     plan: AnswerPlan,
@@ -172,7 +191,7 @@ def combine(
     method: str = "staged",
     follow: bool = False,
 ) -> Answer:
-    """The answer from what the stages measured (see the module docstring).
+    """The answer from what the stages measured (see the module docstring); never NaN or inf: an open end is null.
 
     Args:
         probe: workers.probe.run_probe's result at the starting policy.
@@ -181,25 +200,21 @@ def combine(
         halving: {rows: [(G, B, seed, metric)] of the first rung, rungs: [...], best: G}, or None.
         spent: completions sampled; seconds: wall time of the stages.
         follow: the point estimate is the drift fit read at the spec's T (sweeps.answer.drift), not the start probe.
-    Returns:
-        Answer (never NaN or inf: an open end is null).
     """
     metric, candidates = spec.measure.metric, sorted(spec.group_sizes)
     first_fit = fit_law(*zip(*halving["rows"]), metric=metric) if halving and halving.get("rows") else None
-    drift = None
-    if pilot is not None and spec.measure.kind == "outcome":
-        drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot))
+    outcome = pilot is not None and spec.measure.kind == "outcome"
+    drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot)) if outcome else None
     pieces = _pieces(plan, probe, pilot, first_fit, drift, spec)
     g_star, source = _estimate(follow, probe, pilot, drift, pieces)
     g_matters, matters = _matters(first_fit, spec, plan)
-    p = probe.get("reward_mean")
-    p = None if p is None else p / float(getattr(spec.task, "max_reward", 1.0))
-    g_pr = passrate_group_size(p, spec.answer.epsilon, candidates)
-    common = {
+    passrate = _passrate(spec, probe, candidates)
+    g_pr = passrate.group_size
+    common = {  # every answer's fields but the estimate's
         "method": method,
         "g_matters": g_matters,
         "g_matters_reason": matters,
-        "passrate": PassRate(p=p, epsilon=spec.answer.epsilon, group_size=g_pr),
+        "passrate": passrate,
         "interval_pieces": [Piece(source=s, ci95=[lo, hi if math.isfinite(hi) else None]) for s, lo, hi in pieces],
         "cost": Cost(
             completions=spent,
@@ -207,44 +222,28 @@ def combine(
             grid_completions=plan.grid,
             fraction_of_grid=spent / plan.grid if plan.grid else None,
             seconds=seconds,
-        ),
+        ),  # fmt: skip
         "stages": {
             "plan": plan.to_dict(),
             "probe": probe,
             "pilot": pilot,
-            "drift": None if drift is None else {**drift.__dict__, "moves": drift.moves},
             "halving": halving,
+            "drift": None if drift is None else {**drift.__dict__, "moves": drift.moves},
             "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
-        },
+        },  # fmt: skip
     }
     if source is None:
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
-        answer = Answer(
-            status="no_estimate",
-            evidence="none",
-            evidence_reason=why,
-            regret_g8=regret(None, TRL_DEFAULT_G, None, metric),
-            regret_passrate=regret(None, g_pr, None, metric),
-            **common,
-        )
-        return answer.model_copy(update={"message": f"no G* at this budget: {why}; {matters}"})
+        none = {"regret_g8": regret(None, TRL_DEFAULT_G, None, metric), "regret_passrate": regret(None, g_pr, None, metric)}
+        message = f"no G* at this budget: {why}; {matters}"
+        return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **none, **common)
     lo = min(lo for _, lo, _ in pieces)
     hi = max(hi for _, _, hi in pieces)
-    bound = None
-    if g_star is None or not math.isfinite(source[2]):  # the estimate itself is open above: G* is at least lo
-        bound = Bound(side="above", value=source[1], group_size=candidates[-1])
-        # beyond the grid, or no finite estimate: its largest G; a finite estimate inside it still picks its G
-        rec = candidates[-1] if g_star is None or g_star >= candidates[-1] else recommend_group_size(g_star, candidates)
-    elif source[1] <= 1.0 and source[0].startswith("law fit") and "below" in source[0]:
-        bound = Bound(side="below", value=source[2], group_size=candidates[0])
-        rec = candidates[0]
-    else:
-        rec = recommend_group_size(g_star, candidates)
+    rec, bound = _recommend(g_star, source, candidates)
     span = math.log(candidates[-1] / candidates[0])
     closed = math.isfinite(hi)
     narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
     evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(pieces))
-    rows = halving["rows"] if halving else None
     answer = Answer(
         status="boundary" if bound else "ok",
         g_star=g_star,
@@ -254,8 +253,8 @@ def combine(
         tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
-        regret_g8=regret(rows, TRL_DEFAULT_G, rec, metric),
-        regret_passrate=regret(rows, g_pr, rec, metric),
+        regret_g8=regret((halving or {}).get("rows"), TRL_DEFAULT_G, rec, metric),
+        regret_passrate=regret((halving or {}).get("rows"), g_pr, rec, metric),
         **common,
     )
     said = verdict(answer.model_dump(mode="json"))
