@@ -61,7 +61,7 @@ def test_demo_keep_leaves_the_stack_serving_until_interrupted(tmp_path):
         api = re.search(r"API (http://127\.0\.0\.1:\d+)/docs", printed).group(1)
         mlflow = re.search(r"MLflow (http://127\.0\.0\.1:\d+);", printed).group(1)
         answer = printed.split("recommendation for task=", 1)[1].splitlines()[1]  # the answer in words, with its evidence
-        assert re.match(r"(use G = \d+, (strong|weak) evidence: |no G to recommend \()", answer), printed
+        assert re.match(r"(use G = \d+, (strong|weak|empirical) evidence: |no G to recommend \()", answer), printed
         assert "the stack stops now" not in printed
         sweeps = httpx.get(f"{api}/v1/sweeps", timeout=10).json()
         assert [(w["name"], w["status"]) for w in sweeps] == [("demo-keep", "succeeded")]

@@ -259,7 +259,7 @@ def test_answer_over_http_and_cli(stack):
     assert 0 < result["cost"]["completions"] <= result["cost"]["budget"] and result["cost"]["seconds"] > 0
     human = stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "20000")
     assert human.returncode == 0, human.stderr
-    assert "use G = 4 (" in " ".join(human.stdout.split())  # the answer in words, with its evidence
+    assert "use G = 4, " in " ".join(human.stdout.split())  # the answer in words, with its evidence (sweeps.verdict)
     assert stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "5").returncode == 2
     spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")
     answer_id = stack.http.post("/v1/answers", json=spec).json()["id"]
@@ -271,6 +271,10 @@ def test_answer_over_http_and_cli(stack):
     run = MlflowClient(stack.mlflow_uri).get_run(answer["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.tags["groupscale.kind"] == "answer"
     assert run.data.metrics["recommended_group_size"] == answer["result"]["recommended_group_size"]
+    assert run.data.tags["groupscale.answer_method"] == answer["result"]["method"] == "staged"  # the default method
+    bad = stack.http.post("/v1/answers", json={**spec, "answer": {"method": "oracle"}})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["answer", "method"], bad.text
+    assert "staged" in bad.json()["detail"][0]["msg"] and "tracking" in bad.json()["detail"][0]["msg"]
 
 
 def test_a_killed_worker_is_retried_from_its_checkpoint(stack):

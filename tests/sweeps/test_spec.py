@@ -290,3 +290,16 @@ def test_a_stored_engine_trl_spec_validates_again():
     """The store keeps model_dump() (every grpo field at its default) and parses it again for every answer."""
     parsed = SweepSpec.model_validate(spec(engine="trl", trl={"beta": 0.04}))
     assert SweepSpec.model_validate(parsed.model_dump(mode="json")) == parsed
+
+
+def test_answer_method_is_a_registered_name_and_an_unknown_one_lists_them():
+    from sweeps.answer import METHODS
+
+    base = spec()
+    assert SweepSpec.model_validate(base).answer.method == "staged"
+    for name in METHODS:
+        assert SweepSpec.model_validate({**base, "answer": {"method": name}}).answer.method == name
+    with pytest.raises(ValidationError) as e:
+        SweepSpec.model_validate({**base, "answer": {"method": "oracle"}})
+    err = e.value.errors()[0]
+    assert err["loc"] == ("answer", "method") and "allowed: staged, tracking" in err["msg"]
