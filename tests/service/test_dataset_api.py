@@ -215,13 +215,24 @@ def test_a_recommendation_sets_the_latest_probe_of_its_task_and_model_beside_it(
         assert "probe p0: G* = 12" in r["message"] and "do not overlap" in r["message"]
 
 
+def _cli_over_the_app(c, monkeypatch) -> None:
+    """The CLI's client commands speak to the TestClient ``c`` (an httpx.Client speaking to the app)."""
+    from service.client import Client
+
+    def over_the_app(url=None, token=None, timeout_s=30.0):
+        client = Client("http://testserver")
+        client._http = c
+        return client
+
+    monkeypatch.setattr("service.cli.results.Client", over_the_app)
+
+
 def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch):
     """`recommend --format trl|verl` over the real app: G from the fit, B and the loss settings from the sweep."""
     import yaml
     from typer.testing import CliRunner
 
     from service.cli import app as cli
-    from service.client import Client
 
     spec = {
         "name": "r",
@@ -240,12 +251,7 @@ def test_recommend_exports_a_trl_config_and_verl_overrides(tmp_path, monkeypatch
                 Sweep(id="s0", name="r", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
             )
 
-        def over_the_app(url=None, token=None, timeout_s=30.0):
-            client = Client("http://testserver")
-            client._http = c  # the TestClient is an httpx.Client speaking to the app
-            return client
-
-        monkeypatch.setattr("service.cli.results.Client", over_the_app)
+        _cli_over_the_app(c, monkeypatch)
         args = ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format"]
         trl = CliRunner().invoke(cli, [*args, "trl"])
         assert trl.exit_code == 0, trl.output
@@ -272,7 +278,6 @@ def test_recommend_exports_an_empirical_fits_g_to_trl(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from service.cli import app as cli
-    from service.client import Client
     from sweeps.fit import fit_law
 
     kink = {2: 0.70, 3: 0.66, 4: 0.62, 6: 0.67, 8: 0.66, 12: 0.70, 16: 0.66}
@@ -291,12 +296,7 @@ def test_recommend_exports_an_empirical_fits_g_to_trl(tmp_path, monkeypatch):
         at_64 = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama", "samples_per_step": 64})
         assert at_64.json()["recommended_group_size"] == 4  # the measured G, not the law's pick
 
-        def over_the_app(url=None, token=None, timeout_s=30.0):
-            client = Client("http://testserver")
-            client._http = c
-            return client
-
-        monkeypatch.setattr("service.cli.results.Client", over_the_app)
+        _cli_over_the_app(c, monkeypatch)
         trl = CliRunner().invoke(cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl"])
         assert trl.exit_code == 0, trl.output
         assert yaml.safe_load(trl.stdout)["num_generations"] == 4
@@ -307,7 +307,6 @@ def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_pa
     from typer.testing import CliRunner
 
     from service.cli import app as cli
-    from service.client import Client
 
     recipe = {
         "learning_rate": "1e-6",
@@ -328,12 +327,7 @@ def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_pa
             "process(es) x gradient_accumulation_steps 4)"
         ]
 
-        def over_the_app(url=None, token=None, timeout_s=30.0):
-            client = Client("http://testserver")
-            client._http = c
-            return client
-
-        monkeypatch.setattr("service.cli.results.Client", over_the_app)
+        _cli_over_the_app(c, monkeypatch)
         out = CliRunner().invoke(cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl"])
         assert out.exit_code == 0, out.output
         got = yaml.safe_load(out.stdout)
