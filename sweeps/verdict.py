@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeps.fit import tie_set
-
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
@@ -66,9 +64,9 @@ def verdict(x: Mapping[str, Any]) -> str:
     else:
         interval = "G* has no interval"
     ties = x.get("equivalent_group_sizes") or x.get("tie_set") or []
-    if (
-        len(ties) < 2 and ci is not None and closed
-    ):  # a recommendation has no tie set: the G the law picks for some G* in the interval
+    if len(ties) < 2 and ci is not None and closed:  # a recommendation has no tie set: the law's picks over the interval
+        from sweeps.fit import tie_set  # numpy and scipy: kept off the CLI's import path (its --help stays light)
+
         ties = tie_set(ci[0], ci[1], range(2, int(ci[1]) + 2))
     alike = _bound(x["g_star_bound"], g) if x.get("g_star_bound") else as_good(g, ties)
     if evidence == "none":

@@ -14,6 +14,9 @@ from sweeps.spec.base import (
 AUTO_EVALS = 4  # eval.every auto: the held-out eval at about T/4, T/2, 3T/4 and T (and before step 1)
 
 
+AnswerMethodName = Literal["staged", "tracking"]  # sweeps.answer.METHODS's names (a test holds them equal)
+
+
 class EvalSpec(StrictModel):
     prompts: int = Field(512, ge=1, le=100_000, description="held-out prompts for the final eval")
     samples_per_prompt: int = Field(
@@ -90,20 +93,13 @@ class ProbeSpec(StrictModel):
 class AnswerSpec(StrictModel):
     """``groupscale answer``: the budget of the cheap answer (sweeps.answer) and the pass-rate rule it is compared with."""
 
-    method: str = Field("staged", description="the answer method (sweeps.answer.METHODS): staged or tracking")
+    method: AnswerMethodName = Field("staged", description="the answer method (sweeps.answer.METHODS): staged or tracking")
     budget: int | None = Field(
         None, ge=1, le=10**12, description="sampled completions it may spend (default: 1% of the grid this spec describes)"
     )
     epsilon: float = Field(
         0.05, gt=0, lt=1, description="eps of the pass-rate rule G >= 1 / (8 eps p (1 - p)) (arXiv 2607.00152), for its regret"
     )
-
-    @field_validator("method")
-    @classmethod
-    def _registered(cls, name: str) -> str:
-        from sweeps.answer.methods import get_method  # the registry imports the spec: look it up when validating
-
-        return get_method(name).name
 
 
 class ResourcesSpec(StrictModel):

@@ -1,3 +1,4 @@
+import typing
 from pathlib import Path
 
 import pytest
@@ -5,6 +6,7 @@ from pydantic import ValidationError
 
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec, load_spec, valid_group_sizes
+from sweeps.spec.sections import AnswerMethodName
 from tests.factories import spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
@@ -302,4 +304,5 @@ def test_answer_method_is_a_registered_name_and_an_unknown_one_lists_them():
     with pytest.raises(ValidationError) as e:
         SweepSpec.model_validate({**base, "answer": {"method": "oracle"}})
     err = e.value.errors()[0]
-    assert err["loc"] == ("answer", "method") and "allowed: staged, tracking" in err["msg"]
+    assert err["loc"] == ("answer", "method") and "'staged' or 'tracking'" in err["msg"]
+    assert set(typing.get_args(AnswerMethodName)) == set(METHODS)  # the spec's names are the registry's
