@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, TrialStatus
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.identity import model_key, task_key
+from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, ProbeStatus, TrialStatus
 from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
-from service.store import Sweep, Trial
+from service.store import Probe, ProbeKind, Store, Sweep, Trial
 from sweeps.fit import LawFit, fit_law
 from sweeps.over_time import fit_over_time, step_fits
 from sweeps.spec import SweepSpec
@@ -105,3 +109,17 @@ def sweep_public(sweep: Sweep, spec: SweepSpec, tracking_uri: str | None, run_ur
 
 def trial_public(trial: Trial) -> TrialPublic:
     return TrialPublic.model_validate(trial)
+
+
+def latest_job(s: Session, store: Store, kind: ProbeKind, keys: tuple[str, str], latest: int = 50) -> Probe | None:
+    """The latest succeeded probe or answer (of the ``latest`` most recent of ``kind``) whose spec has these
+    (task_key, model_key)."""
+    done = select(Probe).where(Probe.kind == kind, Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
+    for job in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
+        try:
+            spec = store.spec(job)
+            if (task_key(spec), model_key(spec)) == keys:
+                return job
+        except (OSError, ValueError):  # its data files moved or changed: it cannot be matched
+            continue
+    return None

@@ -150,6 +150,25 @@ def agreement(fit: LawFit, probe: dict) -> str:
     )
 
 
+def answer_agreement(fit: LawFit, answer: dict) -> str:
+    """Whether a cheap answer's G is among a finished sweep's best, and which to trust when not (the sweep)."""
+    rec, best = answer.get("recommended_group_size"), fit.recommended_group_size
+    tied = fit.equivalent_group_sizes or ([best] if best is not None else [])
+    if rec is not None and best is None and fit.evidence == "none":
+        return (
+            f"The sweep finds no G better than another beyond the seed noise, so the answer's G = {rec} does about as well "
+            "as any; trust the sweep (it trained every G for the full T) over the answer's evidence."
+        )
+    if rec is None or best is None:
+        return "No comparison: one of the two has no recommended G."
+    if rec in tied:
+        return f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
+    return (
+        f"Its G = {rec} is not among the sweep's best ({', '.join(map(str, tied))}): they disagree, and the sweep is "
+        "the one to trust (it trained every G for the full T; the answer measured a fraction of that)."
+    )
+
+
 def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     """`groupscale answer`'s G, interval and cost set against the sweep's: did the cheap answer land in its tie set?"""
     if not answer:
@@ -157,22 +176,7 @@ def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     ci = answer.get("g_star_ci95") or [None, None]
     cost = answer.get("cost") or {}
     share = f" ({cost['fraction_of_grid']:.2%} of the grid)" if cost.get("fraction_of_grid") else ""
-    rec, best = answer.get("recommended_group_size"), fit.recommended_group_size
-    tied = fit.equivalent_group_sizes or ([best] if best is not None else [])
-    if rec is not None and best is None and fit.evidence == "none":
-        agree = (
-            f"The sweep finds no G better than another beyond the seed noise, so the answer's G = {rec} does about as well "
-            "as any; trust the sweep (it trained every G for the full T) over the answer's evidence."
-        )
-    elif rec is None or best is None:
-        agree = "No comparison: one of the two has no recommended G."
-    elif rec in tied:
-        agree = f"Its G = {rec} is among the sweep's best ({', '.join(map(str, tied))})."
-    else:
-        agree = (
-            f"Its G = {rec} is not among the sweep's best ({', '.join(map(str, tied))}): they disagree, and the sweep is "
-            "the one to trust (it trained every G for the full T; the answer measured a fraction of that)."
-        )
+    rec, agree = answer.get("recommended_group_size"), answer_agreement(fit, answer)
     return (
         f"<p id='answer'>Answer G* = {_fmt(answer.get('g_star'))} [{_fmt(ci[0])}, {_fmt(ci[1])}], use G = {rec or '-'}, "
         f"evidence {escape(str(answer.get('evidence')))}, for {cost.get('completions', '-')} sampled completions{share}. "

@@ -8,10 +8,10 @@ from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import or_, select
 
 from service.deps import ReadAuthorized, StoreDep
-from service.identity import model_key, task_key
-from service.lifecycle import ProbeStatus, SweepStatus
+from service.lifecycle import SweepStatus
+from service.results import latest_job
 from service.schemas import Recommendation
-from service.store import Probe, ProbeKind, Store, Sweep
+from service.store import ProbeKind, Sweep
 from sweeps.fit import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
@@ -30,19 +30,6 @@ def _support(sweep: Sweep) -> tuple:
     ci = fit.get("g_star_ci95") or [None, None]
     width = ci[1] - ci[0] if None not in ci else float("inf")
     return (_EVIDENCE.get(fit.get("evidence"), 3), _RANK.get(fit["status"], 2), width, -fit.get("n_rows", 0))
-
-
-def _probe_of(s, store: Store, keys: tuple[str, str], latest: int = 50) -> Probe | None:
-    """The latest succeeded probe (of the ``latest`` most recent) whose spec has these (task_key, model_key)."""
-    done = select(Probe).where(Probe.kind == ProbeKind.PROBE, Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
-    for probe in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
-        try:
-            spec = store.spec(probe)
-            if (task_key(spec), model_key(spec)) == keys:
-                return probe
-        except (OSError, ValueError):  # its data files moved or changed: it cannot be matched
-            continue
-    return None
 
 
 @router.get("")
@@ -88,7 +75,7 @@ def recommend(
         )
     best = min(sweeps, key=_support)
     with store.read() as s:
-        probe = _probe_of(s, store, (best.task_name, best.model_name))
+        probe = latest_job(s, store, ProbeKind.PROBE, (best.task_name, best.model_name))
         probed = None if probe is None else {"id": probe.id, **{k: probe.result.get(k) for k in PROBE_KEYS}}
     fit = LawFit.model_validate(best.fit)
     rec, message = fit.recommended_group_size, fit.message

@@ -18,10 +18,11 @@ from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
 from service.preflight import with_server_paths
 from service.purge import PurgeRefused, clean_up, purge_sweep
-from service.results import fit_from_trials, sweep_public, trial_public
+from service.results import fit_from_trials, latest_job, sweep_public, trial_public
 from service.schemas import SweepPublic, TrialPublic
-from service.store import Sweep, Trial
+from service.store import ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
+from sweeps.report import answer_agreement
 from sweeps.spec import SweepSpec
 
 log = logging.getLogger("groupscale.api")
@@ -216,7 +217,11 @@ def get_fit(
             except ValueError as e:
                 raise HTTPException(422, str(e)) from None
         if sweep.fit is not None:
-            return LawFit.model_validate(sweep.fit)
+            fit = LawFit.model_validate(sweep.fit)
+            answer = latest_job(s, store, ProbeKind.ANSWER, (sweep.task_name, sweep.model_name))
+            if answer is not None and sweep.status == SweepStatus.SUCCEEDED:  # the grid against a cheap answer
+                fit.message += f"; answer {answer.id} of this task and model: {answer_agreement(fit, answer.result)}"
+            return fit
         fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)
         kind = "provisional" if sweep.status not in lifecycle.SWEEP_TERMINAL else "partial"
         fit.message = f"{kind} (sweep {sweep.status}, fit of the trials that finished): " + fit.message

@@ -215,6 +215,28 @@ def test_a_recommendation_sets_the_latest_probe_of_its_task_and_model_beside_it(
         assert "probe p0: G* = 12" in r["message"] and "do not overlap" in r["message"]
 
 
+def test_a_finished_sweeps_fit_says_when_an_answer_of_its_task_and_model_disagrees_and_whom_to_trust(tmp_path):
+    spec = {"name": "p", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": [2, 4, 8, 16],
+            "samples_per_step": [16], "seeds": [0], "steps": 1}  # fmt: skip
+    fit = {"status": "ok", "g_star": 4.0, "g_star_ci95": [3.0, 5.0], "recommended_group_size": 4,
+           "equivalent_group_sizes": [4], "evidence": "strong", "message": "G* = 4"}  # fmt: skip
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(
+                Sweep(id="s0", name="n", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+            s.add(Sweep(id="s1", name="n", status="running", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit))
+        assert "answer" not in c.get("/v1/sweeps/s0/fit").json()["message"]  # no answer yet: nothing to compare
+        with c.app.state.store.session() as s:
+            s.add(Probe(id="a0", kind="answer", spec=spec, status="succeeded", result={"recommended_group_size": 16}))
+            s.add(Probe(id="a1", kind="answer", spec={**spec, "model": {"preset": "tabular"}}, status="succeeded",
+                        result={"recommended_group_size": 4}))  # fmt: skip
+        message = c.get("/v1/sweeps/s0/fit").json()["message"]
+        assert "answer a0 of this task and model: Its G = 16 is not among the sweep's best (4)" in message
+        assert "the sweep is the one to trust" in message
+        assert "answer a0" not in c.get("/v1/sweeps/s1/fit").json()["message"]  # a sweep still running is no reference
+
+
 def _cli_over_the_app(c, monkeypatch) -> None:
     """The CLI's client commands speak to the TestClient ``c`` (an httpx.Client speaking to the app)."""
     from service.client import Client
