@@ -237,6 +237,25 @@ def test_a_finished_sweeps_fit_says_when_an_answer_of_its_task_and_model_disagre
         assert "answer a0" not in c.get("/v1/sweeps/s1/fit").json()["message"]  # a sweep still running is no reference
 
 
+def test_recommend_tells_the_byo_figures_story_as_fit_does(tmp_path):
+    """sweeps/examples/byo's figures (tests/sweeps/test_verdict.py): the recommendation's verdict is the fit's."""
+    from sweeps.fit import fit_law
+    from sweeps.verdict import verdict
+    from tests.sweeps.test_verdict import BYO
+
+    fit = fit_law(*zip(*[(g, 32, s, y) for g, ys in BYO.items() for s, y in enumerate(ys)], strict=True))
+    spec = {"name": "byo", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": sorted(BYO),
+            "samples_per_step": [32], "seeds": [0, 1], "steps": 1}  # fmt: skip
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(Sweep(id="b0", name="byo", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama",
+                        fit=fit.model_dump(mode="json")))  # fmt: skip
+        r = c.get("/v1/recommendations", params={"task": "arithmetic", "model": "tiny-llama"}).json()
+    assert r["recommended_group_size"] is None and r["comparison"]["best"] == 4
+    assert verdict(r) == verdict(fit.model_dump(mode="json"))  # one story: the same line for recommend and fit
+    assert "G = 4 has the lowest mean but is not shown better than G = 2" in verdict(r)
+
+
 def _cli_over_the_app(c, monkeypatch) -> None:
     """The CLI's client commands speak to the TestClient ``c`` (an httpx.Client speaking to the app)."""
     from service.client import Client
