@@ -40,10 +40,14 @@ def _bound(bound: Mapping[str, Any], g: int) -> str:
 
 
 def _empirical(x: Mapping[str, Any]) -> str:
+    """The paired comparison behind evidence ``empirical`` (sweeps.fit.paired), in its own words."""
     c = x.get("comparison") or {}
-    stat = f" (p = {c['p_value']:.2g}, margin {_fmt(c.get('margin'))}, d = {_fmt(c.get('effect_size'))})" if c else ""
-    best = f"G = {x['recommended_group_size']} is measured best by a paired comparison over seeds and budgets{stat}"
-    return f"{best}; the law does not describe these points"
+    if not c:
+        return (
+            f"G = {x['recommended_group_size']} is measured best by a paired comparison; the law does not describe these points"
+        )
+    size = f"margin {_fmt(c.get('margin'))}, d = {_fmt(c.get('effect_size'))}"
+    return f"{c['message']} ({size}); the law does not describe these points"
 
 
 def verdict(x: Mapping[str, Any]) -> str:

@@ -106,4 +106,4 @@ def print_answer(answer: dict) -> None:
     out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)
     for stage, why in ((answer.get("stages") or {}).get("plan", {}).get("skipped") or {}).items():
         out.print(f"not run: {stage}: {why}", highlight=False)
-    out.print(f"[bold]{answer['message']}[/bold]", highlight=False)
+    out.print(f"[bold]{answer['message']}[/bold]", highlight=False, soft_wrap=True)  # whole: `| tail -1` reads it

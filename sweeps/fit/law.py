@@ -128,14 +128,14 @@ def _empirical(parts: dict[str, Any], comparison: PairedComparison | None) -> di
     that G, with evidence ``empirical``; otherwise only the comparison, beside evidence none."""
     if comparison is None or not comparison.significant:
         return {"comparison": comparison}
-    why = f"{parts['evidence_reason']}; but {comparison.message}"
+    why = f"{parts['evidence_reason']}; but one G beats every other in paired comparisons (comparison)"
     return {
         "comparison": comparison,
         "evidence": "empirical",
         "evidence_reason": why,
         "recommended_group_size": comparison.best,
         "equivalent_group_sizes": [comparison.best],
-        "message": f"use G = {comparison.best}: the law does not describe these points, but {comparison.message}",
+        "message": comparison.message,
     }
 
 

@@ -83,7 +83,7 @@ def compare_best(
         n_pairs=min(t[4] for t in tests),
         significant=significant,
         message=(
-            f"G = {best} beats every other G in paired comparisons over seeds and budgets (Holm-adjusted p <= {p_max:.2g})"
+            f"G = {best} beats every other G in paired comparisons matched by seed and budget (Holm-adjusted p <= {p_max:.2g})"
             if significant
             else f"G = {best} has the lowest mean but is not shown better than G = {weakest[1]} (Holm-adjusted p = {p_max:.2g})"
         ),

@@ -52,7 +52,7 @@ def test_a_kinked_table_is_empirical_in_the_fit_and_its_verdict():
     fit = fit_law(*_rows(table)).model_dump(mode="json")
     assert fit["evidence"] == "empirical" and fit["recommended_group_size"] == 4
     line = verdict(fit)
-    assert line.startswith("use G = 4, empirical evidence: G = 4 is measured best by a paired comparison")
+    assert line.startswith("use G = 4, empirical evidence: G = 4 beats every other G in paired comparisons matched by seed")
     assert "the law does not describe these points" in line
 
 

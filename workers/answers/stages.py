@@ -94,6 +94,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
         {rows: (G, B, seed, metric) of the first rung, rungs: [{length, group_sizes, means}], best, spent}.
     """
     metric, resume, b = spec.measure.metric, plan.resume, plan.samples_per_step
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # its "A new study created" line is not the user's news
     pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=plan.lengths[0], reduction_factor=2)
     study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
     trials = {}
