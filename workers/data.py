@@ -9,6 +9,7 @@ row to the reward functions. Torch-free, so the controller can check a dataset b
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import json
@@ -140,17 +141,34 @@ def is_conversational(prompt: Any) -> bool:
 
 
 def content_digest(*paths: str | Path) -> str:
-    """sha256 over the bytes of the files (a folder: every file below it, by relative name), 64 hex digits."""
-    h = hashlib.sha256()
+    """sha256 over the bytes of the files (a folder: every file below it, by relative name), 64 hex digits.
+
+    Remembered by each file's (path, size, mtime in ns), so a controller that keys many requests by the same
+    data files (recommendations, fits beside answers) reads them once, not once a request.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    listed = []
     for p in paths:
         p = Path(p).expanduser()
         files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
         for f in files:
-            if p.is_dir():  # a folder's layout is part of its content; a single file's name is not
-                h.update(str(f.relative_to(p)).encode())
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
+            st = f.stat()  # a folder's layout is part of its content; a single file's name is not
+            listed.append((str(f), str(f.relative_to(p)) if p.is_dir() else None, st.st_size, st.st_mtime_ns))
+    return _digest_of(tuple(listed))
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(listed: tuple[tuple[str, str | None, int, int], ...]) -> str:
+    """content_digest of the listed (file, relative name or None, size, mtime_ns): the bytes, read once per listing."""
+    h = hashlib.sha256()
+    for f, relative, _, _ in listed:
+        if relative is not None:
+            h.update(relative.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
 
 

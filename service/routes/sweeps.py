@@ -218,8 +218,9 @@ def get_fit(
                 raise HTTPException(422, str(e)) from None
         if sweep.fit is not None:
             fit = LawFit.model_validate(sweep.fit)
-            answer = latest_job(s, store, ProbeKind.ANSWER, (sweep.task_name, sweep.model_name))
-            if answer is not None and sweep.status == SweepStatus.SUCCEEDED:  # the grid against a cheap answer
+            keys = (sweep.task_name, sweep.model_name)  # a finished grid against a cheap answer of its task and model
+            answer = latest_job(s, store, ProbeKind.ANSWER, keys) if sweep.status == SweepStatus.SUCCEEDED else None
+            if answer is not None:
                 fit.message += f"; answer {answer.id} of this task and model: {answer_agreement(fit, answer.result)}"
             return fit
         fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)

@@ -281,3 +281,27 @@ def test_answer_columns_take_a_dotted_path_into_nested_columns(tmp_path):
     assert [p.answer for p in problems] == [p.columns["reward_model"]["ground_truth"] for p in problems]
     got = task.score(problems, [problems[0].answer, "x"])
     assert got.rewards.tolist() == [1.0, 0.0]
+
+
+def test_content_digest_reads_a_file_once_until_it_changes(tmp_path, monkeypatch):
+    import builtins
+    import hashlib
+
+    from workers.data import content_digest
+
+    data = tmp_path / "d.jsonl"
+    data.write_bytes(b'{"prompt": "1+1", "answer": "2"}\n')
+    folder = tmp_path / "f"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "x.bin").write_bytes(b"xyz")
+    by_hand = hashlib.sha256(b"a/x.bin" + b"xyz").hexdigest()  # a folder: its files' relative names, then their bytes
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
+    first = content_digest(data)
+    assert first == hashlib.sha256(data.read_bytes()).hexdigest() and content_digest(folder) == by_hand
+    opened.clear()
+    assert content_digest(data) == first and content_digest(folder) == by_hand and opened == []  # remembered
+    data.write_bytes(b'{"prompt": "2+2", "answer": "4"}\n')
+    os.utime(data, ns=(1, 2))  # another mtime as well as other bytes
+    assert content_digest(data) == hashlib.sha256(data.read_bytes()).hexdigest() != first
