@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from sweeps.answer.drift import Drift, extrapolate
 from sweeps.answer.plan import AnswerPlan
@@ -64,53 +65,58 @@ def pilot_points(probe: dict, pilot: dict | None) -> list[tuple[int, float]]:
 
 
 def _noise_floor(probe: dict, pilot: dict | None) -> float:
-    """The sd of one pilot probe's log(G* - 1): the start probe's, from its interval, scaled by sqrt(K0 / K)."""
+    """The sd of one pilot probe's log(G* - 1): the start probe's (from its 95% interval), times sqrt(K0 / K) for
+    the pilot probes' K prompts against the start probe's K0."""
     ci, g = probe.get("g_star_ci95") or [None, None], probe.get("g_star")
     if g is None or ci[0] is None or ci[1] is None or g <= 1 or ci[0] <= 1:
         return 0.0
     sd = (math.log(ci[1] - 1) - math.log(ci[0] - 1)) / (2 * 1.96)
-    k = ((pilot or {}).get("probe_prompts") or probe.get("prompts") or 1) / 1.0
-    return sd * math.sqrt(max(1.0, (probe.get("prompts") or k) / k))
+    k0, k = probe.get("prompts"), (pilot or {}).get("probe_prompts")
+    return sd * math.sqrt(k0 / k) if k0 and k and k0 > k else sd
 
 
-def _pieces(
-    plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit | None, drift: Drift | None, spec: SweepSpec
-) -> list[tuple[str, float, float]]:
-    pieces = []
+@dataclass(frozen=True)
+class _Span:
+    """One stage's interval for G* [lo, hi] (hi = inf: open above) and its point estimate ``g`` (None: none finite).
+    ``kind``: start (the probe), pilot (its last probe), drift (G* followed to T), fit (the first rung's law fit);
+    ``side``: below when a law fit puts G* below the grid."""
+
+    kind: str
+    label: str
+    lo: float
+    hi: float
+    g: float | None
+    side: str | None = None
+
+
+def _spans(plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit | None, drift: Drift | None) -> list[_Span]:
+    spans = []
     if (ci := _interval(probe.get("g_star_ci95"), probe.get("g_star"))) is not None:
-        pieces.append(("probe at the start", *ci))
+        spans.append(_Span("start", "probe at the start", *ci, probe.get("g_star")))
     if drift is not None:
-        steps = (pilot or {}).get("steps")
-        pieces.append((f"G* followed over the pilot's {steps} steps, read at T = {drift.at}", *drift.ci95))
+        label = f"G* followed over the pilot's {(pilot or {}).get('steps')} steps, read at T = {drift.at}"
+        spans.append(_Span("drift", label, *drift.ci95, drift.g_star))
     elif pilot is not None and pilot.get("probe_g_star") is not None:  # one probe: the start probe's noise, scaled
         g, z = float(pilot["probe_g_star"]), 1.96 * _noise_floor(probe, pilot)
-        pieces.append((f"probe after the pilot's {pilot['steps']} steps", 1 + (g - 1) * math.exp(-z), 1 + (g - 1) * math.exp(z)))
+        label = f"probe after the pilot's {pilot['steps']} steps"
+        spans.append(_Span("pilot", label, 1 + (g - 1) * math.exp(-z), 1 + (g - 1) * math.exp(z), g))
     if first_fit is not None and plan.halving is not None:
         at = f"law fit at {plan.halving.lengths[0]} {'steps' if plan.halving.resume else 'draws'}"
         bound = first_fit.g_star_bound
         if first_fit.status == "ok" and (ci := _interval(first_fit.g_star_ci95, first_fit.g_star)) is not None:
-            pieces.append((at, *ci))
+            spans.append(_Span("fit", at, *ci, first_fit.g_star))
         elif first_fit.status == "boundary" and bound and first_fit.evidence != "none":
-            edge = float(bound["group_size"])
-            pieces.append((f"{at} (G* {bound['side']} the grid)", *((edge, INF) if bound["side"] == "above" else (1.0, edge))))
-    return pieces
+            edge, side = float(bound["group_size"]), bound["side"]
+            lo, hi = (edge, INF) if side == "above" else (1.0, edge)
+            spans.append(_Span("fit", f"{at} (G* {side} the grid)", lo, hi, None, side))
+    return spans
 
 
-def _estimate(
-    follow: bool, probe: dict, pilot: dict | None, drift: Drift | None, pieces: list[tuple[str, float, float]]
-) -> tuple[float | None, tuple[str, float, float] | None]:
-    """(G*, the piece it comes from): the drift fit read at T when ``follow`` and there is one, else the start
-    probe's G* (its interval), else the pilot's last probe, else the first rung's law fit."""
-    by_source = {p[0].split(" ")[0]: p for p in pieces}  # "probe", "G*", "law"
-    if follow and drift is not None:
-        return drift.g_star, by_source["G*"]
-    if "probe" in by_source and pieces[0][0] == "probe at the start":
-        g = probe.get("g_star")
-        return (None if g is None else float(g)), pieces[0]
-    for p in pieces:
-        if p[0].startswith("probe after") and pilot is not None:
-            return float(pilot["probe_g_star"]), p
-    return (None, pieces[-1]) if pieces else (None, None)
+def _estimate(follow: bool, spans: list[_Span]) -> _Span | None:
+    """The span the answer's G* comes from: the drift fit read at T when ``follow``, else the start probe, else the
+    pilot's last probe, else the first rung's law fit."""
+    order = ("drift", "start", "pilot", "fit") if follow else ("start", "pilot", "fit")
+    return next((sp for kind in order for sp in spans if sp.kind == kind), None)
 
 
 def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tuple[bool | None, str]:
@@ -133,11 +139,12 @@ def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tup
     )
 
 
-def _disagree(pieces: list[tuple[str, float, float]]) -> str | None:
-    for i, (a, lo_a, hi_a) in enumerate(pieces):
-        for b, lo_b, hi_b in pieces[i + 1 :]:
-            if lo_a > hi_b * (1 + 1e-9) or lo_b > hi_a * (1 + 1e-9):
-                return f"the stages disagree ({a}: {_span(lo_a, hi_a)}; {b}: {_span(lo_b, hi_b)})"
+def _disagree(spans: list[_Span]) -> str | None:
+    """The first two stages whose intervals do not overlap, in words; None when all overlap."""
+    for i, a in enumerate(spans):
+        for b in spans[i + 1 :]:
+            if a.lo > b.hi * (1 + 1e-9) or b.lo > a.hi * (1 + 1e-9):
+                return f"the stages disagree ({a.label}: {_span(a.lo, a.hi)}; {b.label}: {_span(b.lo, b.hi)})"
     return None
 
 
@@ -160,17 +167,17 @@ def _evidence(g_matters: bool | None, matters: str, closed: bool, narrow: bool, 
     return "strong", "G matters beyond seed noise, the stages agree and the interval spans at most half the grid (in log G)"
 
 
-def _recommend(g_star: float | None, source: tuple[str, float, float], candidates: list[int]) -> tuple[int, Bound | None]:
-    """(G, the one-sided bound or None) from the estimate and the interval it comes from (see the module docstring)."""
-    if g_star is None or not math.isfinite(source[2]):  # the estimate itself is open above: G* is at least lo
-        bound = Bound(side="above", value=source[1], group_size=candidates[-1])
+def _recommend(source: _Span, candidates: list[int]) -> tuple[int, Bound | None]:
+    """(G, the one-sided bound or None) from the span the estimate comes from (see the module docstring)."""
+    if source.side == "below":
+        return candidates[0], Bound(side="below", value=source.hi, group_size=candidates[0])
+    if source.g is None or not math.isfinite(source.hi):  # the estimate itself is open above: G* is at least lo
+        bound = Bound(side="above", value=source.lo, group_size=candidates[-1])
         # beyond the grid, or no finite estimate: its largest G; a finite estimate inside it still picks its G
-        if g_star is not None and g_star < candidates[-1]:
-            return recommend_group_size(g_star, candidates), bound
+        if source.g is not None and source.g < candidates[-1]:
+            return recommend_group_size(source.g, candidates), bound
         return candidates[-1], bound
-    if source[1] <= 1.0 and source[0].startswith("law fit") and "below" in source[0]:
-        return candidates[0], Bound(side="below", value=source[2], group_size=candidates[0])
-    return recommend_group_size(g_star, candidates), None
+    return recommend_group_size(source.g, candidates), None
 
 
 def _passrate(spec: SweepSpec, probe: dict, candidates: list[int]) -> PassRate:
@@ -205,8 +212,8 @@ def combine(
     first_fit = fit_law(*zip(*halving["rows"]), metric=metric) if halving and halving.get("rows") else None
     outcome = pilot is not None and spec.measure.kind == "outcome"
     drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot)) if outcome else None
-    pieces = _pieces(plan, probe, pilot, first_fit, drift, spec)
-    g_star, source = _estimate(follow, probe, pilot, drift, pieces)
+    spans = _spans(plan, probe, pilot, first_fit, drift)
+    source = _estimate(follow, spans)
     g_matters, matters = _matters(first_fit, spec, plan)
     passrate = _passrate(spec, probe, candidates)
     g_pr = passrate.group_size
@@ -215,7 +222,7 @@ def combine(
         "g_matters": g_matters,
         "g_matters_reason": matters,
         "passrate": passrate,
-        "interval_pieces": [Piece(source=s, ci95=[lo, hi if math.isfinite(hi) else None]) for s, lo, hi in pieces],
+        "interval_pieces": [Piece(source=sp.label, ci95=[sp.lo, sp.hi if math.isfinite(sp.hi) else None]) for sp in spans],
         "cost": Cost(
             completions=spent,
             budget=plan.budget,
@@ -228,7 +235,7 @@ def combine(
             "probe": probe,
             "pilot": pilot,
             "halving": halving,
-            "drift": None if drift is None else {**drift.__dict__, "moves": drift.moves},
+            "drift": None if drift is None else {**asdict(drift), "moves": drift.moves},
             "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
         },  # fmt: skip
     }
@@ -237,16 +244,16 @@ def combine(
         none = {"regret_g8": regret(None, TRL_DEFAULT_G, None, metric), "regret_passrate": regret(None, g_pr, None, metric)}
         message = f"no G* at this budget: {why}; {matters}"
         return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **none, **common)
-    lo = min(lo for _, lo, _ in pieces)
-    hi = max(hi for _, _, hi in pieces)
-    rec, bound = _recommend(g_star, source, candidates)
+    lo = min(sp.lo for sp in spans)
+    hi = max(sp.hi for sp in spans)
+    rec, bound = _recommend(source, candidates)
     span = math.log(candidates[-1] / candidates[0])
     closed = math.isfinite(hi)
     narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
-    evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(pieces))
+    evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(spans))
     answer = Answer(
         status="boundary" if bound else "ok",
-        g_star=g_star,
+        g_star=source.g,
         g_star_ci95=[lo, hi if closed else None],
         g_star_bound=bound,
         recommended_group_size=rec,

@@ -252,8 +252,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "interval_intersection",
         ANSWER,
-        "lo = min(lo for _, lo, _ in pieces)",
-        "lo = max(lo for _, lo, _ in pieces)",
+        "lo = min(sp.lo for sp in spans)",
+        "lo = max(sp.lo for sp in spans)",
         "the answer's interval from the pieces' intersection instead of their hull (too narrow to be honest)",
         (T_ANSWER,),
     ),

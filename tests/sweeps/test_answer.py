@@ -205,3 +205,12 @@ def test_an_interval_open_above_is_kept_as_a_lower_bound_with_the_largest_g():
     inside = combine(s, plan_answer(s, 2000), _probe(10.0, 6.0, None), None, None, 1000, 1.0)
     assert inside["recommended_group_size"] == 12 and inside["g_star_bound"]["value"] == 6.0  # G* = 10: its G, not 24
     assert inside["tie_set"] == [6, 8, 12, 16, 24] and "its estimate picks G = 12" in inside["message"]
+
+
+def test_a_first_rung_that_puts_g_star_below_the_grid_gives_its_smallest_g_and_an_upper_bound():
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
+    rising = _law_rows(1.0, 0.05, 0.0, 0.001)  # c = 0: the gap only grows with G, so G* lies below the grid
+    no_probe = {"g_star": None, "g_star_ci95": [None, None], "samples": 128}
+    out = combine(s, plan_answer(s, 20_000), no_probe, None, _halving(rising), 9000, 1.0)
+    assert out["recommended_group_size"] == 2 and out["g_star_bound"] == {"side": "below", "value": 2.0, "group_size": 2}
+    assert out["status"] == "boundary" and out["g_star_ci95"] == [1.0, 2.0]
