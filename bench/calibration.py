@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
-from sweeps.answer import METHODS, grid_cost  # noqa: E402
+from sweeps.answer import DEFAULT_METHOD, METHODS, grid_cost  # noqa: E402
 from sweeps.fit import recommend_group_size  # noqa: E402
 from sweeps.spec import SweepSpec, load_spec  # noqa: E402
 
@@ -187,10 +187,12 @@ def cheap_methods(name: str, quick: bool, rep: int) -> dict:
         update={"seeds": [100 * (rep + 1) + s for s in spec.seeds], "probe": spec.probe.model_copy(update={"seed": rep})}
     )
     out: dict[str, dict] = {}
+    answers = {}
     for method in METHODS:
         with tempfile.TemporaryDirectory() as cache:
             t0 = time.perf_counter()
             ans = run_answer(spec.model_copy(update={"answer": spec.answer.model_copy(update={"method": method})}), cache)
+        answers[method] = ans
         out[method] = {
             "ci95": ans.g_star_ci95,
             "recommended": ans.recommended_group_size,
@@ -204,7 +206,8 @@ def cheap_methods(name: str, quick: bool, rep: int) -> dict:
         }
     candidates = sorted(spec.group_sizes)
     out["g8"] = {"recommended": 8 if 8 in candidates else recommend_group_size(8.0, candidates), "cost": 0}
-    out["passrate"] = {"recommended": ans.passrate.group_size, "cost": ans.stages["probe"]["samples"], "p": ans.passrate.p}
+    start = answers[DEFAULT_METHOD]  # the rule on the default method's start probe: its pass rate and what it cost
+    out["passrate"] = {"recommended": start.passrate.group_size, "cost": start.stages["probe"]["samples"], "p": start.passrate.p}
     return out
 
 

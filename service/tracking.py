@@ -18,6 +18,7 @@ from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunS
 from service.identity import short_digest, task_key
 from service.lifecycle import TrialStatus
 from service.store import outside_transaction
+from sweeps.answer import Answer
 from sweeps.fit import LawFit
 from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
@@ -186,8 +187,6 @@ class Tracking:
         if kind == "probe":
             values = {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")}
         else:  # the typed answer (sweeps.answer.Answer): what the CLI, the API and the report read too
-            from sweeps.answer import Answer
-
             answer = Answer.model_validate(result)
             lo, hi = answer.g_star_ci95 or [None, None]
             values = {"g_star": answer.g_star, "g_star_ci_low": lo, "g_star_ci_high": hi,
