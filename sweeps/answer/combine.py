@@ -34,11 +34,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from sweeps.answer.drift import Drift, extrapolate
 from sweeps.answer.plan import AnswerPlan
 from sweeps.answer.result import Answer, Bound, Cost, PassRate, Piece
-from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regret
+from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regrets
 from sweeps.fit import LawFit, fit_law, recommend_group_size, tie_set
 from sweeps.fit.evidence import WIDE_CI
 from sweeps.spec import SweepSpec
@@ -217,7 +218,7 @@ def combine(
     g_matters, matters = _matters(first_fit, spec, plan)
     passrate = _passrate(spec, probe, candidates)
     g_pr = passrate.group_size
-    common = {  # every answer's fields but the estimate's
+    common: dict[str, Any] = {  # every answer's fields but the estimate's
         "method": method,
         "g_matters": g_matters,
         "g_matters_reason": matters,
@@ -239,14 +240,15 @@ def combine(
             "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
         },  # fmt: skip
     }
+    rec, bound = _recommend(source, candidates) if source is not None else (None, None)
+    # the rivals against the recommended G, on one bootstrap of the first rung's law curve
+    common["regret_g8"], common["regret_passrate"] = regrets((halving or {}).get("rows"), (TRL_DEFAULT_G, g_pr), rec, metric)
     if source is None:
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
-        none = {"regret_g8": regret(None, TRL_DEFAULT_G, None, metric), "regret_passrate": regret(None, g_pr, None, metric)}
         message = f"no G* at this budget: {why}; {matters}"
-        return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **none, **common)
+        return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **common)
     lo = min(sp.lo for sp in spans)
     hi = max(sp.hi for sp in spans)
-    rec, bound = _recommend(source, candidates)
     span = math.log(candidates[-1] / candidates[0])
     closed = math.isfinite(hi)
     narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
@@ -260,8 +262,6 @@ def combine(
         tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
-        regret_g8=regret((halving or {}).get("rows"), TRL_DEFAULT_G, rec, metric),
-        regret_passrate=regret((halving or {}).get("rows"), g_pr, rec, metric),
         **common,
     )
     said = verdict(answer.model_dump(mode="json"))

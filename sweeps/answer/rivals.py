@@ -27,31 +27,33 @@ def passrate_group_size(p: float | None, epsilon: float, candidates: Sequence[in
     return next((g for g in cands if g >= need), cands[-1])
 
 
-def regret(rows: Sequence[tuple[int, int, int, float]] | None, group_size: int, versus: int | None, metric: str) -> Regret:
-    """metric(group_size) - metric(versus) on the law curve fitted to ``rows`` (G, B, seed, metric; one budget),
-    with a 95% bootstrap interval over seeds (seeds resampled within each G; each resample refitted).
+def regrets(
+    rows: Sequence[tuple[int, int, int, float]] | None, group_sizes: Sequence[int], versus: int | None, metric: str
+) -> list[Regret]:
+    """metric(G) - metric(versus) for each G of ``group_sizes`` on the law curve fitted to ``rows`` (G, B, seed,
+    metric; one budget), with a 95% bootstrap interval over seeds (seeds resampled within each G; each resample
+    fitted once and read at every G).
 
     Returns:
-        Regret; value and ci95 None, with ``reason``, when there are no rows, no ``versus`` or no fitted law.
+        one Regret per G; value and ci95 None, with ``reason``, when there are no rows, no ``versus`` or no fitted law.
     """
-    out = Regret(group_size=group_size, versus=versus)
+    out = [Regret(group_size=g, versus=versus) for g in group_sizes]
     if versus is None:
-        return out.model_copy(update={"reason": "the answer recommends no G to compare with"})
+        return [r.model_copy(update={"reason": "the answer recommends no G to compare with"}) for r in out]
     if not rows:
-        return out.model_copy(
-            update={"reason": "no halving sweep fitted in the budget, so there is no outcome curve to read it from"}
-        )
+        why = "no halving sweep fitted in the budget, so there is no outcome curve to read it from"
+        return [r.model_copy(update={"reason": why}) for r in out]
 
-    def at(sample: Sequence[tuple[int, int, int, float]]) -> float | None:
-        fit = fit_law(*zip(*sample), metric=metric, n_boot=0)
-        per = fit.per_budget[0] if fit.per_budget else None
-        if per is None or per.a is None or per.b is None or per.c is None:
+    def at(sample: Sequence[tuple[int, int, int, float]]) -> list[float] | None:
+        per = fit_law(*zip(*sample), metric=metric, n_boot=0).per_budget
+        if not per or per[0].a is None or per[0].b is None or per[0].c is None:
             return None
-        return float(law_curve(group_size, per.a, per.b, per.c) - law_curve(versus, per.a, per.b, per.c))
+        a, b, c = per[0].a, per[0].b, per[0].c
+        return [float(law_curve(g, a, b, c) - law_curve(versus, a, b, c)) for g in group_sizes]
 
-    value = at(rows)
-    if value is None:
-        return out.model_copy(update={"reason": "the law could not be fitted to the halving's first rung"})
+    values = at(rows)
+    if values is None:
+        return [r.model_copy(update={"reason": "the law could not be fitted to the halving's first rung"}) for r in out]
     rng = np.random.default_rng(0)
     by_g: dict[int, list] = {}
     for r in rows:
@@ -61,5 +63,12 @@ def regret(rows: Sequence[tuple[int, int, int, float]] | None, group_size: int, 
         sample = [grp[i] for grp in by_g.values() for i in rng.integers(0, len(grp), len(grp))]
         if (d := at(sample)) is not None:
             draws.append(d)
-    ci = [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))] if len(draws) >= N_BOOT // 2 else None
-    return out.model_copy(update={"value": value, "ci95": ci})
+    cis: list[list[float] | None] = [None] * len(out)
+    if len(draws) >= N_BOOT // 2:
+        cis = [[float(np.percentile(col, 2.5)), float(np.percentile(col, 97.5))] for col in np.array(draws).T]
+    return [r.model_copy(update={"value": v, "ci95": ci}) for r, v, ci in zip(out, values, cis, strict=True)]
+
+
+def regret(rows: Sequence[tuple[int, int, int, float]] | None, group_size: int, versus: int | None, metric: str) -> Regret:
+    """``regrets`` of one G."""
+    return regrets(rows, [group_size], versus, metric)[0]

@@ -244,8 +244,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "regret_sign",
         RIVALS,
-        "return float(law_curve(group_size, per.a, per.b, per.c) - law_curve(versus, per.a, per.b, per.c))",
-        "return float(law_curve(versus, per.a, per.b, per.c) - law_curve(group_size, per.a, per.b, per.c))",
+        "return [float(law_curve(g, a, b, c) - law_curve(versus, a, b, c)) for g in group_sizes]",
+        "return [float(law_curve(versus, a, b, c) - law_curve(g, a, b, c)) for g in group_sizes]",
         "regret measured the other way round (the recommended G's metric minus the other's)",
         (T_ANSWER,),
     ),
