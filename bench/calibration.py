@@ -359,7 +359,8 @@ def main() -> None:
         command = f"python bench/calibration.py --half {args.half} --workers {args.workers}{' --quick' if args.quick else ''}"
         block = [start, "## Calibration: cheap answers against the full grid", "",
                  f"Produced by `{command}` in {seconds / 60:.1f} minutes on 2 cores, {time.strftime('%Y-%m-%d')}; "
-                 f"{args.reps} repetitions of each cheap method per task (other seeds each).", "",
+                 f"{args.reps} repetitions of each cheap method per task (other seeds each), grids from the cache. "
+                 "The methods were tuned on the dev half only; README quotes the held-out half.", "",
                  *[f"- {line}" for line in summary_lines(summary)], *lines, end]  # fmt: skip
         if start in text:
             text = text[: text.index(start)] + "\n".join(block) + text[text.index(end) + len(end) :]
