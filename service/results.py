@@ -107,6 +107,24 @@ def sweep_public(sweep: Sweep, spec: SweepSpec, tracking_uri: str | None, run_ur
     )
 
 
+def unreadable_public(sweep: Sweep, reason: str) -> SweepPublic:
+    """A sweep whose stored spec cannot be read back or encoded (stored by an older version that did not check
+    free-form values): its id, name and status, no spec, and ``error`` saying why and how to remove it."""
+    return SweepPublic(
+        id=sweep.id,
+        name=sweep.name,
+        status=sweep.status,
+        spec={},
+        task_key=sweep.task_name,
+        model_key=sweep.model_name,
+        progress=Progress(done=0, running=0, failed=0, total=0),
+        mlflow=MlflowLinks(tracking_uri=None, experiment_id=sweep.mlflow_experiment_id, parent_run_id=None, url=None),
+        created_at=sweep.created_at,
+        updated_at=sweep.updated_at,
+        error=f"the stored spec cannot be read ({reason}); remove it with `groupscale delete {sweep.id}`",
+    )
+
+
 def trial_public(trial: Trial) -> TrialPublic:
     return TrialPublic.model_validate(trial)
 

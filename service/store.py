@@ -274,8 +274,10 @@ class Store:
             self._specs[key] = SweepSpec.model_validate(row.spec)
         return self._specs[key]
 
-    def get_sweep(self, s: Session, sweep_id: str) -> Sweep | None:
-        return s.get(Sweep, sweep_id)
+    def get_sweep(self, s: Session, sweep_id: str, lock: bool = False) -> Sweep | None:
+        """The sweep, or None; ``lock``: its row locked until ``s`` commits (SELECT ... FOR UPDATE on PostgreSQL,
+        where a second locker waits and then finds the row as the first left it; SQLite serialises writers)."""
+        return s.get(Sweep, sweep_id, with_for_update=lock, populate_existing=lock)
 
     def sweeps_with_status(self, s: Session, *statuses: str) -> list[Sweep]:
         return list(s.scalars(select(Sweep).where(Sweep.status.in_(statuses)).order_by(Sweep.created_at)))

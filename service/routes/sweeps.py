@@ -18,7 +18,7 @@ from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
 from service.preflight import with_server_paths
 from service.purge import PurgeRefused, clean_up, purge_sweep
-from service.results import fit_from_trials, latest_job, sweep_public, trial_public
+from service.results import fit_from_trials, latest_job, sweep_public, trial_public, unreadable_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
@@ -36,8 +36,8 @@ def _public(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic
     return sweep_public(sweep, store.spec(sweep), uri, url)
 
 
-def _get(store: StoreDep, s, sweep_id: str) -> Sweep:
-    sweep = store.get_sweep(s, sweep_id)
+def _get(store: StoreDep, s, sweep_id: str, lock: bool = False) -> Sweep:
+    sweep = store.get_sweep(s, sweep_id, lock)
     if sweep is None:
         raise HTTPException(404, f"no sweep with id {sweep_id!r}")
     return sweep
@@ -104,9 +104,21 @@ def _replay(
 
 @router.get("")
 def list_sweeps(store: StoreDep, tracking: TrackingDep, limit: int = 100) -> list[SweepPublic]:
+    """The latest ``limit`` sweeps; a stored row that cannot be rendered is listed as unreadable, saying why,
+    instead of failing the list."""
     with store.read() as s:
         rows = s.scalars(select(Sweep).order_by(Sweep.created_at.desc()).limit(max(1, min(limit, 1000))))
-        return [_public(w, store, tracking) for w in rows]
+        return [_listed(w, store, tracking) for w in rows]
+
+
+def _listed(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
+    try:
+        public = _public(sweep, store, tracking)
+        public.model_dump_json()  # what the answer will encode: a row the store gave back changed fails here
+        return public
+    except Exception as e:  # noqa: BLE001 - one bad row (stored before its values were checked) is reported, not raised
+        log.warning("sweep %s cannot be rendered: %s: %s", sweep.id, type(e).__name__, str(e)[:200])
+        return unreadable_public(sweep, f"{type(e).__name__}: {str(e)[:200]}")
 
 
 @router.get("/{sweep_id}")
@@ -129,7 +141,7 @@ def cancel_sweep(
     ``purge=true``: delete a finished sweep, its MLflow runs (to the deleted stage) and checkpoints (409 while it runs)."""
     if purge:
         with store.session() as s:
-            sweep = _get(store, s, sweep_id)
+            sweep = _get(store, s, sweep_id, lock=True)  # two purges at once: the second waits, then finds none
             try:
                 left = purge_sweep(s, sweep, store.spec(sweep))
             except PurgeRefused as e:

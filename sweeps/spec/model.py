@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from sweeps.spec.base import (
     PRESET_NAMES,
     TEMPLATE_ARGUMENTS,
+    JsonObject,
     StrictModel,
 )
 
@@ -37,7 +38,7 @@ class ModelSpec(StrictModel):
         None, description="passed to from_pretrained (default: transformers' choice)"
     )
     lora: LoraSpec | None = Field(None, description="train a LoRA adapter (r, alpha, dropout, target_modules)")
-    chat_template_kwargs: dict[str, Any] | None = Field(
+    chat_template_kwargs: JsonObject | None = Field(
         None,
         description="extra variables of the chat template wherever prompts are rendered (training, eval, probe), "
         "as TRL's chat_template_kwargs: e.g. {enable_thinking: false}",

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from sweeps.spec.base import (
     MAX_GROUP_SIZE,
     MAX_SAMPLES_PER_STEP,
+    JsonObject,
     StrictModel,
 )
 from sweeps.spec.grpo import GRPOSpec
@@ -54,7 +55,7 @@ class SweepSpec(StrictModel):
     engine: Literal["groupscale", "trl"] = Field(
         "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
     )
-    trl: dict[str, Any] | None = Field(
+    trl: JsonObject | None = Field(
         None,
         validate_default=True,
         description="engine trl: GRPOConfig fields, passed to TRL as they are but for what a sweep sets (num_generations, "

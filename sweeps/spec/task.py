@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from sweeps.spec.base import (
     FUNCTION_PATTERN,
     REWARD_NAMES,
+    JsonObject,
     StrictModel,
 )
 
@@ -64,7 +65,7 @@ class RewardSpec(StrictModel):
         description="the column with the answer, or a dotted path into a nested one; built-ins (default answer) and "
         "verl scorers (default reward_model.ground_truth)",
     )
-    kwargs: dict[str, Any] | None = Field(
+    kwargs: JsonObject | None = Field(
         None, description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs"
     )
     convention: Literal["trl", "verl"] = Field(

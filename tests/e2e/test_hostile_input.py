@@ -542,3 +542,82 @@ def test_cli_submit_refuses_hostile_yaml_with_exit_2(stack, tmp_path, case, monk
     assert r.exit_code == 2, (r.exit_code, r.output)
     assert expected in " ".join(r.output.split()), r.output
     assert not Path("/tmp/groupscale-pwned").exists()
+
+
+# Free-form sections (trl:, model.chat_template_kwargs, a reward's kwargs) are not typed field by field: what the
+# store cannot give back exactly is refused there (sweeps.spec.base.storable_json), and the list never dies.
+def _free_form_bases() -> dict[str, tuple[tuple, dict]]:
+    """Where each free-form section sits, in a spec that has it (the field, the spec)."""
+    trl = {k: v for k, v in BASE.items() if k not in {"grpo", "measure"}}
+    trl = {**trl, "engine": "trl", "model": {"path": "/nonexistent/model"}}
+    dataset = {"name": "dataset", "path": "/nonexistent/d.jsonl", "rewards": [{"function": "r.py:f"}]}
+    return {
+        "template": (("model", "chat_template_kwargs"), BASE),
+        "trl": (("trl",), trl),
+        "kwargs": (("task", "rewards", 0, "kwargs"), {**BASE, "task": dataset}),
+    }
+
+
+REFUSED = {  # literal JSON (json.dumps will not write these), and what the 422 says
+    "lone-surrogate": ('"\\ud800"', "not valid Unicode"),
+    "surrogate-key": ('{"\\udfff": 1}', "not valid Unicode"),
+    "surrogate-in-list": ('["ok", "\\udc80x"]', "not valid Unicode"),
+    "nan": ("NaN", "finite numbers"),
+    "infinity": ("Infinity", "finite numbers"),
+    "minus-infinity": ("-Infinity", "finite numbers"),
+    "nan-in-list": ("[1, NaN]", "finite numbers"),
+    "deep-500": ("[" * 500 + "]" * 500, "nested deeper than"),
+    "deep-40": ("[" * 40 + "]" * 40, "nested deeper than"),
+    "deep-objects": ('{"a": ' * 40 + "1" + "}" * 40, "nested deeper than"),
+}
+STORED = {  # given back exactly
+    "huge-string": "x" * 200_000,
+    "unicode": "日本語 ✓ \U0001f600",
+    "nul-char": "a\u0000b",
+    "nested-20": json.loads("[" * 20 + "]" * 20),
+    "big-int": 2**62,
+    "tiny-float": 5e-324,
+    "empty-object": {},
+    "null": None,
+    "bool": True,
+    "mixed": [1, "a", None, 2.5, {"k": [True]}],
+}
+
+
+def _free_form_cases() -> Iterator[tuple[str, bytes, tuple, str | None]]:
+    """(id, body, field, the 422's message, or None for a 201 that must give the section back exactly)."""
+    for kind, (path, spec) in _free_form_bases().items():
+        for tag, (literal, msg) in REFUSED.items():
+            doc = json.dumps(_set(spec, path, {"bad": "@@RAW@@"}))
+            yield f"{kind}:{tag}", doc.replace('"@@RAW@@"', literal).encode(), path[:1], msg
+    path, spec = _free_form_bases()["template"]
+    for tag, value in STORED.items():
+        yield f"template:{tag}", _json(_set(spec, path, {"v": value})), path, None
+    yield "template:list", _json(_set(spec, path, [1, 2])), path, "valid dictionary"
+    yield "template:string", _json(_set(spec, path, "enable_thinking")), path, "valid dictionary"
+    yield "template:nan-itself", _raw(path, "NaN"), path, "valid dictionary"
+
+
+@ON_ONE_STACK
+def test_free_form_values_are_refused_or_stored_exactly_and_the_list_stays_up(stack):
+    cases = list(_free_form_cases())
+    assert len(cases) >= 40, len(cases)
+    failures = []
+    for cid, body, field, msg in cases:
+        r = stack.http.post("/v1/sweeps", content=body, headers={"content-type": "application/json"})
+        listed = stack.http.get("/v1/sweeps")
+        if listed.status_code != 200:
+            failures.append(f"{cid}: GET /v1/sweeps answered {listed.status_code} after the POST's {r.status_code}")
+        if msg is not None:
+            problem = _problem(Case(cid, body, field=field, msg_has=(msg,)), r.status_code, r.text)
+        elif r.status_code != 201:
+            problem = f"HTTP {r.status_code} (want 201): {r.text[:300]}"
+        else:
+            sid = r.json()["id"]
+            got = stack.http.get(f"/v1/sweeps/{sid}").json()["spec"]["model"]["chat_template_kwargs"]
+            problem = None if got == json.loads(body)["model"]["chat_template_kwargs"] else f"given back as {str(got)[:80]}"
+            stack.http.delete(f"/v1/sweeps/{sid}")  # cancelled before it trains on the shared CPUs
+        if problem:
+            failures.append(f"{cid}: {problem}")
+    print(f"{len(cases)} free-form cases, {len(failures)} answered wrongly")
+    assert not failures, "\n".join(failures)

@@ -60,3 +60,22 @@ def test_a_streamed_oversized_body_is_413_not_400(http):
     r = http.post("/v1/sweeps", content=chunks, headers={"content-type": "application/json"})
     assert r.status_code == 413, r.text
     assert r.json() == {"detail": f"request body too large: at most {1 << 20} bytes"}
+
+
+def test_a_stored_row_that_cannot_be_rendered_does_not_take_the_list_down(http, tmp_path):
+    """A row stored before free-form values were checked (a lone surrogate in chat_template_kwargs): the list
+    answers 200 and says which row is unreadable and how to remove it; the other rows are whole."""
+    from service.store import Store, Sweep
+
+    good = http.post("/v1/sweeps", json=SPEC).json()
+    store = Store(f"sqlite:///{tmp_path / 'groupscale.db'}")
+    with store.session() as s:
+        bad_spec = {**good["spec"], "model": {**good["spec"]["model"], "chat_template_kwargs": {"x": "\ud800"}}}
+        s.add(Sweep(name="old", spec=bad_spec, task_name="arithmetic", model_name="tiny-llama", status="queued"))
+    store.engine.dispose()
+    r = http.get("/v1/sweeps")
+    assert r.status_code == 200, r.text
+    rows = {row["name"]: row for row in r.json()}
+    assert rows["s"]["spec"] == good["spec"] and rows["s"]["error"] is None
+    assert rows["old"]["spec"] == {} and "cannot be read" in rows["old"]["error"], rows["old"]
+    assert f"groupscale delete {rows['old']['id']}" in rows["old"]["error"]

@@ -5,12 +5,17 @@ import threading
 import time
 
 import psycopg
+from fastapi.testclient import TestClient
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from sqlalchemy import select
 
+from service.main import create_app
+from service.settings import Settings
 from service.stack import start_mlflow, stop_process_group
 from service.store import Store, Sweep
+from sweeps.spec import SweepSpec
+from tests.factories import spec
 from tests.ports import free_port
 from tests.postgres import PostgresServer
 
@@ -80,3 +85,35 @@ def test_store_on_postgres_takes_any_model_path_and_outlives_a_server_restart():
         with store.session() as s:
             assert len(store.sweeps_with_status(s, "queued")) == 2
         store.engine.dispose()
+
+
+def test_two_purges_of_one_sweep_one_wins_the_other_is_404(postgres, tmp_path):
+    """Both DELETE ?purge=true of one finished sweep at once, 20 rounds: one 200 and one 404 every round (on
+    PostgreSQL both used to read the row before either deleted it, and both ran the clean-up)."""
+    url = postgres.create_database()
+    store = Store(url)
+    settings = Settings(data_dir=tmp_path, database_url=url)
+    stored = SweepSpec.model_validate(spec(name="p")).model_dump(mode="json")
+    answers = []
+    with TestClient(create_app(settings, run_scheduler=False)) as http:
+        for i in range(20):
+            with store.session() as s:
+                sweep = Sweep(name=f"p{i}", spec=stored, task_name="arithmetic", model_name="tiny-llama", status="cancelled")
+                sweep.mlflow_closed = True
+                s.add(sweep)
+                s.flush()
+                sid = sweep.id
+            start, codes = threading.Barrier(2), []
+
+            def purge(sid: str = sid, start: threading.Barrier = start, codes: list = codes) -> None:
+                start.wait()
+                codes.append(http.delete(f"/v1/sweeps/{sid}", params={"purge": "true"}).status_code)
+
+            threads = [threading.Thread(target=purge) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            answers.append(sorted(codes))
+    store.engine.dispose()
+    assert answers == [[200, 404]] * 20, answers
