@@ -37,8 +37,9 @@ class Leftovers:
     study_prefix: str | None  # the Optuna studies of an adaptive or lr-tuned sweep
 
 
-def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
-    """Delete ``sweep``, its trials and lr tunings from the store (in ``s``'s transaction).
+def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec | None) -> Leftovers:
+    """Delete ``sweep``, its trials and lr tunings from the store (in ``s``'s transaction). ``spec`` None: the
+    stored spec cannot be read back, and whatever Optuna studies the sweep may have are looked for.
 
     Raises:
         PurgeRefused: the sweep has not ended, or its MLflow runs are not closed yet.
@@ -50,7 +51,7 @@ def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec) -> Leftovers:
         experiment_id=sweep.mlflow_experiment_id,
         parent_run_id=sweep.mlflow_parent_run_id,
         trial_ids=[t.id for t in sweep.trials],
-        study_prefix=f"groupscale-{sweep.id}" if spec.mode == "adaptive" or spec.tune_lr is not None else None,
+        study_prefix=f"groupscale-{sweep.id}" if spec is None or spec.mode == "adaptive" or spec.tune_lr is not None else None,
     )
     for row in [*sweep.trials, *sweep.lr_tunings, sweep]:
         s.delete(row)

@@ -111,6 +111,14 @@ def list_sweeps(store: StoreDep, tracking: TrackingDep, limit: int = 100) -> lis
         return [_listed(w, store, tracking) for w in rows]
 
 
+def _readable(store: StoreDep, sweep: Sweep) -> SweepSpec | None:
+    """The sweep's spec, None if its stored row cannot be read back (see _listed)."""
+    try:
+        return store.spec(sweep)
+    except ValueError:
+        return None
+
+
 def _listed(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
     try:
         public = _public(sweep, store, tracking)
@@ -124,7 +132,7 @@ def _listed(sweep: Sweep, store: StoreDep, tracking: TrackingDep) -> SweepPublic
 @router.get("/{sweep_id}")
 def get_sweep(sweep_id: str, store: StoreDep, tracking: TrackingDep) -> SweepPublic:
     with store.read() as s:
-        return _public(_get(store, s, sweep_id), store, tracking)
+        return _listed(_get(store, s, sweep_id), store, tracking)
 
 
 @router.delete("/{sweep_id}", dependencies=[Authorized], response_model=None)
@@ -143,7 +151,7 @@ def cancel_sweep(
         with store.session() as s:
             sweep = _get(store, s, sweep_id, lock=True)  # two purges at once: the second waits, then finds none
             try:
-                left = purge_sweep(s, sweep, store.spec(sweep))
+                left = purge_sweep(s, sweep, _readable(store, sweep))
             except PurgeRefused as e:
                 raise HTTPException(409, str(e)) from None
         runs, failed = clean_up(left, tracking, settings.data_dir, settings.resolved_database_url)  # after the commit
@@ -151,7 +159,7 @@ def cancel_sweep(
     with store.session() as s:
         sweep = _get(store, s, sweep_id)
         lifecycle.cancel_sweep(s, sweep)
-        public = _public(sweep, store, tracking)
+        public = _listed(sweep, store, tracking)
     if scheduler is not None:
         scheduler.wake()
     return public

@@ -79,3 +79,10 @@ def test_a_stored_row_that_cannot_be_rendered_does_not_take_the_list_down(http, 
     assert rows["s"]["spec"] == good["spec"] and rows["s"]["error"] is None
     assert rows["old"]["spec"] == {} and "cannot be read" in rows["old"]["error"], rows["old"]
     assert f"groupscale delete {rows['old']['id']}" in rows["old"]["error"]
+    assert http.get(f"/v1/sweeps/{rows['old']['id']}").json() == rows["old"]
+    assert http.delete(f"/v1/sweeps/{rows['old']['id']}").json()["status"] == "cancelled"
+    with store.session() as s:  # what the scheduler does once the sweep's runs are closed
+        s.get(Sweep, rows["old"]["id"]).mlflow_closed = True
+    store.engine.dispose()
+    assert http.delete(f"/v1/sweeps/{rows['old']['id']}", params={"purge": "true"}).status_code == 200
+    assert [row["name"] for row in http.get("/v1/sweeps").json()] == ["s"]
