@@ -9,6 +9,7 @@ transient failures (tracking server down, 5xx) with backoff for a bounded time (
 from __future__ import annotations
 
 import json
+import logging
 import time
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,6 +27,8 @@ from sweeps.report import render_report
 from sweeps.spec import SweepSpec
 from workers.metrics import flat_by_construction
 from workers.tracking import RetryingClient
+
+log = logging.getLogger("groupscale.tracking")
 
 # The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
@@ -74,12 +77,30 @@ class Tracking:
             return None
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
 
-    def _experiment(self, key: str) -> str:
+    def _experiment(self, key: str) -> tuple[str, str | None]:
         """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged to open in
-        MLflow's model-training view (runs, charts) rather than the GenAI one (traces)."""
+        MLflow's model-training view (runs, charts) rather than the GenAI one (traces); and a note when it was in
+        MLflow's trash and has been restored (MLflow refuses a new experiment of a deleted one's name).
+
+        Raises:
+            RuntimeError: it is deleted and MLflow refused to restore it (naming it and what to do).
+        """
         name = f"groupscale/{key}"
         exp = self.client.get_experiment_by_name(name)
-        return exp.experiment_id if exp else self.client.create_experiment(name, tags=EXPERIMENT_TAGS)
+        if exp is None:
+            return self.client.create_experiment(name, tags=EXPERIMENT_TAGS), None
+        if exp.lifecycle_stage != "deleted":
+            return exp.experiment_id, None
+        try:
+            self.client.restore_experiment(exp.experiment_id)
+        except Exception as e:  # noqa: BLE001 - said in the sweep's error and in /v1/health by the scheduler
+            raise RuntimeError(
+                f"the MLflow experiment {name} (id {exp.experiment_id}) is deleted and could not be restored ({e}); "
+                "restore it in MLflow's UI, or remove it for good with `mlflow gc`"
+            ) from e
+        note = f"the experiment {name} was in MLflow's trash; groupscale restored it, with its earlier runs"
+        log.warning("%s (id %s)", note, exp.experiment_id)
+        return exp.experiment_id, note
 
     def _create_run(self, experiment_id: str, name: str, tags: dict[str, str], params: dict) -> str:
         run = self.client.create_run(experiment_id, run_name=name, tags=tags)
@@ -89,16 +110,15 @@ class Tracking:
     @outside_transaction
     def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
         """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
-        exp_id = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
+        exp_id, note = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
         params = {
             **_spec_params(spec),
             "group_sizes": ",".join(map(str, spec.group_sizes)),
             "samples_per_step": ",".join(map(str, spec.samples_per_step)),
             "seeds": ",".join(map(str, spec.seeds)),
         }
-        run_id = self._create_run(
-            exp_id, f"{spec.name} ({sweep_id})", {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep"}, params
-        )
+        tags = {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep", **({"groupscale.note": note} if note else {})}
+        run_id = self._create_run(exp_id, f"{spec.name} ({sweep_id})", tags, params)
         self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
         self.client.log_inputs(run_id, datasets=[dataset_input(spec, key)])
         return exp_id, run_id
@@ -177,12 +197,9 @@ class Tracking:
         """One run per probe or answer (tag groupscale.kind=probe|answer): params, G* and what it cost, KIND.json."""
         section = spec.probe if kind == "probe" else spec.answer
         params = {**_spec_params(spec), **{f"{kind}.{k}": v for k, v in section.model_dump().items()}}
-        run_id = self._create_run(
-            self._experiment(task_key(spec)),
-            f"{kind} {spec.name} ({probe_id})",
-            {"groupscale.probe_id": probe_id, "groupscale.kind": kind},
-            params,
-        )
+        exp_id, note = self._experiment(task_key(spec))
+        tags = {"groupscale.probe_id": probe_id, "groupscale.kind": kind, **({"groupscale.note": note} if note else {})}
+        run_id = self._create_run(exp_id, f"{kind} {spec.name} ({probe_id})", tags, params)
         tags = {}
         if kind == "probe":
             values = {k: result.get(k) for k in ("tau2", "sigma2", "kappa", "g_star", "samples", "seconds")}

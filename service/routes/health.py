@@ -88,11 +88,13 @@ def health(
     threads = {name: check.start() for name, check in checks.items()}
     results = {name: checks[name].result(thread, deadline) for name, thread in threads.items()}
     db, ray, ml = (ComponentHealth(ok=results[n][0], detail=results[n][1]) for n in ("store", "ray", "mlflow"))
-    ok = db.ok and ray.ok and ml.ok
+    problems = scheduler.faults.problems() if scheduler is not None else []  # what keeps failing in the loop
+    controller = ComponentHealth(ok=not problems, detail="; ".join(problems))
+    ok = db.ok and ray.ok and ml.ok and controller.ok
     response.status_code = 200 if ok else 503
     status = "ok" if ok else "degraded"
     if not reads_open(request, credentials):
         ray, ml, db = (ComponentHealth(ok=c.ok) for c in (ray, ml, db))
-        return Health(status=status, controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db)
+        return Health(status=status, controller=ComponentHealth(ok=controller.ok), ray=ray, mlflow=ml, store=db)
     workers = results["ray"][2] or {}
-    return Health(status=status, controller=ComponentHealth(ok=True), ray=ray, mlflow=ml, store=db, workers=workers)
+    return Health(status=status, controller=controller, ray=ray, mlflow=ml, store=db, workers=workers)

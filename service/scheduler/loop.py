@@ -40,6 +40,7 @@ from service.lifecycle import (
 from service.results import fit_from_trials
 from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.context import Backend, Context, Outcome, Work
+from service.scheduler.faults import Faults
 from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob
 from service.scheduler.reconcile import reconcile
 from service.settings import Settings
@@ -72,6 +73,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
+        self.faults = Faults()  # what keeps failing: /v1/health shows it
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -145,8 +147,9 @@ class Scheduler:
                     self.prewarm()
                     reconciled = True
                 self.tick()
-            except Exception:  # noqa: BLE001 - the loop must survive any one failure; it is logged
-                log.exception("scheduler %s failed", "tick" if reconciled else "reconcile")
+                self.faults.clear("the scheduler's tick")
+            except Exception as e:  # noqa: BLE001 - the loop must survive any one failure; it is logged and counted
+                self.faults.record("the scheduler's tick" if reconciled else "the scheduler's reconcile", e)
                 self._stop.wait(self.ctx.settings.poll_interval_s)
 
     def tick(self, wait_s: float | None = None) -> None:
@@ -200,15 +203,17 @@ class Scheduler:
             if tracking and not parent:
                 try:
                     runs = tracking.start_sweep(sweep_id, spec, key)
-                except Exception:  # noqa: BLE001 - the sweep stays queued; the rest of the tick goes on
-                    log.exception("creating the MLflow parent run of sweep %s failed; retrying later", sweep_id)
+                except Exception as e:  # noqa: BLE001 - the sweep stays queued, saying why; the rest of the tick goes on
+                    self._waits(sweep_id, e)
                     continue
+            self.faults.clear(f"admitting sweep {sweep_id}")
             with store.session() as s:
                 sweep = s.get(Sweep, sweep_id)
                 if runs:  # stored even when a cancel came first: close_cancelled ends the run
                     sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id = runs
                 if sweep.status != SweepStatus.QUEUED:
                     continue
+                sweep.error = None  # why it waited, if it did
                 if spec.tune_lr is not None and not sweep.lr_tunings:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
@@ -224,6 +229,14 @@ class Scheduler:
                         for i, p in enumerate(plan_trials(spec))
                     )
                 transition(s, sweep, SweepStatus.RUNNING)
+
+    def _waits(self, sweep_id: str, error: Exception) -> None:
+        """A queued sweep's MLflow parent run could not be made: counted, and said in the sweep's ``error``."""
+        fault = self.faults.record(f"admitting sweep {sweep_id}", error)
+        with self.ctx.store.session() as s:
+            sweep = s.get(Sweep, sweep_id)
+            if sweep is not None and sweep.status == SweepStatus.QUEUED:
+                sweep.error = f"queued: its MLflow parent run could not be made ({fault.count} tries): {fault.message}"
 
     # -- launching -------------------------------------------------------------------------------
     def _free(self) -> tuple[float, float]:

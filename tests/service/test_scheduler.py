@@ -667,3 +667,32 @@ def test_a_trial_whose_start_the_cluster_refuses_goes_back_to_pending_as_never_l
     backend.start_trial = start_trial.__get__(backend)
     tick(sched)
     assert statuses(store, sid) == [TrialStatus.RUNNING] and len(backend.running()) == 1
+
+
+def test_a_sweep_that_cannot_start_says_why_and_health_shows_the_repeated_failure(env, caplog):
+    """The MLflow parent run keeps failing the same way (a deleted experiment MLflow refused to restore): the sweep
+    stays queued with the reason in its error, one traceback is logged (not one a tick), and after REPORT_AFTER
+    ticks the failure is a problem of the controller; once it succeeds the error and the problem are gone."""
+    from service.scheduler.faults import REPORT_AFTER
+
+    store, _, tracking, sched = env
+    refused = RuntimeError("the MLflow experiment groupscale/bandit (id 7) is deleted and could not be restored")
+    start_sweep = tracking.start_sweep
+    tracking.start_sweep = outside_transaction(lambda *a: (_ for _ in ()).throw(refused))
+    sid = submit(store)
+    tick(sched, REPORT_AFTER - 1)
+    assert sched.faults.problems() == []
+    tick(sched)
+    with store.read() as s:
+        sweep = s.get(Sweep, sid)
+        assert sweep.status == SweepStatus.QUEUED
+        assert sweep.error == f"queued: its MLflow parent run could not be made ({REPORT_AFTER} tries): RuntimeError: {refused}"
+    [problem] = sched.faults.problems()
+    assert problem.startswith(f"admitting sweep {sid}: failed {REPORT_AFTER} times in a row since ") and str(refused) in problem
+    assert sum(r.exc_info is not None for r in caplog.records) == 1
+    tracking.start_sweep = start_sweep
+    tick(sched)
+    with store.read() as s:
+        sweep = s.get(Sweep, sid)
+        assert (sweep.status, sweep.error) == (SweepStatus.RUNNING, None)
+    assert sched.faults.problems() == []
