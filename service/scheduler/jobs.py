@@ -121,8 +121,14 @@ class TrialJob:
         with ctx.store.session() as s:
             trial = s.get(Trial, ready.id)
             trial.mlflow_run_id = run_id  # stored even when a cancel won: close_cancelled ends it
-            if not transition(s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1):
-                return None  # cancelled meanwhile
+            started = trial.status == TrialStatus.PENDING and transition(
+                s, trial, TrialStatus.RUNNING, attempts=trial.attempts + 1
+            )  # a cancel may have landed while its run was made, or since ready() read it
+            closed = trial.sweep.mlflow_closed
+        if not started:
+            if run_id and closed and ctx.tracking:  # close_cancelled has been and gone: this run is ours to end
+                ctx.defer(ctx.tracking.kill, run_id)
+            return None
         args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, run_id)
         try:
             return ctx.backend.start_trial(
@@ -290,8 +296,8 @@ class TuningJob:
         spec = ready.spec
         with ctx.store.session() as s:
             tuning = s.get(LrTuning, ready.id)
-            if not transition(s, tuning, TuningStatus.RUNNING):
-                return None
+            if tuning.status != TuningStatus.PENDING or not transition(s, tuning, TuningStatus.RUNNING):
+                return None  # cancelled since ready() read it
             g, b, sweep = tuning.group_size, tuning.samples_per_step, tuning.sweep
             experiment_id, parent = sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id
         plan = TrialPlan(g, b, spec.seeds[0])

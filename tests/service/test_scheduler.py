@@ -696,3 +696,56 @@ def test_a_sweep_that_cannot_start_says_why_and_health_shows_the_repeated_failur
         sweep = s.get(Sweep, sid)
         assert (sweep.status, sweep.error) == (SweepStatus.RUNNING, None)
     assert sched.faults.problems() == []
+
+
+def test_a_cancel_while_a_trials_mlflow_run_is_made_ends_that_run(tmp_path):
+    """A real MLflow server: the cancel lands while start_trial creates the trial's run. The tick used to raise
+    IllegalTransition (the trial was cancelled, not pending) and the run stayed RUNNING for good."""
+    from mlflow import MlflowClient
+
+    from service.stack import start_mlflow, stop_process_group
+    from service.tracking import Tracking
+    from tests.ports import free_port
+
+    port = free_port()
+    proc = start_mlflow(tmp_path, "127.0.0.1", port)
+    try:
+        settings = Settings(data_dir=tmp_path, poll_interval_s=0.01)
+        store, tracking = Store(settings.resolved_database_url), Tracking(f"http://127.0.0.1:{port}")
+        sched = Scheduler(store, settings, tracking, FakeBackend())
+        sid = submit(store)
+        make_run = tracking.start_trial
+
+        def make_run_while_cancelled(*args):
+            run_id = make_run(*args)
+            with store.session() as s:
+                lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+            return run_id
+
+        tracking.start_trial = make_run_while_cancelled
+        tick(sched, 3)
+        sched.ctx.drain()
+        with store.read() as s:
+            sweep = s.get(Sweep, sid)
+            experiment_id, closed = sweep.mlflow_experiment_id, sweep.mlflow_closed
+            assert {t.status for t in sweep.trials} == {TrialStatus.CANCELLED}
+            stored = {t.mlflow_run_id for t in sweep.trials} - {None}
+        runs = MlflowClient(tracking.uri).search_runs([experiment_id])
+        assert closed and stored and stored <= {r.info.run_id for r in runs}  # the tick went on launching the rows it read
+        assert {r.info.status for r in runs} == {"KILLED"}, [(r.info.run_name, r.info.status) for r in runs]
+        store.engine.dispose()
+    finally:
+        stop_process_group(proc)
+
+
+def test_a_cancel_between_reading_an_lr_tuning_and_launching_it_launches_nothing(env):
+    store, backend, _, sched = env
+    sid = submit(store, tune_lr={"low": 1e-4, "high": 1e-1, "trials": 2, "steps": 2})
+    sched.admit()
+    job = sched.jobs["tune"]
+    with store.read() as s:
+        ready = list(job.ready(sched.ctx, s))
+    with store.session() as s:
+        lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    assert [job.launch(sched.ctx, r) for r in ready] == [None] * len(ready)
+    assert not backend.running("run_tune_lr")
