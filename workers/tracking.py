@@ -10,16 +10,18 @@ down, so the two never multiply), so that a tracking-server restart loses no met
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import os
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
+from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 from tenacity import before_sleep_log, retry, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from sweeps.planner import prompts_per_step
@@ -109,10 +111,19 @@ class RunLogger:
             self.flush()
 
     def log_table(self, rows: list[dict], artifact_file: str = "samples.json") -> None:
-        """rows (one dict each; a key some rows lack is None there) as an MLflow table artifact (mlflow.log_table)."""
-        keys = dict.fromkeys(key for row in rows for key in row)
-        data = {key: [row.get(key) for row in rows] for key in keys}
-        mlflow_call(self.client.log_table, self.run_id, data, artifact_file)
+        """rows (one dict each; a key some rows lack is None there, a non-finite number null) as an MLflow table
+        artifact: the JSON MlflowClient.log_table writes ({"columns", "data"}) and its ``mlflow.loggedArtifacts`` tag,
+        which the UI reads. Written whole, so that a retried upload replaces the file (log_table appends to an
+        existing artifact: a retry after a lost answer doubled the rows) and values keep their types (log_table
+        goes through pandas, which read "1" back as 1)."""
+        keys = list(dict.fromkeys(key for row in rows for key in row))
+        data = [[_json_value(row.get(key)) for key in keys] for row in rows]
+        text = json.dumps({"columns": keys, "data": data}, allow_nan=False)
+        mlflow_call(self.client.log_text, self.run_id, text, artifact_file)
+        tags = json.loads(mlflow_call(self.client.get_run, self.run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        entry = {"path": artifact_file, "type": "table"}
+        if entry not in tags:
+            mlflow_call(self.client.set_tag, self.run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*tags, entry]))
 
     def set_tags(self, tags: dict[str, str]) -> None:
         """Tags on the trial's run (values cut to MLflow's 5000 characters)."""
@@ -129,6 +140,10 @@ class RunLogger:
                 log.warning("MLflow unreachable; %d metric points kept for the next flush", len(self._buffer), exc_info=True)
                 return
             del self._buffer[: len(chunk)]
+
+
+def _json_value(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 TUNE_RUN_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}  # Optuna trial state -> run status

@@ -1,7 +1,9 @@
 """The MLflow retry layer against a real tracking server that goes down and comes back."""
 
+import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -64,3 +66,37 @@ def test_no_metric_point_is_lost_across_a_tracking_server_restart(tmp_path):
         stop_process_group(server)
         for p in restarted:
             stop_process_group(p)
+
+
+@pytest.mark.e2e
+def test_a_retried_samples_table_is_written_once(tmp_path, monkeypatch):
+    """The upload reaches the server but its answer is lost (a connection reset after the PUT): the retry must not
+    append the table to itself (MlflowClient.log_table appends to an existing artifact: 5 rows became 10)."""
+    import mlflow.store.artifact.http_artifact_repo as http_repo
+
+    port = free_port()
+    server = start_mlflow(tmp_path, "127.0.0.1", port)
+    uri = f"http://127.0.0.1:{port}"
+    sent, lost = http_repo.http_request, []
+
+    def answer_lost_once(host_creds, endpoint, method, *args, **kwargs):
+        response = sent(host_creds, endpoint, method, *args, **kwargs)
+        if method == "PUT" and endpoint.endswith("samples.json") and not lost:
+            lost.append(endpoint)
+            raise ConnectionResetError("connection reset by peer (after the server stored the file)")
+        return response
+
+    monkeypatch.setattr(http_repo, "http_request", answer_lost_once)
+    try:
+        client = MlflowClient(uri)
+        run_id = client.create_run(client.create_experiment("table")).info.run_id
+        rows = [{"prompt": f"{i}+1=", "completion": str(i + 1), "reward": 1.0} for i in range(5)]
+        RunLogger(uri, run_id).log_table(rows)
+        assert lost  # the failure happened, and was retried
+        table = json.loads((Path(client.download_artifacts(run_id, "samples.json", str(tmp_path)))).read_text())
+        assert table["columns"] == ["prompt", "completion", "reward"]
+        assert table["data"] == [[r["prompt"], r["completion"], r["reward"]] for r in rows]
+        tag = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
+        assert tag == [{"path": "samples.json", "type": "table"}]  # what MLflow's UI reads to show it as a table
+    finally:
+        stop_process_group(server)
