@@ -15,11 +15,12 @@ import logging
 import math
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 from tenacity import before_sleep_log, retry, retry_if_exception, stop_after_delay, wait_exponential_jitter
@@ -66,8 +67,13 @@ def mlflow_call(fn: Callable[..., T], *args, retry_s: float | None = None, **kwa
     return policy(fn)(*args, **kwargs)
 
 
+CREATE_TAG = "groupscale.create_id"  # a run's creation request: a retry finds the run a lost answer made
+
+
 class RetryingClient:
-    """An MlflowClient whose every method call goes through ``mlflow_call`` (the controller's client)."""
+    """An MlflowClient whose every method call goes through ``mlflow_call`` (the controller's client, and the
+    lr tuning's). Every write it retries is idempotent: MLflow's own are (tags, params, metrics of the same
+    step and time, files), and ``create_run`` is made so here."""
 
     def __init__(self, tracking_uri: str, retry_s: float | None = None) -> None:
         self._client = mlflow_client(tracking_uri)
@@ -76,6 +82,22 @@ class RetryingClient:
     def __getattr__(self, name: str):
         attr = getattr(self._client, name)
         return functools.partial(mlflow_call, attr, retry_s=self._retry_s) if callable(attr) else attr
+
+    def create_run(self, experiment_id: str, run_name: str | None = None, tags: dict[str, str] | None = None) -> Run:
+        """MlflowClient.create_run, once: the run is tagged with a new CREATE_TAG, and a retry first looks for a run
+        of that tag (the server made it, but its answer was lost), so one request never makes two runs."""
+        key, tried = uuid.uuid4().hex, []
+        tags = {**(tags or {}), CREATE_TAG: key}
+
+        def attempt() -> Run:
+            if tried:
+                made = self._client.search_runs([experiment_id], f"tags.`{CREATE_TAG}` = '{key}'", ViewType.ALL, 1)
+                if made:
+                    return made[0]
+            tried.append(key)
+            return self._client.create_run(experiment_id, run_name=run_name, tags=tags)
+
+        return mlflow_call(attempt, retry_s=self._retry_s)
 
 
 class RunLogger:

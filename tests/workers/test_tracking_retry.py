@@ -12,7 +12,7 @@ from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, RESOURCE_DOES_NOT_EXIST
 
 from service.stack import start_mlflow, stop_process_group
 from tests.ports import free_port
-from workers.tracking import RunLogger, mlflow_call
+from workers.tracking import RetryingClient, RunLogger, mlflow_call
 
 
 def test_a_bad_request_is_not_retried():
@@ -98,5 +98,35 @@ def test_a_retried_samples_table_is_written_once(tmp_path, monkeypatch):
         assert table["data"] == [[r["prompt"], r["completion"], r["reward"]] for r in rows]
         tag = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
         assert tag == [{"path": "samples.json", "type": "table"}]  # what MLflow's UI reads to show it as a table
+    finally:
+        stop_process_group(server)
+
+
+@pytest.mark.e2e
+def test_a_retried_run_creation_makes_one_run(tmp_path, monkeypatch):
+    """runs/create reaches the server, its answer is lost: the retry takes the run that was made."""
+    import mlflow.utils.rest_utils as rest
+
+    port = free_port()
+    server = start_mlflow(tmp_path, "127.0.0.1", port)
+    uri = f"http://127.0.0.1:{port}"
+    sent, lost = rest.http_request, []
+
+    def answer_lost_once(host_creds, endpoint, method, *args, **kwargs):
+        response = sent(host_creds, endpoint, method, *args, **kwargs)
+        if endpoint.endswith("/runs/create") and not lost:
+            lost.append(endpoint)
+            raise ConnectionResetError("connection reset by peer (after the server made the run)")
+        return response
+
+    monkeypatch.setattr(rest, "http_request", answer_lost_once)
+    try:
+        client = RetryingClient(uri)
+        experiment_id = client.create_experiment("create")
+        run = client.create_run(experiment_id, run_name="trial", tags={"groupscale.kind": "trial"})
+        assert lost  # the failure happened, and was retried
+        runs = MlflowClient(uri).search_runs([experiment_id])
+        assert [r.info.run_id for r in runs] == [run.info.run_id]
+        assert runs[0].data.tags["groupscale.kind"] == "trial" and runs[0].info.run_name == "trial"
     finally:
         stop_process_group(server)
