@@ -305,3 +305,38 @@ def test_content_digest_reads_a_file_once_until_it_changes(tmp_path, monkeypatch
     data.write_bytes(b'{"prompt": "2+2", "answer": "4"}\n')
     os.utime(data, ns=(1, 2))  # another mtime as well as other bytes
     assert content_digest(data) == hashlib.sha256(data.read_bytes()).hexdigest() != first
+
+
+# MATH-style answers, right and wrong (issue: the last-number reading scored \boxed{9} right for \frac{1}{9}).
+MATH_CASES = [
+    (r"so \boxed{\frac{1}{9}}", r"\frac{1}{9}", 1.0),
+    (r"\boxed{9}", r"\frac{1}{9}", 0.0),
+    ("The answer is 9", r"\frac{1}{9}", 0.0),
+    (r"\boxed{\frac{2}{9}}", r"\frac{1}{9}", 0.0),
+    (r"\boxed{\dfrac{1}{9}}", r"\frac{1}{9}", 1.0),
+    ("#### 1/9", r"\frac{1}{9}", 1.0),
+    (r"\boxed{0.6}", "3/5", 1.0),
+    ("3 of 5 slices are eaten. #### 5", "3/5", 0.0),
+    (r"\boxed{-\frac{3}{4}}", "-0.75", 1.0),
+    (r"\boxed{\frac{7}{2}}", "3.5", 1.0),
+    (r"\boxed{\sqrt{2}}", "2", 0.0),
+    (r"\boxed{2\pi}", "2", 0.0),
+    ("#### 2 or 3", "3", 0.0),
+    ("#### 8 stamps", "8", 1.0),
+    (r"\boxed{12\%}", "12", 1.0),
+    (r"\boxed{x = 5}", "5", 1.0),
+    ("#### 1,000", "1000", 1.0),
+    (r"$\boxed{1/0}$", "0", 0.0),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "score"), MATH_CASES)
+def test_numeric_match_on_math_style_answers(completion, answer, score):
+    assert numeric_match(completion, answer) == score
+
+
+@pytest.mark.parametrize("answer", [r"\sqrt{2}", r"2\pi", r"(1, 2)", r"[0, \infty)", "x^2 + 1", "two"])
+def test_numeric_match_refuses_a_reference_it_cannot_compare_without_showing_it(answer):
+    with pytest.raises(ValueError, match="use math_verify for MATH-style answers") as e:
+        numeric_match(r"\boxed{2}", answer)
+    assert answer not in str(e.value)

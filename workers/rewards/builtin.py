@@ -1,9 +1,10 @@
 """The built-in rewards: exact_match, numeric_match and math_verify, as scores of one completion's text.
 
 Spec ``{name: ..., answer_column: ...}``: ``exact_match`` (stripped text equals the answer),
-``numeric_match`` (the final answer: after the last ``####``, else in the last ``\\boxed{}``, else
-the last number) and ``math_verify`` (the ``math-verify`` package, an optional extra, with its default
-signal-based timeouts: it runs in the reward process's main thread, workers.rewards.process).
+``numeric_match`` (the final answer, after the last ``####``, else in the last ``\\boxed{}``, else the last
+number, read whole as one number or fraction; a reference it cannot read so is an error, not a silent 0 or 1)
+and ``math_verify`` (the ``math-verify`` package, an optional extra, with its default signal-based timeouts:
+it runs in the reward process's main thread, workers.rewards.process).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _HASHES = "####"
+_FRACTION = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")  # \frac{1}{9} -> 1/9
+_LAYOUT = re.compile(r"\\(?:text|mathrm|mbox|textbf)\s*\{[^{}]*\}|\\[,;:! ]|\\%|\\\$|\\left|\\right|[$%{}]")
+_VALUE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*/\s*[-+]?\d+(?:\.\d+)?)?|[-+]?\.\d+")
+_STATED = re.compile(rf"[-+]?{_FRACTION.pattern}|{_VALUE.pattern}")  # a number or a fraction, as written
 
 
 def text_of(completion: Any) -> str:
@@ -40,24 +44,35 @@ def last_boxed(text: str) -> str | None:
 
 def final_answer(text: str) -> str:
     """The final answer of a worked solution: after the last ``####`` (GSM8K), else the last
-    ``\\boxed{}`` (MATH), else the last number, else the whole text (stripped)."""
+    ``\\boxed{}`` (MATH), else the last number or fraction (``\\frac{1}{9}``, ``3/5``), else the whole text
+    (stripped)."""
     if _HASHES in text:
         return text.rsplit(_HASHES, 1)[1].strip()
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed.strip()
-    numbers = _NUMBER.findall(text)
-    return numbers[-1] if numbers else text.strip()
+    values = [m.group(0) for m in _STATED.finditer(text)]
+    return values[-1] if values else text.strip()
 
 
-def _as_number(text: str) -> float | None:
-    found = _NUMBER.findall(text)
-    if not found:
+def as_number(text: str) -> float | None:
+    """The one number a final answer states: ``42``, ``1,000``, ``-0.75``, ``4.2e1``, ``3/5``, ``\\frac{1}{9}``,
+    ``\\dfrac{1}{9}``, ``12\\%``, ``x = 5``, ``8 stamps``; None when it states none, several (``2 or 3``,
+    ``(1, 2)``), or something that is not a plain number (``\\sqrt{2}``, ``2\\pi``, ``\\infty``: any other LaTeX
+    command). The last-number reading this replaces scored ``\\boxed{9}`` right for ``\\frac{1}{9}``."""
+    fractions = _FRACTION.sub(lambda m: f"{m.group(1).strip()}/{m.group(2).strip()}", text)
+    plain = _LAYOUT.sub(" ", fractions).replace("(", " ").replace(")", " ")
+    if "\\" in plain:
         return None
+    found = _VALUE.findall(plain)
+    if len(found) != 1:
+        return None
+    numerator, _, denominator = found[0].replace(",", "").replace(" ", "").partition("/")
     try:
-        return float(found[-1].replace(",", ""))
-    except ValueError:
+        value = float(numerator) / float(denominator) if denominator else float(numerator)
+    except (ValueError, ZeroDivisionError):
         return None
+    return value if math.isfinite(value) else None
 
 
 def exact_match(completion: str, answer: str) -> float:
@@ -66,12 +81,23 @@ def exact_match(completion: str, answer: str) -> float:
 
 
 def numeric_match(completion: str, answer: str) -> float:
-    """1 when the completion's final answer (``final_answer``) is the number of ``answer``
-    (relative tolerance 1e-6; thousands separators ignored), else 0."""
-    got, want = _as_number(final_answer(completion)), _as_number(final_answer(str(answer)))
-    if got is None or want is None:
-        return 0.0
-    return 1.0 if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9) else 0.0
+    """1 when the completion's final answer (``final_answer``) states the number ``answer`` states (``as_number``;
+    relative tolerance 1e-6), else 0 (a completion whose final answer is not one plain number scores 0).
+
+    Raises:
+        ValueError: ``answer`` does not state one plain number or fraction (MATH's roots, pi, intervals,
+            expressions): math_verify compares those. The message does not show the answer (data stays private).
+    """
+    reference = str(answer)
+    stated = final_answer(reference) if _HASHES in reference or last_boxed(reference) is not None else reference
+    want = as_number(stated)
+    if want is None:
+        raise ValueError(
+            "numeric_match compares numbers and fractions, and a reference answer is not one (a root, pi, an "
+            "interval, several numbers or other LaTeX); use math_verify for MATH-style answers"
+        )
+    got = as_number(final_answer(completion))
+    return 1.0 if got is not None and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9) else 0.0
 
 
 def math_verify(completion: str, answer: str) -> float:
