@@ -3,12 +3,13 @@
 The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set: ``num_generations``
 = G, ``generation_batch_size`` = B with the per-device batch and accumulation that keep the recipe's optimizer steps
 per generation (sweeps.trl_steps), ``max_steps`` = T, ``seed``, ``output_dir`` (the trial's checkpoint folder),
-``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` and, on a CPU, ``use_cpu``.
+``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` with ``save_total_limit`` = 1
+and ``save_only_model`` = false (one checkpoint at a time on disk, holding what resume needs) and, on a CPU, ``use_cpu``.
 Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
 engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
 reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to ``report`` under TRL's names; the
 held-out ``gap`` comes from groupscale's own evaluator (workers.trainer.evaluate: the same eval set and seed as the
-groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last checkpoint.
+groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last complete checkpoint.
 
 Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
 """
@@ -49,6 +50,8 @@ SWEEP_SETS = (
     "report_to",
     "save_steps",
     "save_strategy",
+    "save_total_limit",
+    "save_only_model",
 )
 
 
@@ -107,6 +110,8 @@ def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
         "report_to": "none",
         "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
         "save_steps": cfg.checkpoint_every or 1,
+        "save_total_limit": 1,  # TRL then deletes the older checkpoint once the new one is written to the end
+        "save_only_model": False,  # the optimizer, scheduler and RNG states too: a resumed trial goes on as it was
         "disable_tqdm": True,
     }
     if cfg.device == "cpu":

@@ -28,12 +28,16 @@ RECIPE = {"learning_rate": "3e-4", "max_completion_length": 24, "beta": 0.0, "lo
 
 
 class Recorder:
-    def __init__(self, die_at: int | None = None) -> None:
+    def __init__(self, die_at: int | None = None, checkpoints: Path | None = None) -> None:
         self.steps: dict[int, dict[str, float]] = {}
         self.table: list[dict] = []
         self.die_at = die_at
+        self.checkpoints = checkpoints  # a trial's output_dir: its checkpoint-N folders are listed at each step's first point
+        self.on_disk: dict[int, list[str]] = {}
 
     def __call__(self, metrics: dict[str, float], step: int) -> None:
+        if self.checkpoints is not None and step not in self.on_disk:
+            self.on_disk[step] = sorted(p.name for p in self.checkpoints.glob("checkpoint-*"))
         if self.die_at is not None and step == self.die_at and "loss" in metrics:
             raise KeyboardInterrupt  # a worker killed mid-trial (nothing in the trainer catches it)
         self.steps.setdefault(step, {}).update(metrics)
@@ -203,3 +207,32 @@ def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-4")
     (tmp_path / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8}')
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
+
+
+def test_a_trl_trial_keeps_only_its_last_checkpoint_whatever_the_recipe_says_and_resumes_from_it(chat, tmp_path):
+    """TRL keeps every checkpoint-N (weights and optimizer state) unless told otherwise: a trial keeps the last complete
+    one alone, with what resume needs (the optimizer too), whatever the recipe's save_* fields say (the sweep's win)."""
+    straight = _run(_config(chat, tmp_path / "a", steps=6), Recorder())
+    ckpt = tmp_path / "ckpt"
+    recipe = {**RECIPE, "save_total_limit": 5, "save_only_model": True, "save_steps": 1, "save_strategy": "no"}
+    cfg = _config(chat, tmp_path / "b", steps=6, checkpoint_every=2, checkpoint_dir=str(ckpt), trl=recipe)
+    killed = Recorder(die_at=5, checkpoints=ckpt)
+    assert isinstance(_run(cfg, killed), KeyboardInterrupt)
+    # a step's first point comes after the previous step's save: after each save, only that checkpoint is on disk
+    assert {s: killed.on_disk[s] for s in (2, 3, 4, 5)} == {
+        2: [],
+        3: ["checkpoint-2"],
+        4: ["checkpoint-2"],
+        5: ["checkpoint-4"],
+    }, killed.on_disk
+    kept = ckpt / "checkpoint-4"
+    assert (kept / "optimizer.pt").is_file() and (kept / "trainer_state.json").is_file()
+    # the checkpoint's size is the docs' formula: float32 weights plus AdamW's two float32 moments, 12 bytes a parameter
+    size = (kept / "model.safetensors").stat().st_size + (kept / "optimizer.pt").stat().st_size
+    assert size == pytest.approx(12 * killed.steps[0]["parameters_total"], rel=0.05), size
+    report = Recorder(checkpoints=ckpt)
+    resumed = _run(cfg, report)
+    assert resumed.status == "succeeded" and report.steps[4] == {"resumed_from_step": 4.0}, resumed
+    assert sorted(s for s in report.steps if "loss" in report.steps[s]) == [5, 6] and report.on_disk[6] == ["checkpoint-4"]
+    assert sorted(p.name for p in ckpt.glob("checkpoint-*")) == ["checkpoint-6"]
+    assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
