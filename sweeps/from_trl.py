@@ -35,6 +35,7 @@ SWEEP_OWNED = {
     "save_strategy": "checkpoint_every",
     "save_total_limit": "a trial keeps its last complete checkpoint alone (what resume needs)",
     "save_only_model": "a trial's checkpoint holds what resume needs, the optimizer state too",
+    "restore_callback_states_from_checkpoint": "a trial restores its own counts from its checkpoint",
     "resume_from_checkpoint": "a trial resumes from its own checkpoint",
     "overwrite_output_dir": "each trial's checkpoint folder",
     "push_to_hub": "a sweep's trials are not published",
