@@ -3,12 +3,15 @@
 The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set: ``num_generations``
 = G, ``generation_batch_size`` = B with the per-device batch and accumulation that keep the recipe's optimizer steps
 per generation (sweeps.trl_steps), ``max_steps`` = T, ``seed``, ``output_dir`` (the trial's checkpoint folder),
-``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` and, on a CPU, ``use_cpu``.
+``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` with ``save_total_limit`` = 1
+and ``save_only_model`` = false (one checkpoint at a time on disk, holding what resume needs) and, on a CPU, ``use_cpu``.
 Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
 engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
 reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to ``report`` under TRL's names; the
 held-out ``gap`` comes from groupscale's own evaluator (workers.trainer.evaluate: the same eval set and seed as the
-groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last checkpoint.
+groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last complete checkpoint.
+No signal is counted per generation in the reward path, which sees each one once however many optimizer steps reuse
+it (TRL logs ``frac_reward_zero_std`` only on the steps that generated); the count is saved in each checkpoint.
 
 Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
 """
@@ -25,6 +28,7 @@ import numpy as np
 import torch
 
 from sweeps.trl_steps import structure_for
+from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.config import Report, TrialConfig, TrialResult
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
@@ -49,6 +53,9 @@ SWEEP_SETS = (
     "report_to",
     "save_steps",
     "save_strategy",
+    "save_total_limit",
+    "save_only_model",
+    "restore_callback_states_from_checkpoint",
 )
 
 
@@ -107,6 +114,9 @@ def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
         "report_to": "none",
         "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
         "save_steps": cfg.checkpoint_every or 1,
+        "save_total_limit": 1,  # TRL then deletes the older checkpoint once the new one is written to the end
+        "save_only_model": False,  # the optimizer, scheduler and RNG states too: a resumed trial goes on as it was
+        "restore_callback_states_from_checkpoint": False,  # SignalCount restores itself (a restore would replace it)
         "disable_tqdm": True,
     }
     if cfg.device == "cpu":
@@ -116,40 +126,60 @@ def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
     return args
 
 
+def reward_weights(task: Task) -> list[float]:
+    """TRL's ``reward_weights``: each reward term's weight, in the order of the task's terms."""
+    specs = getattr(task, "reward_specs", None)
+    return [float(s.get("weight", 1.0)) for s in specs] if specs else [1.0]
+
+
+def silent_generation(per_term: list[np.ndarray], weights: list[float], group_size: int, aggregation: str) -> bool:
+    """Whether a generation gives no learning signal: in every group the rewards that shape the advantage are equal
+    (within algos.STD_FLOOR), so every advantage is 0.
+
+    Args:
+        per_term: each reward term's values, (B,) float64, NaN where the term abstained (counted 0, as the
+            groupscale engine counts it); rows in groups of ``group_size`` consecutive completions (TRL's RepeatSampler).
+        weights: the terms' weights (TRL's reward_weights).
+        aggregation: TRL's ``multi_objective_aggregation``: ``sum_then_normalize`` compares the weighted sum within
+            each group; ``normalize_then_sum`` normalizes each term within its group, so each term is compared.
+    """
+    weighted = [w * np.nan_to_num(v, nan=0.0) for v, w in zip(per_term, weights, strict=True)]
+    columns = [np.sum(weighted, axis=0)] if aggregation == "sum_then_normalize" else weighted
+    return all(zero_variance_group_fraction(torch.as_tensor(c).view(-1, group_size)) == 1.0 for c in columns)
+
+
 class TrlRewards:
     """The task's reward terms as TRL ``reward_funcs``: one callable per term, all served by one scoring of a batch.
 
-    TRL calls each function with the same keyword arguments; the first call of a batch scores every term (in the
-    task's reward process, workers.rewards) and replays what they logged through TRL's ``log_metric`` and
-    ``log_extra``; the others read their term's values. Rows come back to the task's problems by the ROW column.
+    TRL calls the functions in order with the same keyword arguments, once per generation; the first scores every
+    term (in the task's reward process, workers.rewards), replays what they logged through TRL's ``log_metric`` and
+    ``log_extra`` and counts the generation (``generations``; ``silent``: those without signal, silent_generation);
+    the others read their term's values. Rows come back to the task's problems by the ROW column.
     """
 
-    def __init__(self, task: Task, problems: list[Problem]) -> None:
-        self.task, self.problems = task, problems
+    def __init__(self, task: Task, problems: list[Problem], args: Any) -> None:
+        self.task, self.problems, self.args = task, problems, args
         names = getattr(getattr(task, "_scorer", None), "names", None)
         self.keys = [key for _, key in names] if names else ["reward"]
-        self._batch: tuple[Any, dict[str, np.ndarray]] | None = None
+        self._batch: dict[str, np.ndarray] = {}
+        self.generations, self.silent = 0, 0
 
     def functions(self) -> list[Any]:
         return [self._term(i, key) for i, key in enumerate(self.keys)]
 
-    def weights(self) -> list[float]:
-        specs = getattr(self.task, "reward_specs", None)
-        return [float(s.get("weight", 1.0)) for s in specs] if specs else [1.0]
-
     def _term(self, index: int, key: str) -> Any:
         def reward(completions: list[Any], completion_ids: list[list[int]], **kwargs: Any) -> list[float | None]:
-            values = self._scores(completions, completion_ids, kwargs)[key]
-            return [None if math.isnan(v) else float(v) for v in values]
+            if index == 0:  # a new generation
+                self._batch = self._scores(completions, completion_ids, kwargs)
+            return [None if math.isnan(v) else float(v) for v in self._batch[key]]
 
         reward.__name__ = key  # TRL logs rewards/<name>/mean
         return reward
 
     def _scores(self, completions: list[Any], completion_ids: list[list[int]], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
-        marker = (id(completions), kwargs["trainer_state"].global_step)
-        if self._batch is not None and self._batch[0] == marker:
-            return self._batch[1]
-        problems = [self.problems[i] for i in kwargs[ROW]]
+        rows, g = kwargs[ROW], self.args.num_generations
+        assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
+        problems = [self.problems[i] for i in rows]
         texts = [text_of(c) for c in completions]
         if hasattr(self.task, "score"):
             scored = self.task.score(problems, texts, completion_ids, _state(kwargs["trainer_state"]))
@@ -160,7 +190,9 @@ class TrlRewards:
             per_term = scored.per_function
         else:
             per_term = {"reward": self.task.rewards(problems, texts, np.random.default_rng(0)).astype(np.float64)}
-        self._batch = (marker, per_term)
+        values = [per_term[key] for key in self.keys]
+        self.generations += 1
+        self.silent += silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
         return per_term
 
 
@@ -237,11 +269,56 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     return None
 
 
+SIGNAL = "SignalCount"  # the callback whose state (generations, silent) each checkpoint's trainer_state.json holds
+
+
+def _callbacks(
+    cfg: TrialConfig, report: Report, task: Task, policy: Any, rewards: TrlRewards, history: list[dict], at: dict
+) -> list[Any]:
+    """The trial's TrainerCallbacks: Measure (TRL's logs to report and ``history``; groupscale's eval at cfg.eval's
+    checkpoints, kept in ``at`` and beside the checkpoints) and SignalCount (rewards' generation counts, saved by TRL
+    in each checkpoint's trainer_state.json, which it writes last, and taken back from it on a resume)."""
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import ExportableState
+
+    evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # before the last (the final eval follows training)
+
+    class Measure(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
+            metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
+            report(metrics, state.global_step)
+            history.append({**metrics, "step": state.global_step})
+            saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
+            if saves and hasattr(report, "flush"):  # TRL logs a step, then saves it: points before the checkpoint
+                report.flush()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            step = state.global_step
+            if step in evals:
+                mid, _ = evaluate(policy, task, cfg, step, history)
+                report(mid, step)
+                at[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
+                _keep_evals(cfg, at)
+
+    class SignalCount(TrainerCallback, ExportableState):
+        def state(self) -> dict:
+            return {"args": {}, "attributes": {"generations": rewards.generations, "silent": rewards.silent}}
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            # a resume's state is its checkpoint's; one saved before this count existed starts it at 0
+            saved = state.stateful_callbacks.setdefault(SIGNAL, self.state())["attributes"]
+            rewards.generations, rewards.silent = saved["generations"], saved["silent"]
+
+    assert SignalCount.__name__ == SIGNAL
+    return [Measure(), SignalCount()]
+
+
 def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
     """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception or a
-    reward function's failure, ``no_signal`` when most steps' groups all had equal rewards (TRL's
-    ``frac_reward_zero_std`` = 1), else ``succeeded`` with groupscale's final eval metrics."""
-    from transformers import PrinterCallback, TrainerCallback
+    reward function's failure, ``no_signal`` when most generations' groups all had equal rewards (TrlRewards counts
+    each generation once, however many optimizer steps reuse it), else ``succeeded`` with groupscale's final eval
+    metrics."""
+    from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     if str(cfg.trl.get("use_vllm", False)).lower() == "true" and importlib.util.find_spec("vllm") is None:
@@ -249,32 +326,10 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     task, policy, _ = setup(cfg)
     try:
         data, problems = _dataset(task)
-        rewards = TrlRewards(task, problems)
-        args = GRPOConfig(**trl_arguments(cfg), reward_weights=rewards.weights())
-        silent: list[int] = []
-        history: list[dict] = []
-        evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # before the last (the final eval follows training)
+        args = GRPOConfig(**trl_arguments(cfg), reward_weights=reward_weights(task))
+        rewards = TrlRewards(task, problems, args)
+        history: list[dict] = []  # TRL's logs, step by step
         at: dict[int, dict[str, float]] = {}  # step -> gap, gap_se there
-
-        class Measure(TrainerCallback):
-            def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
-                metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
-                if metrics.get("frac_reward_zero_std") == 1.0:
-                    silent.append(state.global_step)
-                report(metrics, state.global_step)
-                history.append({**metrics, "step": state.global_step})
-                saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
-                if saves and hasattr(report, "flush"):  # TRL logs a step, then saves it: points before the checkpoint
-                    report.flush()
-
-            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                step = state.global_step
-                if step in evals:
-                    mid, _ = evaluate(policy, task, cfg, step, history)
-                    report(mid, step)
-                    at[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
-                    _keep_evals(cfg, at)
-
         lora = cfg.model.get("lora")
         trainer = GRPOTrainer(
             model=policy.module,
@@ -282,7 +337,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
             args=args,
             train_dataset=data,
             processing_class=policy.tokenizer,
-            callbacks=[Measure()],
+            callbacks=_callbacks(cfg, report, task, policy, rewards, history, at),
             peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
         )
         trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
@@ -290,8 +345,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         initial, samples = _initial(policy, task, cfg, resume, report)
         at.update(_kept_evals(cfg, resume))
         trainer.train(resume_from_checkpoint=resume)
-        if len(silent) > NO_SIGNAL_STEP_FRACTION * cfg.steps:
-            reason = f"{len(silent)}/{cfg.steps} steps without signal (TRL's frac_reward_zero_std = 1)"
+        if rewards.silent > NO_SIGNAL_STEP_FRACTION * rewards.generations:
+            reason = f"{rewards.silent}/{rewards.generations} generations without signal (every group's rewards were equal)"
             return TrialResult("no_signal", reason=reason, steps_done=cfg.steps)
         final, last = evaluate(policy, task, cfg, cfg.steps, history)
         report(final, cfg.steps)

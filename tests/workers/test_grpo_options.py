@@ -113,6 +113,32 @@ def test_a_killed_trial_resumes_from_its_checkpoint_with_the_same_result(model_c
     assert resumed.status == "succeeded" and resumed.metrics == straight.metrics
 
 
+def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_the_only_one_kept(model_cache, tmp_path, monkeypatch):
+    """groupscale's trainer keeps one checkpoint.pt, replaced whole (written beside it, then renamed): a worker killed
+    while writing the next one leaves the last complete one, which a resume reads; the leftover goes at the next save."""
+    straight = train_trial(cfg(model_cache, steps=30))
+    config = cfg(model_cache, steps=30, checkpoint_every=10, checkpoint_dir=str(tmp_path / "ckpt"))
+    save = torch.save
+
+    def killed_while_writing_step_20(state, path):
+        save(state, path)
+        if state["step"] == 20:
+            Path(path).write_bytes(Path(path).read_bytes()[:1000])  # the part written before the kill
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", killed_while_writing_step_20)
+    with pytest.raises(KeyboardInterrupt):
+        train_trial(config)
+    monkeypatch.setattr(torch, "save", save)
+    assert sorted(p.name for p in Path(config.checkpoint_dir).iterdir()) == ["checkpoint.pt", "checkpoint.pt.tmp"]
+    assert load_checkpoint(config.checkpoint_dir)["step"] == 10
+    resumed = train_trial(config)
+    assert resumed.status == "succeeded" and resumed.metrics == straight.metrics
+    assert sorted(p.name for p in Path(config.checkpoint_dir).iterdir()) == ["checkpoint.pt"]
+    # the docs' size: float32 weights and AdamW's two float32 moments, 12 bytes for each of tiny-llama's parameters
+    assert (Path(config.checkpoint_dir) / "checkpoint.pt").stat().st_size == pytest.approx(12 * 101_696, rel=0.05)
+
+
 def test_metric_points_are_flushed_before_each_checkpoint_is_written(model_cache, tmp_path):
     """A worker killed between the two then resumes from the older checkpoint (some steps logged
     twice) and never from a checkpoint whose points were still in the buffer (steps lost)."""

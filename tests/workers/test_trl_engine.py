@@ -5,12 +5,13 @@ import json
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
 from workers.config import TrialConfig, TrialResult
 from workers.models.presets import preset_path
-from workers.trl_engine import coerce, train_trial_trl, trl_arguments
+from workers.trl_engine import coerce, silent_generation, train_trial_trl, trl_arguments
 
 TRL_NAMES = (
     "reward",
@@ -28,12 +29,16 @@ RECIPE = {"learning_rate": "3e-4", "max_completion_length": 24, "beta": 0.0, "lo
 
 
 class Recorder:
-    def __init__(self, die_at: int | None = None) -> None:
+    def __init__(self, die_at: int | None = None, checkpoints: Path | None = None) -> None:
         self.steps: dict[int, dict[str, float]] = {}
         self.table: list[dict] = []
         self.die_at = die_at
+        self.checkpoints = checkpoints  # a trial's output_dir: its checkpoint-N folders are listed at each step's first point
+        self.on_disk: dict[int, list[str]] = {}
 
     def __call__(self, metrics: dict[str, float], step: int) -> None:
+        if self.checkpoints is not None and step not in self.on_disk:
+            self.on_disk[step] = sorted(p.name for p in self.checkpoints.glob("checkpoint-*"))
         if self.die_at is not None and step == self.die_at and "loss" in metrics:
             raise KeyboardInterrupt  # a worker killed mid-trial (nothing in the trainer catches it)
         self.steps.setdefault(step, {}).update(metrics)
@@ -203,3 +208,79 @@ def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-4")
     (tmp_path / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8}')
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
+
+
+def test_a_trl_trial_keeps_only_its_last_checkpoint_whatever_the_recipe_says_and_resumes_from_it(chat, tmp_path):
+    """TRL keeps every checkpoint-N (weights and optimizer state) unless told otherwise: a trial keeps the last complete
+    one alone, with what resume needs (the optimizer too), whatever the recipe's save_* fields say (the sweep's win)."""
+    straight = _run(_config(chat, tmp_path / "a", steps=6), Recorder())
+    ckpt = tmp_path / "ckpt"
+    recipe = {**RECIPE, "save_total_limit": 5, "save_only_model": True, "save_steps": 1, "save_strategy": "no"}
+    cfg = _config(chat, tmp_path / "b", steps=6, checkpoint_every=2, checkpoint_dir=str(ckpt), trl=recipe)
+    killed = Recorder(die_at=5, checkpoints=ckpt)
+    assert isinstance(_run(cfg, killed), KeyboardInterrupt)
+    # a step's first point comes after the previous step's save: after each save, only that checkpoint is on disk
+    assert {s: killed.on_disk[s] for s in (2, 3, 4, 5)} == {
+        2: [],
+        3: ["checkpoint-2"],
+        4: ["checkpoint-2"],
+        5: ["checkpoint-4"],
+    }, killed.on_disk
+    kept = ckpt / "checkpoint-4"
+    assert (kept / "optimizer.pt").is_file() and (kept / "trainer_state.json").is_file()
+    # the checkpoint's size is the docs' formula: float32 weights plus AdamW's two float32 moments, 12 bytes a parameter
+    size = (kept / "model.safetensors").stat().st_size + (kept / "optimizer.pt").stat().st_size
+    assert size == pytest.approx(12 * killed.steps[0]["parameters_total"], rel=0.05), size
+    report = Recorder(checkpoints=ckpt)
+    resumed = _run(cfg, report)
+    assert resumed.status == "succeeded" and report.steps[4] == {"resumed_from_step": 4.0}, resumed
+    assert sorted(s for s in report.steps if "loss" in report.steps[s]) == [5, 6] and report.on_disk[6] == ["checkpoint-4"]
+    assert sorted(p.name for p in ckpt.glob("checkpoint-*")) == ["checkpoint-6"]
+    assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
+
+
+ZERO_REWARD = "def zero(completions, **kwargs):\n    return [0.0] * len(completions)\n"
+# one generation feeds two optimizer steps: steps_per_generation twice the accumulation, or TRL's num_iterations mu = 2
+REUSED = {
+    "steps_per_generation": {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "steps_per_generation": 4},
+    "num_iterations": {"num_iterations": 2},
+}
+
+
+@pytest.mark.parametrize("reuse", sorted(REUSED))
+def test_a_trl_trial_without_signal_is_no_signal_when_each_generation_feeds_several_steps(chat, tmp_path, reuse):
+    """The no-signal rule counts every generation once, however many optimizer steps reuse it (TRL logs
+    frac_reward_zero_std only on the steps that generated); a trial with signal in the same set-up still succeeds."""
+    (tmp_path / "zero.py").write_text(ZERO_REWARD)
+    silent_task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"function": f"{tmp_path / 'zero.py'}:zero"}]}
+    trl = {**RECIPE, **REUSED[reuse]}
+    report = Recorder()
+    silent = _run(_config(chat, tmp_path / "a", task=silent_task, trl=trl), report)
+    assert sorted(s for s in report.steps if "frac_reward_zero_std" in report.steps[s]) == [1, 3]  # TRL's own log
+    assert silent.status == "no_signal", silent
+    assert silent.reason == "2/2 generations without signal (every group's rewards were equal)"
+    signal = _run(_config(chat, tmp_path / "b", trl=trl), Recorder())
+    assert signal.status == "succeeded", signal
+
+
+def test_a_resumed_trl_trial_counts_the_generations_made_before_it_was_killed(chat, tmp_path):
+    """The count of generations with and without signal is part of TRL's checkpoint (trainer_state.json, written
+    last), so a killed trial resumes it; here 1 generation before the kill at step 3, 1 after the resume."""
+    (tmp_path / "zero.py").write_text(ZERO_REWARD)
+    task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"function": f"{tmp_path / 'zero.py'}:zero"}]}
+    trl = {**RECIPE, **REUSED["steps_per_generation"]}
+    cfg = _config(chat, tmp_path, task=task, trl=trl, checkpoint_every=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    assert isinstance(_run(cfg, Recorder(die_at=3)), KeyboardInterrupt)
+    resumed = _run(cfg, Recorder())
+    assert resumed.status == "no_signal" and resumed.reason.startswith("2/2 generations without signal"), resumed
+
+
+def test_a_generation_is_silent_when_no_group_gives_an_advantage():
+    """Hand-computed: two groups of G = 2; the terms a and b vary within each group but their sum does not."""
+    a, b = np.array([1.0, 0.0, 0.5, 0.5]), np.array([0.0, 1.0, 0.5, 0.5])
+    assert silent_generation([a, b], [1.0, 1.0], 2, "sum_then_normalize")  # a + b = 1 everywhere: every advantage 0
+    assert not silent_generation([a, b], [1.0, 2.0], 2, "sum_then_normalize")  # a + 2b: 1, 2 in the first group
+    assert not silent_generation([a, b], [1.0, 1.0], 2, "normalize_then_sum")  # each term normalized in its group
+    assert silent_generation([np.array([0.3, 0.3, 0.0, 0.0])], [1.0], 2, "normalize_then_sum")
+    assert silent_generation([np.array([np.nan, 0.0, 1.0, 1.0 + 1e-5])], [1.0], 2, "sum_then_normalize")  # abstained: 0
+    assert not silent_generation([np.array([np.nan, 0.5, 1.0, 1.0])], [1.0], 2, "sum_then_normalize")
