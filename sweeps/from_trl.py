@@ -38,6 +38,7 @@ SWEEP_OWNED = {
     "restore_callback_states_from_checkpoint": "a trial restores its own counts from its checkpoint",
     "resume_from_checkpoint": "a trial resumes from its own checkpoint",
     "overwrite_output_dir": "each trial's checkpoint folder",
+    "reward_weights": "each task.rewards entry's weight, in order: set weight: on each",
     "push_to_hub": "a sweep's trials are not published",
     "hub_model_id": "a sweep's trials are not published",
     "hub_strategy": "a sweep's trials are not published",

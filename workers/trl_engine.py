@@ -56,6 +56,7 @@ SWEEP_SETS = (
     "save_total_limit",
     "save_only_model",
     "restore_callback_states_from_checkpoint",
+    "reward_weights",  # each task.rewards entry's weight (the spec refuses trl.reward_weights)
 )
 
 

@@ -180,6 +180,11 @@ class SweepSpec(StrictModel):
         for bad, what in refused:
             if bad:
                 raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
+        if v is not None and "reward_weights" in v:  # TRL would get two: the recipe's and the task's terms'
+            raise ValueError(
+                "trl.reward_weights: the sweep passes TRL each task.rewards entry's weight, in order; set "
+                "weight: on each entry instead"
+            )
         from sweeps.trl_steps import structure_for
 
         for b in data.get("samples_per_step") or ():

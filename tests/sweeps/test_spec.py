@@ -269,6 +269,7 @@ def test_chat_template_kwargs_are_template_variables_only():
             "samples_per_step 18 cannot feed the recipe's 4",
         ),
         ({"engine": "trl", "trl": {"generation_batch_size": 16, "steps_per_generation": 2}}, ("trl",), "cannot both be set"),
+        ({"engine": "trl", "trl": {"reward_weights": [1.0, 0.5]}}, ("trl",), "set weight: on each entry instead"),
         ({"model": {"preset": "tabular", "lora": {}}, "task": {"name": "bandit"}}, ("model",), "model.lora adapts a language"),
         ({"probe": {"parameters": "lora"}}, ("probe",), "probe.parameters lora takes scores over the adapter: set model.lora"),
         ({"model": {"preset": "tiny-llama", "lora": {"r": 0}}}, ("model", "lora", "r"), "greater than or equal to 1"),
