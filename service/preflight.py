@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from sweeps.answer import AnswerPlan
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
-from workers.entry import check_rewards_task
+from workers.entry import check_rewards_task, check_trl_task
 from workers.rewards import math_verify_available
 from workers.rewards.loading import answer_paths
 from workers.rewards.process import needs_process
@@ -130,6 +130,31 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
             else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
         )
         raise SpecError(loc, f"{failure['message']} (checked on 2 rows of the data with placeholder completions)")
+
+
+TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster
+
+
+def check_trl_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any], cache_dir: Path) -> None:
+    """engine trl: build the recipe's GRPOConfig where trials run (workers.entry.check_trl_task on the cluster) and
+    look for the packages it names, before anything is scheduled.
+
+    Raises:
+        SpecError: naming the trl: field when TRL's message names one (``use_vllm`` without vLLM, an 8-bit ``optim``
+            without bitsandbytes, ``auto_find_batch_size``, ...), or the check took longer than TRL_CHECK_S.
+    """
+    if spec.engine != "trl":
+        return
+    try:
+        failure = run_task(check_trl_task, (spec.model_dump(mode="json"), str(cache_dir)), TRL_CHECK_S)
+    except TimeoutError:
+        raise SpecError(("trl",), f"the recipe's GRPOConfig was not built within {TRL_CHECK_S:g} s on the cluster") from None
+    except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad recipe
+        log.warning("the recipe check could not run on the cluster; the sweep is accepted unchecked", exc_info=True)
+        return
+    if failure is not None:
+        loc = ("trl", failure["field"]) if failure["field"] else ("trl",)
+        raise SpecError(loc, f"{failure['message']} (checked on a Ray worker, where trials run)")
 
 
 def with_server_paths(spec: SweepSpec, settings: Settings) -> SweepSpec:

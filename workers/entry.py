@@ -41,6 +41,24 @@ def run_answer_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     return run_answer(SweepSpec.model_validate(spec), cache_dir).model_dump(mode="json")
 
 
+def check_trl_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any] | None:
+    """engine trl: build the recipe's GRPOConfig for the sweep's first trial and look for the packages it names,
+    where trials run (a Ray worker), at submit: what would fail every trial is refused before any is scheduled.
+
+    Returns:
+        None when the recipe builds here; else ``{"field": name or None, "message": ...}``
+        (workers.trl_engine.recipe_refusal).
+    """
+    from sweeps.planner import plan_trials
+    from sweeps.spec import SweepSpec
+    from workers.trl_engine import recipe_refusal
+
+    parsed = SweepSpec.model_validate(spec)
+    cfg = TrialConfig.from_spec(parsed, plan_trials(parsed)[0], cache_dir)
+    refusal = recipe_refusal(cfg, len(parsed.task.rewards) if parsed.task.name == "dataset" else 1)
+    return None if refusal is None else {"field": refusal[0], "message": refusal[1]}
+
+
 PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward check scores (the common answer formats)
 PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_ids (lengths)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,38 @@ def _callbacks(
     return [Measure(), SignalCount()]
 
 
+def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) when the recipe names a package this process lacks: ``use_vllm`` needs vLLM, an 8-bit ``optim``
+    (Unsloth's ``adamw_8bit``, ``paged_adamw_8bit``, ``*bnb*``) bitsandbytes; None when it lacks none."""
+    optim = str(recipe.get("optim", ""))
+    needs = [
+        ("use_vllm", "vllm", "pip install 'groupscale[vllm]'", str(recipe.get("use_vllm", False)).lower() == "true"),
+        ("optim", "bitsandbytes", "pip install bitsandbytes", "8bit" in optim or "bnb" in optim),
+    ]
+    for field, package, how, named in needs:
+        if named and importlib.util.find_spec(package) is None:
+            return field, f"trl.{field}: {recipe[field]!r} needs {package}, which the workers lack: {how}"
+    return None
+
+
+def recipe_refusal(cfg: TrialConfig, n_rewards: int) -> tuple[str | None, str] | None:
+    """(field or None, why) when the recipe cannot train where this runs (a worker, at submit): a package it names
+    is missing (``missing_package``) or TRL refuses the GRPOConfig it gives (``auto_find_batch_size``, a value of
+    the wrong kind, ...); None when it builds. The field: the recipe's that TRL's message names first."""
+    from trl import GRPOConfig
+
+    missing = missing_package(cfg.trl)
+    if missing is not None:
+        return missing
+    with tempfile.TemporaryDirectory() as out:
+        try:
+            GRPOConfig(**{**trl_arguments(cfg), "output_dir": out}, reward_weights=[1.0] * n_rewards)
+        except Exception as e:  # noqa: BLE001 - TRL's and transformers' own checks: said at submit, naming the field
+            named = sorted((str(e).find(k), k) for k in cfg.trl if k in str(e))  # the one TRL names first
+            return (named[0][1] if named else None), f"TRL refuses the recipe's GRPOConfig: {type(e).__name__}: {e}"
+    return None
+
+
 def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
     """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception or a
     reward function's failure, ``no_signal`` when most generations' groups all had equal rewards (TrlRewards counts
@@ -322,8 +355,9 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    if str(cfg.trl.get("use_vllm", False)).lower() == "true" and importlib.util.find_spec("vllm") is None:
-        return TrialResult("failed", reason="trl.use_vllm is set but this worker has no vLLM: pip install 'groupscale[vllm]'")
+    missing = missing_package(cfg.trl)
+    if missing is not None:
+        return TrialResult("failed", reason=missing[1])
     task, policy, _ = setup(cfg)
     try:
         data, problems = _dataset(task)

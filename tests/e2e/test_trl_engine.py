@@ -143,3 +143,23 @@ def test_a_killed_engine_trl_worker_resumes_from_trls_last_checkpoint(trl_stack)
     assert resumed.value > 0 and resumed.value % 4 == 0  # from one of TRL's checkpoints
     runs = client.search_runs([sweep["mlflow"]["experiment_id"]], filter_string=f"tags.`groupscale.trial_id` = '{trial['id']}'")
     assert len(runs) == 1  # one MLflow run for the trial
+
+
+@pytest.mark.parametrize(
+    ("recipe", "field", "says"),
+    [
+        ({"optim": "adamw_8bit"}, "optim", "needs bitsandbytes, which the workers lack: pip install bitsandbytes"),
+        ({"use_vllm": True}, "use_vllm", "needs vllm, which the workers lack"),
+        ({"auto_find_batch_size": True}, "auto_find_batch_size", "TRL refuses the recipe's GRPOConfig"),
+    ],
+    ids=["unsloth-8bit-optim", "use-vllm", "auto-find-batch-size"],
+)
+def test_a_recipe_that_cannot_train_on_the_workers_is_422_at_submit(trl_stack, recipe, field, says):
+    """Accepted, then every trial failed: the recipe's GRPOConfig is built, and the packages it names looked for,
+    on a Ray worker at submit (neither vLLM nor bitsandbytes is installed here)."""
+    stack, data, model = trl_stack
+    r = stack.http.post("/v1/sweeps", json=_spec(data, model, name="trl-refused", trl={**RECIPE, **recipe}), timeout=180)
+    assert r.status_code == 422, r.text
+    [error] = r.json()["detail"]
+    assert error["loc"] == ["body", "trl", field] and says in error["msg"], error
+    assert "checked on a Ray worker" in error["msg"]
