@@ -28,7 +28,7 @@ from service.lifetime import (
     start_watchdog,
 )
 from service.main import create_app
-from service.scheduler.ray_backend import connect_ray, disconnect_ray
+from service.scheduler.ray_backend import connect_ray, disconnect_ray, remove_session
 from service.settings import Settings
 from service.tracking import redact
 
@@ -193,6 +193,19 @@ def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
     )
 
 
+def stop_ray(session: Path | None, failed: bool) -> None:
+    """Stop the local Ray head `up` started (or leave the cluster at RAY_ADDRESS), then delete that head's session
+    folder (``session``: its logs, sockets and runtime resources) unless an error ``failed`` `up`: then its logs stay
+    for the reason, and their folder is printed."""
+    disconnect_ray()
+    if session is None:
+        return
+    if failed:
+        print(f"groupscale: Ray's logs of this run stay in {session / 'logs'}", flush=True)
+    else:
+        remove_session(session)
+
+
 SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told to stop
 
 
@@ -218,19 +231,22 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
     interrupt_on_ctrl_c_and_sigterm()  # while starting (ray.init, then uvicorn, install their own later)
-    mlflow_proc = None
-    serving = False
+    mlflow_proc, ray_session = None, None
+    serving = failed = False
     try:
         if not env_uri:
             mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
             record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
         tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
         settings = configured.model_copy(update={"mlflow_tracking_uri": tracking_uri})
-        connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
+        ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         app = create_app(settings)
         serving = True
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    except Exception:
+        failed = True
+        raise
     finally:  # a Ctrl-C or an error while starting ends here too: what started is stopped by up, not left to the watchdog
         stopping = time.monotonic()
         if serving:  # uvicorn returned: the API and the scheduler are down
@@ -241,7 +257,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
             )
         else:
             print("groupscale: stopped before the API served; stopping what had started", flush=True)
-        disconnect_ray()
+        stop_ray(ray_session, failed)
         if mlflow_proc is not None:
             stop_process_group(mlflow_proc)
         print(f"groupscale: stopped in {time.monotonic() - stopping:.1f} s", flush=True)

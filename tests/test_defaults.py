@@ -27,8 +27,12 @@ def test_settings_defaults(monkeypatch):
 
     for name in ("MAX_TRIALS", "MAX_STEPS", "TRIAL_RETRIES", "WORKER_IDLE_S", "MAX_BODY_BYTES", "PUBLIC_READS"):
         monkeypatch.delenv(f"GROUPSCALE_{name}", raising=False)
+    for name in ("GROUPSCALE_RAY_ROTATION_MAX_BYTES", "RAY_ROTATION_MAX_BYTES", "GROUPSCALE_RAY_ROTATION_BACKUP_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("RAY_ROTATION_BACKUP_COUNT", raising=False)
     s = Settings()
     assert (s.max_trials, s.max_steps, s.trial_retries, s.worker_idle_s, s.max_body_bytes) == (1000, 100_000, 2, 300.0, 1 << 20)
+    assert (s.ray_rotation_max_bytes, s.ray_rotation_backup_count) == (100 << 20, 5)  # docs/operations/running.md
     assert s.public_reads is False and s.reward_root is None  # user rewards refused until the server sets a root
 
 
