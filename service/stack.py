@@ -28,6 +28,7 @@ from service.lifetime import (
     start_watchdog,
 )
 from service.main import create_app
+from service.mlflow_app import NAME as MLFLOW_APP
 from service.scheduler.ray_backend import connect_ray, disconnect_ray, remove_session
 from service.settings import Settings
 from service.tracking import redact
@@ -74,23 +75,40 @@ def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
         ) from None
 
 
+def registered_mlflow_app() -> str | None:
+    """``groupscale`` (service.mlflow_app) when this install registers it as an MLflow app, else None: an install
+    older than its entry point (`make setup` or `pip install -e .` registers it)."""
+    from importlib.metadata import entry_points
+
+    return MLFLOW_APP if any(e.name == MLFLOW_APP for e in entry_points(group="mlflow.app")) else None
+
+
 def start_mlflow(
     data_dir: Path,
     host: str,
     port: int,
     timeout_s: float = 120.0,
     backend_store_uri: str | None = None,
-    app_name: str | None = None,
+    app_name: str | None = MLFLOW_APP,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
     backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
-    ``app_name``: MLflow's ``--app-name`` (``basic-auth``: MLflow's basic authentication, configured by
-    ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as docker/compose.yaml runs it).
+    ``app_name``: MLflow's ``--app-name``: by default groupscale's (service.mlflow_app: the UI opens experiments on
+    their runs table; MLflow's own when this install does not register it, said on stdout), ``basic-auth`` (MLflow's
+    basic authentication, configured by ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as
+    docker/compose.yaml runs it) or None (MLflow's own).
 
     Raises:
         StackError: the server exited or did not answer within timeout_s.
     """
+    if app_name == MLFLOW_APP and registered_mlflow_app() is None:
+        print(
+            "groupscale: this install does not register its MLflow app (run `make setup` or `pip install -e .`): "
+            "MLflow's UI opens experiments in its GenAI view; the links groupscale prints open the runs",
+            flush=True,
+        )
+        app_name = None
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "logs" / "mlflow.log"

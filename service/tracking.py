@@ -27,7 +27,8 @@ from sweeps.spec import SweepSpec
 from workers.metrics import flat_by_construction
 from workers.tracking import RetryingClient
 
-# The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
+# The experiment type MLflow 3.0-3.16's UI read to pick its view; 3.17's picks it in the browser (service.mlflow_app),
+# and the tag only says what the experiment holds (model training runs, no GenAI traces).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 TRIAL_RUN_STATUS = {
     TrialStatus.SUCCEEDED: "FINISHED",
@@ -75,8 +76,8 @@ class Tracking:
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
 
     def _experiment(self, key: str) -> str:
-        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged to open in
-        MLflow's model-training view (runs, charts) rather than the GenAI one (traces)."""
+        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged as model
+        development (EXPERIMENT_TAGS); the MLflow server `up` starts opens it on its runs table (service.mlflow_app)."""
         name = f"groupscale/{key}"
         exp = self.client.get_experiment_by_name(name)
         return exp.experiment_id if exp else self.client.create_experiment(name, tags=EXPERIMENT_TAGS)
