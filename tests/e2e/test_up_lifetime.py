@@ -237,12 +237,19 @@ def _session_dir(stack: Stack) -> Path:
     return Path(arg.split("=", 1)[1])
 
 
-def test_a_clean_stop_removes_its_own_ray_session_and_its_ray_logs_rotate(tmp_path):
+@pytest.fixture
+def ray_tmp():
+    """A RAY_TMPDIR of the test's own, short: Ray's socket paths under it must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_clean_stop_removes_its_own_ray_session_and_its_ray_logs_rotate(tmp_path, ray_tmp):
     """Each `up` used to leave its Ray session folder (logs, sockets, runtime resources) under Ray's temp dir, and its
     workers' logs were never rotated. Now Ray's log rotation is set for the head `up` starts
     (GROUPSCALE_RAY_ROTATION_MAX_BYTES / _BACKUP_COUNT, given to Ray as RAY_ROTATION_*), and a clean stop deletes
     that head's session folder and no other (a stranger's session in the same temp dir stays)."""
-    ray_tmp = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     stranger = ray_tmp / "ray" / "session_2000-01-01_00-00-00_000000_1"
     (stranger / "logs").mkdir(parents=True)
     (stranger / "logs" / "raylet.out").write_text("another head's log\n")
@@ -273,4 +280,3 @@ def test_a_clean_stop_removes_its_own_ray_session_and_its_ray_logs_rotate(tmp_pa
     assert sorted(p.name for p in (ray_tmp / "ray").iterdir() if p.name.startswith("session_")) == [stranger.name]
     time.sleep(2)  # nothing of the stopped head writes it again
     assert not session.exists()
-    shutil.rmtree(ray_tmp)
