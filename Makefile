@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all bench lint docs mutation clean
+.PHONY: setup demo test test-slow test-all bench lint docs docs-serve mutation clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ docs: setup
 	$(BIN)/pip install -q -e '.[docs]'
 	$(BIN)/python docs/gen_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The site at http://127.0.0.1:8001 with its search, which needs a server (site/ opened from disk has every page and
+# link, and no search); it rebuilds as docs/ changes. Ctrl-C stops it.
+docs-serve: docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict -a 127.0.0.1:8001
 
 # Mutation testing of the pure maths (mutmut; [tool.mutmut] in pyproject.toml): not part of `make test`.
 # Prints the kill rate per module and `mutation_kill_rate: X` last (tests/mutation/report.py).

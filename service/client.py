@@ -21,7 +21,9 @@ class ApiError(RuntimeError):
 
 
 CHECKED_POST_S = 90.0  # a submit, probe or extend: the server checks the rewards on the cluster (up to 60 s) first
-WAIT_S = 60.0  # a controller that refuses connections is waited for this long: `groupscale up` needs 15-30 s to answer
+# A controller that refuses connections is waited for this long: `groupscale up` answered in 15-30 s on a quiet machine
+# and in up to 49 s on a busy one (README), so a command typed right after it does not give up first.
+WAIT_S = 120.0
 
 
 class Client:

@@ -8,6 +8,11 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Ray's own default is 512 MB and 5 files for its system logs, and no rotation at all for the workers' stdout and
+# stderr unless RAY_ROTATION_MAX_BYTES is set where they start (ray/_private/workers/default_worker.py, Ray 2.60).
+RAY_ROTATION_MAX_BYTES = 100 * 1024 * 1024
+RAY_ROTATION_BACKUP_COUNT = 5
+
 
 class Settings(BaseSettings):
     """Every field can be set as GROUPSCALE_<NAME>; the Ray and MLflow ones also by their usual names."""
@@ -35,6 +40,18 @@ class Settings(BaseSettings):
         None, description="user reward functions (FILE.py:NAME) run only from files under this folder; unset: refused"
     )
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
+    ray_rotation_max_bytes: int = Field(
+        RAY_ROTATION_MAX_BYTES,
+        ge=0,
+        validation_alias=AliasChoices("GROUPSCALE_RAY_ROTATION_MAX_BYTES", "RAY_ROTATION_MAX_BYTES"),
+        description="a log file of the local Ray head's processes and workers is rotated at this size (bytes; 0: never)",
+    )
+    ray_rotation_backup_count: int = Field(
+        RAY_ROTATION_BACKUP_COUNT,
+        ge=0,
+        validation_alias=AliasChoices("GROUPSCALE_RAY_ROTATION_BACKUP_COUNT", "RAY_ROTATION_BACKUP_COUNT"),
+        description="rotated files kept of each such log (the oldest are deleted)",
+    )
     poll_interval_s: float = Field(0.5, gt=0)
     trial_retries: int = Field(2, ge=0, le=10, description="Ray retries of a trial whose worker died")
     warm_workers: int | None = Field(

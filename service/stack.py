@@ -28,7 +28,8 @@ from service.lifetime import (
     start_watchdog,
 )
 from service.main import create_app
-from service.scheduler.ray_backend import connect_ray, disconnect_ray
+from service.mlflow_app import NAME as MLFLOW_APP
+from service.scheduler.ray_backend import connect_ray, disconnect_ray, remove_session
 from service.settings import Settings
 from service.tracking import redact
 
@@ -74,23 +75,40 @@ def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
         ) from None
 
 
+def registered_mlflow_app() -> str | None:
+    """``groupscale`` (service.mlflow_app) when this install registers it as an MLflow app, else None: an install
+    older than its entry point (`make setup` or `pip install -e .` registers it)."""
+    from importlib.metadata import entry_points
+
+    return MLFLOW_APP if any(e.name == MLFLOW_APP for e in entry_points(group="mlflow.app")) else None
+
+
 def start_mlflow(
     data_dir: Path,
     host: str,
     port: int,
     timeout_s: float = 120.0,
     backend_store_uri: str | None = None,
-    app_name: str | None = None,
+    app_name: str | None = MLFLOW_APP,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
     backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
-    ``app_name``: MLflow's ``--app-name`` (``basic-auth``: MLflow's basic authentication, configured by
-    ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as docker/compose.yaml runs it).
+    ``app_name``: MLflow's ``--app-name``: by default groupscale's (service.mlflow_app: the UI opens experiments on
+    their runs table; MLflow's own when this install does not register it, said on stdout), ``basic-auth`` (MLflow's
+    basic authentication, configured by ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as
+    docker/compose.yaml runs it) or None (MLflow's own).
 
     Raises:
         StackError: the server exited or did not answer within timeout_s.
     """
+    if app_name == MLFLOW_APP and registered_mlflow_app() is None:
+        print(
+            "groupscale: this install does not register its MLflow app (run `make setup` or `pip install -e .`): "
+            "MLflow's UI opens experiments in its GenAI view; the links groupscale prints open the runs",
+            flush=True,
+        )
+        app_name = None
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "logs" / "mlflow.log"
@@ -193,6 +211,19 @@ def banner(settings: Settings, host: str, port: int, own_mlflow: bool) -> str:
     )
 
 
+def stop_ray(session: Path | None, failed: bool) -> None:
+    """Stop the local Ray head `up` started (or leave the cluster at RAY_ADDRESS), then delete that head's session
+    folder (``session``: its logs, sockets and runtime resources) unless an error ``failed`` `up`: then its logs stay
+    for the reason, and their folder is printed."""
+    disconnect_ray()
+    if session is None:
+        return
+    if failed:
+        print(f"groupscale: Ray's logs of this run stay in {session / 'logs'}", flush=True)
+    else:
+        remove_session(session)
+
+
 SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told to stop
 
 
@@ -218,19 +249,22 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
     interrupt_on_ctrl_c_and_sigterm()  # while starting (ray.init, then uvicorn, install their own later)
-    mlflow_proc = None
-    serving = False
+    mlflow_proc, ray_session = None, None
+    serving = failed = False
     try:
         if not env_uri:
             mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
             record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
         tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
         settings = configured.model_copy(update={"mlflow_tracking_uri": tracking_uri})
-        connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
+        ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
         app = create_app(settings)
         serving = True
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    except Exception:
+        failed = True
+        raise
     finally:  # a Ctrl-C or an error while starting ends here too: what started is stopped by up, not left to the watchdog
         stopping = time.monotonic()
         if serving:  # uvicorn returned: the API and the scheduler are down
@@ -241,7 +275,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
             )
         else:
             print("groupscale: stopped before the API served; stopping what had started", flush=True)
-        disconnect_ray()
+        stop_ray(ray_session, failed)
         if mlflow_proc is not None:
             stop_process_group(mlflow_proc)
         print(f"groupscale: stopped in {time.monotonic() - stopping:.1f} s", flush=True)

@@ -30,7 +30,8 @@ from workers.tracking import RetryingClient
 
 log = logging.getLogger("groupscale.tracking")
 
-# The experiment type MLflow 3's UI reads (its "custom model development" view: runs and their charts).
+# The experiment type MLflow 3.0-3.16's UI read to pick its view; 3.17's picks it in the browser (service.mlflow_app),
+# and the tag only says what the experiment holds (model training runs, no GenAI traces).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 TRIAL_RUN_STATUS = {
     TrialStatus.SUCCEEDED: "FINISHED",
@@ -78,9 +79,10 @@ class Tracking:
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
 
     def _experiment(self, key: str) -> tuple[str, str | None]:
-        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged to open in
-        MLflow's model-training view (runs, charts) rather than the GenAI one (traces); and a note when it was in
-        MLflow's trash and has been restored (MLflow refuses a new experiment of a deleted one's name).
+        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged as model
+        development (EXPERIMENT_TAGS; the MLflow server `up` starts opens it on its runs table, service.mlflow_app);
+        and a note when it was in MLflow's trash and has been restored (MLflow refuses a new experiment of a deleted
+        one's name).
 
         Raises:
             RuntimeError: it is deleted and MLflow refused to restore it (naming it and what to do).

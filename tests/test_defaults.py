@@ -27,8 +27,12 @@ def test_settings_defaults(monkeypatch):
 
     for name in ("MAX_TRIALS", "MAX_STEPS", "TRIAL_RETRIES", "WORKER_IDLE_S", "MAX_BODY_BYTES", "PUBLIC_READS"):
         monkeypatch.delenv(f"GROUPSCALE_{name}", raising=False)
+    for name in ("RAY_ROTATION_MAX_BYTES", "RAY_ROTATION_BACKUP_COUNT"):  # Ray's names are read too
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(f"GROUPSCALE_{name}", raising=False)
     s = Settings()
     assert (s.max_trials, s.max_steps, s.trial_retries, s.worker_idle_s, s.max_body_bytes) == (1000, 100_000, 2, 300.0, 1 << 20)
+    assert (s.ray_rotation_max_bytes, s.ray_rotation_backup_count) == (100 << 20, 5)  # docs/operations/running.md
     assert s.public_reads is False and s.reward_root is None  # user rewards refused until the server sets a root
 
 
@@ -48,3 +52,14 @@ def test_up_binds_to_the_loopback_address_by_default():
 
     params = inspect.signature(up).parameters
     assert params["host"].default == "127.0.0.1" and (params["port"].default, params["mlflow_port"].default) == (8000, 5000)
+
+
+def test_clients_wait_for_up_longer_than_it_took_on_a_busy_machine(monkeypatch):
+    """README: `up` answered in 15-30 s on a quiet machine and up to 49 s on a busy one; a client command waits
+    GROUPSCALE_WAIT_S (default 120 s) for it to answer, so a command typed at once does not give up first."""
+    from service.client import WAIT_S, Client
+
+    monkeypatch.delenv("GROUPSCALE_WAIT_S", raising=False)
+    assert WAIT_S == 120 > 49 and Client("http://127.0.0.1:9").wait_s == 120
+    monkeypatch.setenv("GROUPSCALE_WAIT_S", "300")
+    assert Client("http://127.0.0.1:9").wait_s == 300

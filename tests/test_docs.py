@@ -3,6 +3,7 @@ real options, and the reference pages are generated from the code (docs/gen_refe
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,52 @@ def test_the_reference_pages_are_generated_from_the_code(tmp_path):
     assert "## `groupscale answer`" in cli and "`--budget`" in cli
     assert "`answer`" in spec and "sampled completions it may spend" in spec  # AnswerSpec.budget's description
     assert "/v1/answers" in (tmp_path / "http.md").read_text() and "`reward_mean`" in (tmp_path / "metrics.md").read_text()
+
+
+def test_the_built_site_opens_from_disk_and_its_links_work(tmp_path):
+    """`make docs`'s site opened as README says, from disk (file://.../site/index.html): its navigation opens pages,
+    not directory listings (mkdocs' directory URLs made every link a folder, which Chromium lists)."""
+    pytest.importorskip("material", reason="mkdocs-material (pip install -e '.[docs]')")
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    from tests.browser import CHROMIUM, FLAGS, require_chromium
+
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("reference"))
+    gen = [sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--out", str(tmp_path / "docs" / "reference")]
+    assert subprocess.run(gen, capture_output=True, text=True).returncode == 0
+    site = tmp_path / "site"
+    build(load_config(str(ROOT / "mkdocs.yml"), docs_dir=str(tmp_path / "docs"), site_dir=str(site)))  # strict
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto((site / "index.html").as_uri())
+            assert "Choose the GRPO group size" in page.inner_text("body")
+            pages = [
+                ("Everyday use", "guides/everyday.html", "GROUPSCALE_WAIT_S"),
+                ("CLI", "reference/cli.html", "groupscale answer"),
+            ]
+            for link, path, text in pages:
+                page.get_by_role("link", name=link).first.click()
+                page.wait_for_load_state()
+                body = page.inner_text("body")
+                assert page.url == (site / path).as_uri() and text in body and "Index of" not in body, (page.url, body[:500])
+        finally:
+            browser.close()
+
+
+def test_readmes_byo_block_is_the_examples_own_spec():
+    """README's "your model and your data" block is sweeps/examples/byo/spec.yaml (its header comment aside), so the
+    `--task word-problems --model chat-tiny` of the commands under it come from a spec the reader has seen."""
+    spec = (ROOT / "sweeps" / "examples" / "byo" / "spec.yaml").read_text()
+    body = spec[spec.index("\nname:") + 1 :]
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b for kind, b in FENCE.findall(readme) if kind == "yaml"]
+    assert body in blocks, "no yaml block of README is sweeps/examples/byo/spec.yaml"
+    doc = yaml.safe_load(body)
+    commands = readme[readme.index(body) :]
+    assert f"--task {doc['task']['label']} --model {doc['model']['preset']}" in commands

@@ -9,11 +9,13 @@ what is free. This module is that interface on a real Ray cluster; the loop's un
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -35,18 +37,24 @@ _TRIAL_WORKER = ray.remote(concurrency_groups={CONTROL: 1})(TrialWorker)  # grou
 RAY_LOG_LEVEL = logging.ERROR  # no "Started a local Ray instance", connection or token-auth lines in `up`'s terminal
 
 
-def connect_ray(settings: Settings) -> bool:
-    """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns True if local.
+def connect_ray(settings: Settings) -> Path | None:
+    """Join the cluster at RAY_ADDRESS, or start a local head on loopback. Returns the local head's session folder
+    (under Ray's temp dir: its logs, sockets and runtime resources), None on a cluster.
 
+    The local head rotates its logs, its workers' stdout and stderr included, at ``settings.ray_rotation_max_bytes``
+    keeping ``ray_rotation_backup_count`` files: Ray reads both from RAY_ROTATION_MAX_BYTES and
+    RAY_ROTATION_BACKUP_COUNT in the environment its processes start with (on a cluster, each node's own).
     Call it from the main thread before the web server installs its signal handlers: ray.init
     replaces the process's SIGTERM handler, and the server's must win so that SIGTERM shuts the
     stack down cleanly.
     """
     if settings.ray_address:
         ray.init(address=settings.ray_address, namespace=NAMESPACE, log_to_driver=False, logging_level=RAY_LOG_LEVEL)
-        return False
+        return None
+    os.environ["RAY_ROTATION_MAX_BYTES"] = str(settings.ray_rotation_max_bytes)
+    os.environ["RAY_ROTATION_BACKUP_COUNT"] = str(settings.ray_rotation_backup_count)
     # address="local": always a new head, never a cluster that `ray start` left on this machine.
-    ray.init(
+    context = ray.init(
         address="local",
         num_cpus=settings.ray_num_cpus,
         namespace=NAMESPACE,
@@ -55,12 +63,24 @@ def connect_ray(settings: Settings) -> bool:
         logging_level=RAY_LOG_LEVEL,
         _node_ip_address="127.0.0.1",
     )
-    return True
+    return Path(context.address_info["session_dir"])
 
 
 def disconnect_ray() -> None:
     if ray.is_initialized():
         ray.shutdown()
+
+
+def remove_session(session_dir: Path) -> None:
+    """Delete the session folder of a local head that has stopped, and Ray's ``session_latest`` link when it points
+    there. Other heads' sessions in the same temp dir (other users', other `up`s') are left alone."""
+    shutil.rmtree(session_dir, ignore_errors=True)
+    latest = session_dir.parent / "session_latest"
+    try:
+        if Path(os.readlink(latest)) == session_dir:
+            latest.unlink()  # a head started since then has pointed it at its own session: then it is not ours
+    except OSError:
+        pass
 
 
 @dataclass
@@ -81,12 +101,13 @@ class RayBackend:
         self.state_dir = settings.data_dir.resolve() / "workers"  # what each worker runs (workers.entry.TrialWorker)
         self._workers: dict[str, _Worker] = {}
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
+        self._session: Path | None = None  # the session folder of the local head it started (removed with it)
 
     # -- the connection ----------------------------------------------------------------------
     @outside_transaction
     def connect(self) -> None:
         if not ray.is_initialized():  # `groupscale up` connects before the web server starts
-            connect_ray(self.settings)
+            self._session = connect_ray(self.settings)
             self._connected = True
         if not self.settings.ray_address:  # a fresh local head: no worker of an earlier run can be alive
             shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -94,6 +115,8 @@ class RayBackend:
     def disconnect(self) -> None:
         if self._connected:
             disconnect_ray()
+            if self._session is not None:
+                remove_session(self._session)
 
     def connected(self) -> bool:
         return ray.is_initialized()

@@ -1,10 +1,12 @@
 """What `groupscale up` starts dies with it, however it ends, and it never adopts a stranger's port."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -226,3 +228,55 @@ def test_ctrl_c_stops_up_at_once_while_its_mlflow_is_down(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _session_dir(stack: Stack) -> Path:
+    """The session folder of the Ray head `up` started: its raylet's ``--session_dir``."""
+    (raylet,) = [p for p in psutil.Process(stack.proc.pid).children(recursive=True) if Path(p.cmdline()[0]).name == "raylet"]
+    (arg,) = [a for a in raylet.cmdline() if a.startswith("--session_dir=")]
+    return Path(arg.split("=", 1)[1])
+
+
+@pytest.fixture
+def ray_tmp():
+    """A RAY_TMPDIR of the test's own, short: Ray's socket paths under it must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="gs-ray-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_clean_stop_removes_its_own_ray_session_and_its_ray_logs_rotate(tmp_path, ray_tmp):
+    """Each `up` used to leave its Ray session folder (logs, sockets, runtime resources) under Ray's temp dir, and its
+    workers' logs were never rotated. Now Ray's log rotation is set for the head `up` starts
+    (GROUPSCALE_RAY_ROTATION_MAX_BYTES / _BACKUP_COUNT, given to Ray as RAY_ROTATION_*), and a clean stop deletes
+    that head's session folder and no other (a stranger's session in the same temp dir stays)."""
+    stranger = ray_tmp / "ray" / "session_2000-01-01_00-00-00_000000_1"
+    (stranger / "logs").mkdir(parents=True)
+    (stranger / "logs" / "raylet.out").write_text("another head's log\n")
+    env = {"RAY_TMPDIR": str(ray_tmp), "GROUPSCALE_RAY_ROTATION_MAX_BYTES": "4096", "GROUPSCALE_RAY_ROTATION_BACKUP_COUNT": "2"}
+    stack = Stack(tmp_path, env)
+    stack.start()
+    try:
+        session = _session_dir(stack)
+        assert session.parent == ray_tmp / "ray" and session.is_dir()
+        deadline = time.monotonic() + 120
+        while not (workers := [p for p in marked(_marker(stack)) if "TrialWorker" in " ".join(p.cmdline())]):
+            assert time.monotonic() < deadline, "no warm worker started"
+            time.sleep(0.5)
+        for p in [*workers, *(p for p in marked(_marker(stack)) if Path(p.cmdline()[0]).name == "raylet")]:
+            rotation = {k: v for k, v in p.environ().items() if k.startswith("RAY_ROTATION_")}
+            assert rotation == {"RAY_ROTATION_MAX_BYTES": "4096", "RAY_ROTATION_BACKUP_COUNT": "2"}, p.cmdline()[:2]
+        logs = session / "logs"
+        deadline = time.monotonic() + 60
+        rotated = ["raylet.out.2", "python-core-worker-*.log.1"]  # the head's log and its workers' own pass 4 KB soon
+        while not all(list(logs.glob(name)) for name in rotated):
+            assert time.monotonic() < deadline, sorted(f.name for f in logs.iterdir())
+            time.sleep(0.5)
+        assert not list(logs.glob("*.3")), sorted(f.name for f in logs.iterdir())  # 2 backups kept
+    finally:
+        stack.stop()
+    assert stack.proc.returncode is not None and not session.exists()
+    assert (stranger / "logs" / "raylet.out").read_text() == "another head's log\n"
+    assert sorted(p.name for p in (ray_tmp / "ray").iterdir() if p.name.startswith("session_")) == [stranger.name]
+    time.sleep(2)  # nothing of the stopped head writes it again
+    assert not session.exists()
