@@ -132,7 +132,11 @@ def spec_from_trl(
     allowed = valid_group_sizes(budget)
     bad = [g for g in group_sizes if g not in allowed]
     if bad:
-        raise ValueError(f"group sizes {bad} do not divide B = {budget}; allowed: {', '.join(map(str, allowed))}")
+        raise ValueError(
+            f"group sizes {bad} do not divide B = {budget}: {structure.describe()}; allowed: "
+            + (", ".join(map(str, allowed)) if allowed else "none (no group of 2 or more fits); raise "
+               "per_device_train_batch_size to the largest G at least (Unsloth does so itself) or set generation_batch_size")
+        )  # fmt: skip
     spec: dict[str, Any] = {
         "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
         "engine": engine,

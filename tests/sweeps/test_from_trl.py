@@ -128,3 +128,29 @@ def test_the_groupscale_engine_translates_with_trls_defaults_and_names_what_it_c
     assert "log_completions: True (groupscale's trainer has no such setting" in text
     with pytest.raises(ValueError, match="loss_type: 'cispo'"):
         spec_from_trl(recipe | {"loss_type": "cispo"}, [4], engine="groupscale")
+
+
+UNSLOTH = """\
+learning_rate: 5e-6
+optim: adamw_8bit
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 1
+num_generations: 6
+max_prompt_length: 256
+max_completion_length: 200
+max_steps: 250
+output_dir: outputs
+model_name_or_path: /models/Qwen2.5-3B-Instruct
+"""
+
+
+def test_an_unsloth_batch_of_one_is_refused_saying_how_b_is_made_and_what_to_change():
+    """Unsloth's notebooks set per_device_train_batch_size 1 (Unsloth raises it to num_generations itself): the
+    refusal used to end in "allowed: " with nothing after it."""
+    with pytest.raises(ValueError) as e:
+        spec_from_trl(yaml.safe_load(UNSLOTH), [2, 4, 8], grpo_fields=FIELDS)
+    message = str(e.value)
+    assert message.startswith("group sizes [2, 4, 8] do not divide B = 1: each generation of 1 completions")
+    assert "per_device_train_batch_size 1 x 1 process(es) x gradient_accumulation_steps 1" in message
+    assert message.endswith("raise per_device_train_batch_size to the largest G at least (Unsloth does so itself) or "
+                            "set generation_batch_size")  # fmt: skip
