@@ -251,3 +251,17 @@ def test_a_file_taken_out_of_its_package_says_to_keep_it_in_the_package(tmp_path
     with pytest.raises(RewardError, match=r"ImportError: attempted relative import beyond top-level package; the file "
                        r"imports package-relatively .* keep it in its package folder"):  # fmt: skip
         RewardProcess([{"function": f"{tmp_path / 'accuracy.py'}:accuracy_reward"}])
+
+
+def test_a_reward_folder_that_would_hide_an_installed_package_is_named(tmp_path):
+    """verl's math_verify.py beside a scorer in a plain folder: with the folder first on sys.path, math_verify (the
+    built-in's package, and any reward's) was this file for every reward of the trial ("cannot import name 'parse'")."""
+    (tmp_path / "math_verify.py").write_text(
+        "from math_verify import parse, verify\n\ndef compute_score(solution_str, ground_truth):\n    return 0.0\n"
+    )
+    (tmp_path / "score.py").write_text("def r(completions, **kw):\n    return [0.0] * len(completions)\n")
+    rewards = [{"function": f"{tmp_path / 'score.py'}:r"}, {"name": "math_verify", "answer_column": "solution"}]
+    with pytest.raises(RewardError, match=r"math_verify in .* has the name of an installed package, which every reward"):
+        RewardProcess(rewards)
+    (tmp_path / "__init__.py").write_text("")  # a package folder: its files are imported as the package's
+    RewardProcess(rewards).close()

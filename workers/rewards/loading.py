@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
@@ -71,7 +72,28 @@ def _package_of(path: Path) -> tuple[Path, list[str]]:
     return (root, parts) if parts else (path.parent, [])
 
 
-def _first_on_path(folder: Path) -> None:
+def shadowed(folder: Path) -> list[str]:
+    """The installed packages that ``folder``'s modules (``NAME.py``, package folders) would hide once it is first on
+    ``sys.path``: every import of such a name, in every reward of the trial, would get the folder's file (verl's
+    ``math_verify.py`` beside a scorer hid the math-verify package: "cannot import name 'parse'")."""
+    installed = [p for p in sys.path if "-packages" in p and Path(p).resolve() != folder]
+    names = {f.stem for f in folder.glob("*.py")} | {d.name for d in folder.iterdir() if (d / "__init__.py").is_file()}
+    return sorted(n for n in names if n.isidentifier() and importlib.machinery.PathFinder.find_spec(n, installed))
+
+
+def _first_on_path(folder: Path, own: str | None = None) -> None:
+    """Put ``folder`` first on sys.path (``own``: the reward file's package, which load_module checks itself).
+
+    Raises:
+        ImportError: another module of the folder has the name of an installed package (``shadowed``).
+    """
+    hidden = [name for name in shadowed(folder) if name != own]
+    if hidden:
+        raise ImportError(
+            f"{', '.join(hidden)} in {folder} has the name of an installed package, which every reward of the trial "
+            "would then import from this folder instead; rename it, or put the reward files in a package folder "
+            "(an __init__.py beside them), where they hide nothing"
+        )
     entry = str(folder)
     if entry in sys.path:
         sys.path.remove(entry)
@@ -89,7 +111,7 @@ def load_module(file: str | Path) -> types.ModuleType:
     path = Path(file).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     root, package = _package_of(path)
-    _first_on_path(root)
+    _first_on_path(root, package[0] if package else None)
     if package:
         top = importlib.import_module(package[0])
         where = Path(getattr(top, "__file__", None) or "").resolve().parent
