@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import typer
-import yaml
 
 from service.cli import app
 from sweeps.spec import SweepSpec
+from sweeps.yamlfile import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -31,7 +31,7 @@ def _specs() -> list[tuple[str, dict]]:
     fields = set(SweepSpec.model_fields)
     out = []
     for where, body in _blocks("yaml"):
-        doc = yaml.safe_load(body)
+        doc = parse_yaml(body)  # the reader of spec files (YAML 1.2 numbers)
         if isinstance(doc, dict) and doc and set(doc) <= fields:
             out.append((where, doc))
     return out

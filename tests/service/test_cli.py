@@ -211,7 +211,7 @@ def test_spec_from_trl_reads_the_processes_from_an_accelerate_config(tmp_path):
     assert (
         spec["engine"] == "trl"
         and spec["samples_per_step"] == [128]
-        and spec["trl"] == {"per_device_train_batch_size": 16, "learning_rate": "1e-6"}
+        and spec["trl"] == {"per_device_train_batch_size": 16, "learning_rate": 1e-6}  # YAML 1.2 reads 1e-6 as a number
     )
     r = runner.invoke(
         app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", "--engine", "groupscale", "--num-processes", "2"]
@@ -237,3 +237,26 @@ def test_law_fit_gives_a_kinked_tables_best_g_with_evidence_empirical(tmp_path):
     assert d["evidence"] == "empirical" and d["recommended_group_size"] == 4 and d["comparison"]["significant"]
     text = law(p, "--y", "gap")
     assert text.exit_code == 0 and "use G = 4, empirical evidence" in " ".join(text.stdout.split())
+
+
+def test_spec_from_trl_reads_yaml_numbers_as_trl_means_them_or_refuses_naming_the_key(tmp_path):
+    """Through the installed command: a recipe's `learning_rate: 1e-6` is the number 1e-6 under trl: (it was kept as the
+    text "1e-6"), and `seed: 010` (8 to TRL's PyYAML, 10 to YAML 1.2) is exit 2 naming the key and the line."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nlearning_rate: 1e-6\nnum_generations: 16\n")
+    cmd = [sys.executable, "-m", "service", "spec", "from-trl", str(recipe), "--group-sizes", "8,16"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert r.returncode == 0, r.stderr
+    trl = yaml.safe_load(r.stdout)["trl"]
+    assert trl["learning_rate"] == 1e-6 and isinstance(trl["learning_rate"], float)
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nseed: 010\nuse_vllm: no\n")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "seed (line 3): 010 is 8 to YAML 1.1 (PyYAML, TRL) but 10 to YAML 1.2" in said, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""

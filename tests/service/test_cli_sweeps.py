@@ -382,3 +382,23 @@ def test_fit_gives_the_reason_once_on_its_last_line():
     lines = printed.get().splitlines()
     assert " ".join(printed.get().split()).count(reason) == 1 and lines[-1] == f"no G to recommend (boundary): {reason}"
     assert "evidence: none" in lines and "2 rows without a value left out" in lines
+
+
+def test_a_spec_files_yaml_numbers_reach_the_server_as_written_or_are_refused_naming_the_key(app_client, tmp_path):
+    """`lr: 1e-6` was refused as "not a valid number" (YAML 1.1 reads it as text) and `064` became B = 52, `010` the
+    seed 8. Now the first is 1e-6 in the stored sweep, and the others exit 2 naming the key and both readings."""
+    path = tmp_path / "s.yaml"
+    head = "name: yaml12\ntask: {name: arithmetic}\nmodel: {preset: tiny-llama}\ngroup_sizes: [2, 4, 8, 16]\n"
+    path.write_text(head + "samples_per_step: [64]\nseeds: [0, 1]\nsteps: 1\ngrpo: {lr: 1e-6}\n")
+    r = CliRunner().invoke(cli, ["submit", str(path)])
+    assert r.exit_code == 0, r.output
+    (stored,) = [s for s in app_client.get("/v1/sweeps").json() if s["name"] == "yaml12"]
+    assert stored["spec"]["grpo"]["lr"] == 1e-6 and stored["spec"]["samples_per_step"] == [64]
+    for line, said in (
+        ("samples_per_step: [064]\nseeds: [0]\n", "samples_per_step[0] (line 5): 064 is 52 to YAML 1.1 (PyYAML, TRL) but 64"),
+        ("samples_per_step: [64]\nseeds: [0, 010]\n", "seeds[1] (line 6): 010 is 8 to YAML 1.1 (PyYAML, TRL) but 10"),
+    ):
+        path.write_text(head + line)
+        r = CliRunner().invoke(cli, ["submit", str(path)])
+        assert r.exit_code == 2 and said in " ".join(r.output.split()), r.output
+    assert [s["name"] for s in app_client.get("/v1/sweeps").json()].count("yaml12") == 1  # nothing more was sent
