@@ -260,3 +260,12 @@ def test_spec_from_trl_reads_yaml_numbers_as_trl_means_them_or_refuses_naming_th
     said = " ".join(r.stderr.split())
     assert r.returncode == 2 and "seed (line 3): 010 is 8 to YAML 1.1 (PyYAML, TRL) but 10 to YAML 1.2" in said, r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_law_fit_reads_a_tables_numbers_as_written(tmp_path):
+    """A CSV has no YAML 1.1: `064` is 64 and `010` is 10, never octal, and `1e-6` is a number (read_results)."""
+    from service.cli.offline import read_results
+
+    p = tmp_path / "r.csv"
+    p.write_text("group_size,samples_per_step,seed,gap\n08,064,010,1e-6\n016,064,010,2.5E-3\n")
+    assert read_results(p, "gap") == ([8, 16], [64, 64], [10, 10], [1e-6, 2.5e-3])
