@@ -29,8 +29,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.ports import free_port  # noqa: E402  (outside the ephemeral range: see tests/ports.py)
 from sweeps.yamlfile import read_yaml  # noqa: E402
+from tests.ports import free_port  # noqa: E402  (outside the ephemeral range: see tests/ports.py)
 
 EXAMPLES = ("bandit-law.yaml", "arithmetic-tiny.yaml")
 

@@ -42,8 +42,8 @@ from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
 from sweeps.fit import LawFit  # noqa: E402
 from sweeps.planner import TrialPlan, plan_trials  # noqa: E402
-from sweeps.yamlfile import read_yaml  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
+from sweeps.yamlfile import read_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDIT_G_STAR = 4.205  # THEORY.md check instance

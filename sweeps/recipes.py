@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from sweeps.planner import prompts_per_step
 from sweeps.spec import TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
 from sweeps.trl_steps import structure_for

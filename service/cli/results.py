@@ -153,6 +153,16 @@ def report(
     out.print(f"report written to {out_path}")
 
 
+def _print_recommendation(rec: dict) -> None:
+    """A recommendation in words: where it comes from, what its message adds, and last the answer (verdict)."""
+    last = verdict(rec)
+    out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
+    told = [part for part in (rec.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
+    if told:  # only what the last line does not say already
+        out.print("; ".join(told), highlight=False, soft_wrap=True)
+    out.print(f"[bold]{last}[/bold]", highlight=False, soft_wrap=True)
+
+
 class RecommendFormat(StrEnum):
     text = "text"
     json = "json"
@@ -177,19 +187,19 @@ def recommend(
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings."""
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings.
+
+    Exit 1 when the best fit recommends no G, in every format: text ends on the reason, json prints the document,
+    trl and verl print nothing on stdout (it is a config) and the reason on stderr."""
     client = Client(url)
     rec = _api(client.recommend, task, model, samples_per_step)
-    if as_json or fmt is RecommendFormat.json:
-        return _print_json(rec)
-    if fmt is RecommendFormat.text:
-        out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
-        out.print(rec["message"], highlight=False)
-        out.print(f"[bold]{verdict(rec)}[/bold]", highlight=False, soft_wrap=True)
-        return None
     g = rec["recommended_group_size"]
+    fmt = RecommendFormat.json if as_json else fmt
+    if fmt in (RecommendFormat.text, RecommendFormat.json):
+        _print_json(rec) if fmt is RecommendFormat.json else _print_recommendation(rec)
+        raise typer.Exit(0 if g is not None else 1)
     if g is None:
-        _fail(f"no recommended G to export: {rec['message']}")
+        _fail(verdict(rec))  # stdout is a config file: nothing goes there
     from sweeps.recipes import trl_config, verl_overrides
     from sweeps.spec import SweepSpec
 

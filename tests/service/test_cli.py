@@ -269,3 +269,51 @@ def test_law_fit_reads_a_tables_numbers_as_written(tmp_path):
     p = tmp_path / "r.csv"
     p.write_text("group_size,samples_per_step,seed,gap\n08,064,010,1e-6\n016,064,010,2.5E-3\n")
     assert read_results(p, "gap") == ([8, 16], [64, 64], [10, 10], [1e-6, 2.5e-3])
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["recommend", "--task", "a", "--model", "b", "--samples-per-step", "1"],
+            "error: Invalid value for '--samples-per-step': Input should be greater than or equal to 2 "
+            "(see groupscale recommend --help)",
+        ),
+        (["law", "fit", "r.csv"], "error: Missing option '--y'. (see groupscale law fit --help)"),
+        (["frobnicate"], "error: No such command 'frobnicate'. (see groupscale --help)"),
+        (["--bogus"], "error: No such option: --bogus (see groupscale --help)"),
+    ],
+)
+def test_a_bad_option_or_command_is_one_line_and_exit_2(argv, line):
+    r = runner.invoke(app, argv, prog_name="groupscale")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [line], r.output
+
+
+def test_a_group_called_alone_still_shows_its_help():
+    r = runner.invoke(app, ["law"], prog_name="groupscale")
+    assert r.exit_code == 2 and "fit" in r.output and "Usage: groupscale law" in " ".join(r.output.split())
+
+
+def test_up_with_a_data_dir_that_cannot_be_made_is_one_line_naming_the_option(tmp_path):
+    """It was a 36-line traceback (NotADirectoryError); nothing is started."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "afile").write_text("x")
+    cmd = [
+        sys.executable,
+        "-m",
+        "service",
+        "up",
+        "--data-dir",
+        str(tmp_path / "afile" / "x"),
+        "--port",
+        "9",
+        "--mlflow-port",
+        "9",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert r.returncode == 2 and r.stderr.splitlines() == [f"error: --data-dir {tmp_path / 'afile' / 'x'}: Not a directory"], (
+        r.stderr
+    )
