@@ -5,8 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.client import bearer_token
 
 
 class Settings(BaseSettings):
@@ -45,6 +47,12 @@ class Settings(BaseSettings):
     )
     worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
+
+    @field_validator("api_token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        """Stripped as the client strips it (a secret file's trailing newline); blank or unsendable: TokenError."""
+        return bearer_token(value)
 
     @property
     def resolved_database_url(self) -> str:

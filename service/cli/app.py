@@ -15,7 +15,7 @@ import typer.core
 from pydantic import ValidationError
 from rich.console import Console
 
-from service.client import ApiError
+from service.client import ApiError, TokenError
 
 if TYPE_CHECKING:  # the spec's pydantic models cost ~0.3 s to build: imported by the commands that read one
     from sweeps.spec import SweepSpec
@@ -29,8 +29,8 @@ assert _UsageError.__name__ == "UsageError", _UsageError
 class _Commands(typer.core.TyperGroup):
     """The root command group. An error no command handled is one line on stderr, never a traceback or a box: a bad
     option or argument (click's usage errors, exit 2), a path that cannot be read or written (exit 2 when the path
-    was given on the command line, naming its option; else 1) and a malformed controller URL (exit 2). Other
-    exceptions are bugs and keep their traceback."""
+    was given on the command line, naming its option; else 1), a malformed controller URL, a token that cannot be sent
+    and settings the environment gets wrong (exit 2). Other exceptions are bugs and keep their traceback."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         try:  # the root's own options (groupscale --bogus)
@@ -49,6 +49,13 @@ class _Commands(typer.core.TyperGroup):
             _usage_error(e)
         except httpx.InvalidURL as e:
             _fail(f"--url / GROUPSCALE_URL is not a valid URL: {e}", 2)
+        except TokenError as e:
+            _fail(f"GROUPSCALE_API_TOKEN: {e}", 2)
+        except ValidationError as e:
+            if e.title != "Settings":  # the environment's settings (service.settings); any other is a bug
+                raise
+            said = [f"GROUPSCALE_{str(d['loc'][-1]).upper()}: {d['msg'].removeprefix('Value error, ')}" for d in e.errors()]
+            _fail("; ".join(said), 2)
         except OSError as e:
             _fail(*_path_error(e, ctx.meta.get("groupscale.argv", [])))
 
@@ -127,6 +134,9 @@ def _api(fn, *args: Any) -> Any:
     try:
         return fn(*args)
     except ApiError as e:
+        if e.status == 401:
+            why = "GROUPSCALE_API_TOKEN is not the token it was started with" if e.token_sent else "set GROUPSCALE_API_TOKEN"
+            _fail(f"token rejected (401) by the controller at {e.url}: {why}", 2)
         if e.status == 404 and not e.is_json:
             _fail(f"the server at {e.url} is not a groupscale controller (check --url / GROUPSCALE_URL)")
         if isinstance(e.detail, list):

@@ -317,3 +317,21 @@ def test_up_with_a_data_dir_that_cannot_be_made_is_one_line_naming_the_option(tm
     assert r.returncode == 2 and r.stderr.splitlines() == [f"error: --data-dir {tmp_path / 'afile' / 'x'}: Not a directory"], (
         r.stderr
     )
+
+
+def test_up_refuses_a_blank_token_before_starting_anything(tmp_path):
+    """An empty secret file must not open the API: the server strips the token as the client does, and blank is exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from service.settings import Settings
+
+    assert Settings(api_token="tok-1\n").api_token == "tok-1"
+    env = {**os.environ, "GROUPSCALE_API_TOKEN": " \n"}
+    cmd = [sys.executable, "-m", "service", "up", "--data-dir", str(tmp_path / "d"), "--port", "9", "--mlflow-port", "9"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "error: GROUPSCALE_API_TOKEN: set but blank; set the token (e.g. `openssl rand -hex 32`) or unset it"
+    ], r.stderr
+    assert not (tmp_path / "d" / "mlflow.db").exists()
