@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import print_answer, print_fit
+from service.cli.render import Stages, print_answer, print_fit
 from service.client import Client
 from sweeps.finite import finite_or_none
 from sweeps.verdict import verdict
@@ -232,12 +232,12 @@ def probe(
         from service.settings import get_settings
         from sweeps.planner import plan_trials
         from workers.config import TrialConfig
-        from workers.probe import run_probe
+        from workers.entry import run_probe_task
 
         cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
-        p = spec.probe
         try:
-            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+            with Stages("probe") as stages:
+                result = run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=stages.show)
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:
@@ -264,11 +264,14 @@ def probe(
 
 
 def _wait_for(get: Callable[[str], dict], job: dict, label: str) -> dict:
-    """Poll a probe or answer job until it ends; its result, or exit 1 with its error."""
-    with err.status(label):
+    """Poll a probe or answer job until it ends, showing its stages as it reports them (render.Stages: what it
+    builds, the probe, the pilot, the halving); its result, or exit 1 with its error."""
+    err.print(label, highlight=False, soft_wrap=True)
+    with Stages(label.split(":")[0]) as stages:
         while job["status"] not in TERMINAL:
             time.sleep(1)
             job = _api(get, job["id"])
+            stages.show(job.get("progress"))
     if job["status"] != "succeeded":
         _fail(f"{label.split(':')[0]} {job['status']}: {job['error']}")
     return job["result"]
@@ -300,7 +303,8 @@ def answer(
         from workers.answers import run_answer
 
         try:
-            result = run_answer(spec, get_settings().model_cache_dir).model_dump(mode="json")
+            with Stages("answer") as stages:
+                result = run_answer(spec, get_settings().model_cache_dir, report=stages.show).model_dump(mode="json")
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:

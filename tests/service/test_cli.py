@@ -335,3 +335,26 @@ def test_up_refuses_a_blank_token_before_starting_anything(tmp_path):
         "error: GROUPSCALE_API_TOKEN: set but blank; set the token (e.g. `openssl rand -hex 32`) or unset it"
     ], r.stderr
     assert not (tmp_path / "d" / "mlflow.db").exists()
+
+
+def test_probe_local_says_what_it_builds_before_the_probe(tmp_path):
+    """Through the installed command, with a fresh data dir: the preset's warm start is a stage of its own, named
+    with where it is cached, then the probe (the same reports as on the controller: workers.progress)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "probe.yaml"
+    over = {"task": {"name": "arithmetic", "max_operand": 11}, "probe": {"prompts": 16, "completions": 4}}
+    path.write_text(json.dumps(spec(**over)))
+    env = {**os.environ, "GROUPSCALE_DATA_DIR": str(tmp_path / "data")}
+    r = subprocess.run(
+        [sys.executable, "-m", "service", "probe", str(path), "--local"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    cache = (tmp_path / "data" / "models").resolve()
+    assert [line for line in r.stderr.splitlines() if line.startswith(("model: ", "probe: "))] == [
+        f"model: building the preset tiny-llama, a supervised warm start: once, then cached in {cache}",
+        "probe: 16 prompts x 4 completions (64 samples)",
+    ], r.stderr
+    assert "Writing model shards" not in r.stderr  # transformers' own bar does not cut into the stage display
