@@ -97,6 +97,7 @@ class Stages:
             TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
             BarColumn(bar_width=20),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
             TimeElapsedColumn(),
             console=err,
             transient=True,  # the stage lines stay; the bar goes when the job ends
@@ -106,7 +107,7 @@ class Stages:
 
     def __enter__(self) -> Stages:
         self._bar.start()
-        self._task = self._bar.add_task(self.title, total=None)
+        self._task = self._bar.add_task(self.title, total=None, unit="")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -122,9 +123,10 @@ class Stages:
             self._bar.console.print(f"{stage['stage']}: {stage['label']}", highlight=False, markup=False, soft_wrap=True)
             self._bar.reset(self._task)  # the elapsed time is the stage's own
         self._seen += fresh
-        detail, unit = progress.get("detail") or "", progress.get("unit") or ""
-        described = f"{self.title}: {progress['stage']}" + (f", {detail}" if detail else "") + (f" ({unit})" if unit else "")
-        self._bar.update(self._task, description=described, completed=progress.get("done") or 0, total=progress.get("total"))
+        detail = progress.get("detail") or ""
+        described = f"{self.title} {progress['stage']}" + (f": {detail}" if detail else "")
+        done, total, unit = progress.get("done") or 0, progress.get("total"), progress.get("unit") or ""
+        self._bar.update(self._task, description=described, completed=done, total=total, unit=unit)
 
 
 def print_answer(answer: dict) -> None:

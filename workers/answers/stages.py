@@ -125,7 +125,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
             for g in alive:
                 values = []
                 for seed in seeds:
-                    rung = f"rung {r + 1} of {len(plan.lengths)} ({length} {unit}): G = {g}, seed {seed}"
+                    rung = f"rung {r + 1} of {len(plan.lengths)}, {length} {unit}, G = {g}, seed {seed}"
                     say(report, "halving", label, ran, runs, "runs (at most)", rung)
                     ran += 1
                     cfg = dataclasses.replace(
