@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 failure, 2 bad input. ``--json`` prints one JSON docume
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -57,6 +58,8 @@ class _Commands(typer.core.TyperGroup):
             said = [f"GROUPSCALE_{str(d['loc'][-1]).upper()}: {d['msg'].removeprefix('Value error, ')}" for d in e.errors()]
             _fail("; ".join(said), 2)
         except OSError as e:
+            if e.errno == errno.EPIPE:  # `groupscale ... | head`: typer's own handling (quiet, exit 1)
+                raise
             _fail(*_path_error(e, ctx.meta.get("groupscale.argv", [])))
 
 
