@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 import httpx
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from sweeps.yamlfile import read_yaml  # noqa: E402
 from tests.ports import free_port  # noqa: E402  (outside the ephemeral range: see tests/ports.py)
 
 EXAMPLES = ("bandit-law.yaml", "arithmetic-tiny.yaml")
@@ -78,7 +78,7 @@ def main() -> None:
             cpus = float(http.get("/v1/health").json()["ray"]["detail"].split("'CPU': ")[1].split(",")[0].rstrip("}"))
             ratios = {}
             for name in EXAMPLES:
-                spec = yaml.safe_load((ROOT / "sweeps" / "examples" / name).read_text())
+                spec = read_yaml(ROOT / "sweeps" / "examples" / name)
                 wall, sweep, trials = run_sweep(http, spec)
                 compute = sum(t["seconds"] or 0.0 for t in trials)
                 per_trial = float(spec.get("resources", {}).get("cpus_per_trial", 1))

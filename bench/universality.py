@@ -35,7 +35,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,6 +43,7 @@ from service.results import fit_from_trials  # noqa: E402
 from sweeps.fit import LawFit  # noqa: E402
 from sweeps.planner import TrialPlan, plan_trials  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
+from sweeps.yamlfile import read_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDIT_G_STAR = 4.205  # THEORY.md check instance
@@ -255,7 +255,7 @@ def main() -> None:
     args = ap.parse_args()
     start = time.perf_counter()
     arith = SweepSpec.model_validate({**ARITHMETIC, **(QUICK if args.quick else {})})
-    bandit = SweepSpec.model_validate(yaml.safe_load((ROOT / "sweeps" / "examples" / "bandit-law.yaml").read_text()))
+    bandit = SweepSpec.model_validate(read_yaml(ROOT / "sweeps" / "examples" / "bandit-law.yaml"))
     print(f"arithmetic: {arith.n_trials} trials on {args.workers} workers", flush=True)
     trials, start_probe, arith_s = run_sweep(arith, args.workers, with_probe=True)
     overall = fit_from_trials(trials, arith)

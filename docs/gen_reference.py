@@ -34,7 +34,10 @@ def cli_page() -> str:
     from service.cli import app
 
     root = typer.main.get_command(app)
-    head = "Generated from the typer app (`service/cli`). Exit codes: 0 success, 1 failure, 2 bad input."
+    head = (
+        "Generated from the typer app (`service/cli`). Exit codes: 0 success, 1 failure, 2 bad input; every error is "
+        "one line on stderr."
+    )
     lines = ["# CLI reference", "", head, ""]
 
     def walk(cmd, path: list[str]) -> None:  # typer's own click classes: duck-typed

@@ -13,11 +13,37 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 class ApiError(RuntimeError):
-    """A non-2xx answer. status: HTTP code; detail: the JSON ``detail`` (str or list of errors)."""
+    """A non-2xx answer. status: HTTP code; detail: the JSON ``detail`` (str or list of errors); url: the controller's;
+    token_sent: whether the request carried a bearer token."""
 
-    def __init__(self, status: int, detail: Any, is_json: bool = True, url: str = "") -> None:
+    def __init__(self, status: int, detail: Any, is_json: bool = True, url: str = "", token_sent: bool = False) -> None:
         super().__init__(f"HTTP {status}: {detail}")
-        self.status, self.detail, self.is_json, self.url = status, detail, is_json, url
+        self.status, self.detail, self.is_json, self.url, self.token_sent = status, detail, is_json, url, token_sent
+
+
+class TokenError(ValueError):
+    """GROUPSCALE_API_TOKEN cannot be a bearer token (blank, or a character a header cannot carry)."""
+
+
+def bearer_token(raw: str | None) -> str | None:
+    """The API token as sent and compared, on both sides: surrounding whitespace stripped (a secret file's trailing
+    newline); None when unset.
+
+    Raises:
+        TokenError: set but blank (an empty secret file would otherwise open the API), or holding a character
+            outside printable ASCII (no HTTP header can carry it).
+    """
+    if raw is None:
+        return None
+    token = raw.strip()
+    if not token:
+        raise TokenError("set but blank; set the token (e.g. `openssl rand -hex 32`) or unset it")
+    if not all(" " <= c <= "~" for c in token):
+        raise TokenError(
+            "holds a control or non-ASCII character, which no HTTP header can carry; "
+            "use printable ASCII (e.g. `openssl rand -hex 32`)"
+        )
+    return token
 
 
 CHECKED_POST_S = 90.0  # a submit, probe or extend: the server checks the rewards on the cluster (up to 60 s) first
@@ -35,13 +61,15 @@ class Client:
 
         Raises:
             httpx.InvalidURL: the URL (url, else $GROUPSCALE_URL) is malformed or not http(s) with a host.
+            TokenError: the token (token, else $GROUPSCALE_API_TOKEN; stripped: bearer_token) is blank or unsendable.
         """
         self.url = (url or os.environ.get("GROUPSCALE_URL") or DEFAULT_URL).rstrip("/")
         parsed = httpx.URL(self.url)  # raises httpx.InvalidURL for a malformed one
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise httpx.InvalidURL(f"{self.url!r} must start with http:// or https:// and name a host")
-        token = token or os.environ.get("GROUPSCALE_API_TOKEN")
+        token = bearer_token(token if token is not None else os.environ.get("GROUPSCALE_API_TOKEN"))
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.token_sent = token is not None
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
         self.wait_s = float(os.environ.get("GROUPSCALE_WAIT_S", WAIT_S)) if wait_s is None else wait_s
         self._reached = False  # once the controller answered, a refused connection is an outage, not a start
@@ -70,8 +98,9 @@ class Client:
             try:
                 body = r.json()
             except ValueError:
-                raise ApiError(r.status_code, r.text[:200], is_json=False, url=self.url) from None
-            raise ApiError(r.status_code, body.get("detail", body) if isinstance(body, dict) else body)
+                raise ApiError(r.status_code, r.text[:200], False, self.url, self.token_sent) from None
+            detail = body.get("detail", body) if isinstance(body, dict) else body
+            raise ApiError(r.status_code, detail, True, self.url, self.token_sent)
         return r.json()
 
     def submit(self, spec: dict, idempotency_key: str | None = None, attempts: int = 3) -> dict:

@@ -117,6 +117,12 @@ class ProbePublic(BaseModel):
     result: dict | None = None
     error: str | None = None
     mlflow_run_id: str | None = None
+    progress: dict | None = Field(
+        None,
+        description="what the job's task reported last: {stage (data, model, probe, pilot, halving), label (in words), "
+        "done, total (null: not counted), stages: [{stage, label}] (each stage's first report, in order)}; null until "
+        "its first report; kept once it ended",
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.client import bearer_token
 
 # Ray's own default is 512 MB and 5 files for its system logs, and no rotation at all for the workers' stdout and
 # stderr unless RAY_ROTATION_MAX_BYTES is set where they start (ray/_private/workers/default_worker.py, Ray 2.60).
@@ -62,6 +64,12 @@ class Settings(BaseSettings):
     )
     worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
+
+    @field_validator("api_token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        """Stripped as the client strips it (a secret file's trailing newline); blank or unsendable: TokenError."""
+        return bearer_token(value)
 
     @property
     def resolved_database_url(self) -> str:

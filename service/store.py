@@ -183,7 +183,8 @@ class LrTuning(Base):
 
 class Probe(Base):
     """A probe or an answer request (``kind``: one Ray task on a spec, workers.probe or workers.answers): status
-    service.lifecycle.ProbeStatus; result is its JSON."""
+    service.lifecycle.ProbeStatus; result is its JSON; progress what its task reported last (workers.progress: stage,
+    label, done, total, and the stages it went through), kept once it ended."""
 
     __tablename__ = "probes"
 
@@ -194,6 +195,7 @@ class Probe(Base):
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

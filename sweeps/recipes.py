@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from sweeps.planner import prompts_per_step
 from sweeps.spec import TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
 from sweeps.trl_steps import structure_for
+from sweeps.yamlfile import dump_yaml
 
 # our loss_aggregation -> TRL loss_type (dapo for token_mean: TRL's default and its global-token normaliser)
 TO_TRL_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
@@ -91,7 +90,7 @@ def trl_config(group_size: int, samples_per_step: int, spec: SweepSpec, header: 
     else:
         settings, notes = trl_settings(group_size, samples_per_step, spec.grpo, num_processes)
     lines = [f"# {line}" for line in header.splitlines()] + [f"# note: {n}" for n in notes]
-    return "\n".join(lines + [yaml.safe_dump(settings, sort_keys=False).rstrip()]) + "\n"
+    return "\n".join(lines + [dump_yaml(settings).rstrip()]) + "\n"
 
 
 def verl_overrides(group_size: int, samples_per_step: int, grpo: GRPOSpec) -> tuple[list[str], list[str]]:

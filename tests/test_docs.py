@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import typer
-import yaml
 
 from service.cli import app
 from sweeps.spec import SweepSpec
+from sweeps.yamlfile import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -32,7 +32,7 @@ def _specs() -> list[tuple[str, dict]]:
     fields = set(SweepSpec.model_fields)
     out = []
     for where, body in _blocks("yaml"):
-        doc = yaml.safe_load(body)
+        doc = parse_yaml(body)  # the reader of spec files (YAML 1.2 numbers)
         if isinstance(doc, dict) and doc and set(doc) <= fields:
             out.append((where, doc))
     return out
@@ -140,6 +140,6 @@ def test_readmes_byo_block_is_the_examples_own_spec():
     readme = (ROOT / "README.md").read_text()
     blocks = [b for kind, b in FENCE.findall(readme) if kind == "yaml"]
     assert body in blocks, "no yaml block of README is sweeps/examples/byo/spec.yaml"
-    doc = yaml.safe_load(body)
+    doc = parse_yaml(body)
     commands = readme[readme.index(body) :]
     assert f"--task {doc['task']['label']} --model {doc['model']['preset']}" in commands

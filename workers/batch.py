@@ -15,8 +15,9 @@ import torch
 from workers import algos
 from workers.config import TrialConfig
 from workers.models.base import Policy
-from workers.models.loading import load_policy
+from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
+from workers.progress import Report, say
 from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
@@ -37,6 +38,18 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)
+
+
+def prepare(cfg: TrialConfig, report: Report | None) -> None:
+    """What the first setup of a probe or an answer makes, made first and said through ``report``: the task's data
+    (stage ``data``: a data file is read) and a built-in model preset not cached yet (stage ``model``, the slow part
+    of a first run: its warm start)."""
+    if report is None:
+        return
+    path = cfg.task.get("path")
+    if path:
+        say(report, "data", f"reading {path} (task {cfg.task.get('name')})")
+    prepare_model(cfg.model, make_task(cfg.task), Path(cfg.cache_dir), report)
 
 
 @dataclass

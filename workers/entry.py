@@ -18,27 +18,32 @@ from typing import Any
 from workers.checkpoint import has_checkpoint
 from workers.config import TrialConfig
 from workers.measures import MEASURES, measure_function, run_measure
+from workers.progress import Report, say
 
 SYSTEM_METRICS_EVERY_S = 5  # seconds between samples of a trial's system metrics
 TITLE_EVERY_S = 0.2  # how often a busy TrialWorker sets its process title again (_keep_title)
 
 
-def run_probe_task(config: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
-    """Run the variance-component probe (workers.probe) for a spec's task and model."""
+def run_probe_task(config: dict[str, Any], probe: dict[str, Any], report: Report | None = None) -> dict[str, Any]:
+    """Run the variance-component probe (workers.probe) for a spec's task and model; ``report`` hears its stages (the
+    data, a model preset built on first use, the probe: workers.progress)."""
     from sweeps.spec import ProbeSpec
+    from workers.batch import prepare
     from workers.probe import run_probe
 
-    p = ProbeSpec.model_validate(probe)
-    return run_probe(TrialConfig(**config), p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+    p, cfg = ProbeSpec.model_validate(probe), TrialConfig(**config)
+    prepare(cfg, report)
+    say(report, "probe", f"{p.prompts} prompts x {p.completions} completions ({p.prompts * p.completions} samples)")
+    return run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
 
 
-def run_answer_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any]:
+def run_answer_task(spec: dict[str, Any], cache_dir: str, report: Report | None = None) -> dict[str, Any]:
     """Run `groupscale answer` (workers.answers: the spec's answer.method, within its ``answer.budget`` or the default
-    share of its grid); the Answer as JSON."""
+    share of its grid); the Answer as JSON. ``report`` hears its stages (workers.progress)."""
     from sweeps.spec import SweepSpec
     from workers.answers import run_answer
 
-    return run_answer(SweepSpec.model_validate(spec), cache_dir).model_dump(mode="json")
+    return run_answer(SweepSpec.model_validate(spec), cache_dir, report=report).model_dump(mode="json")
 
 
 def check_trl_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any] | None:

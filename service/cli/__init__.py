@@ -11,16 +11,8 @@ from service.cli.app import app
 
 
 def main() -> None:
-    """The ``groupscale`` command. A malformed controller URL is bad input (exit 2), not a traceback."""
-    import httpx
-
-    try:
-        app()
-    except httpx.InvalidURL as e:
-        from service.cli.app import err
-
-        err.print(f"[red]error:[/red] --url / GROUPSCALE_URL is not a valid URL: {e}", highlight=False, soft_wrap=True)
-        raise SystemExit(2) from None
+    """The ``groupscale`` command (errors no command handled are one line: service.cli.app._Commands)."""
+    app()
 
 
 __all__ = ["app", "main"]

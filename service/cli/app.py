@@ -5,21 +5,91 @@ Exit codes: 0 success, 1 failure, 2 bad input. ``--json`` prints one JSON docume
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import httpx
 import typer
+import typer.core
 from pydantic import ValidationError
 from rich.console import Console
 
-from service.client import ApiError
+from service.client import ApiError, TokenError
 
 if TYPE_CHECKING:  # the spec's pydantic models cost ~0.3 s to build: imported by the commands that read one
     from sweeps.spec import SweepSpec
 
-app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True)
+# typer vendors click and exports only BadParameter of its exceptions: its base is click's UsageError (a bad option,
+# argument or command; exit 2)
+_UsageError = typer.BadParameter.__mro__[1]
+assert _UsageError.__name__ == "UsageError", _UsageError
+
+
+class _Commands(typer.core.TyperGroup):
+    """The root command group. An error no command handled is one line on stderr, never a traceback or a box: a bad
+    option or argument (click's usage errors, exit 2), a path that cannot be read or written (exit 2 when the path
+    was given on the command line, naming its option; else 1), a malformed controller URL, a token that cannot be sent
+    and settings the environment gets wrong (exit 2). Other exceptions are bugs and keep their traceback."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:  # the root's own options (groupscale --bogus)
+            return super().make_context(info_name, args, parent, **extra)
+        except _UsageError as e:
+            _usage_error(e)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta["groupscale.argv"] = list(args)  # meta is shared with the subcommands' contexts
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as e:
+            _usage_error(e)
+        except httpx.InvalidURL as e:
+            _fail(f"--url / GROUPSCALE_URL is not a valid URL: {e}", 2)
+        except TokenError as e:
+            _fail(f"GROUPSCALE_API_TOKEN: {e}", 2)
+        except ValidationError as e:
+            if e.title != "Settings":  # the environment's settings (service.settings); any other is a bug
+                raise
+            said = [f"GROUPSCALE_{str(d['loc'][-1]).upper()}: {d['msg'].removeprefix('Value error, ')}" for d in e.errors()]
+            _fail("; ".join(said), 2)
+        except OSError as e:
+            if e.errno == errno.EPIPE:  # `groupscale ... | head`: typer's own handling (quiet, exit 1)
+                raise
+            _fail(*_path_error(e, ctx.meta.get("groupscale.argv", [])))
+
+
+def _usage_error(e: Exception) -> NoReturn:
+    """click's usage error in one line (exit 2), not its usage lines and box; a group called alone still shows its help."""
+    if type(e).__name__ == "NoArgsIsHelpError":
+        raise e
+    where = getattr(e, "ctx", None)
+    _fail(f"{e.format_message()} (see {where.command_path if where else 'groupscale'} --help)", 2)  # type: ignore[attr-defined]
+
+
+def _path_error(e: OSError, argv: list[str]) -> tuple[str, int]:
+    """(One line for an OSError, its exit code): ``--out r/x.html: No such file or directory (no folder r)``, exit 2
+    when the path is a word of ``argv`` (its option named when it follows one); exit 1 for any other path."""
+    if e.filename is None:
+        return f"{e.strerror or e}", 1
+    path = str(e.filename)
+    given = next((i for i, word in enumerate(argv) if word == path or word.endswith(f"={path}")), None)
+    parent = Path(path).parent
+    why = f"{e.strerror}" + (f" (no folder {parent})" if isinstance(e, FileNotFoundError) and not parent.exists() else "")
+    if given is None:
+        return f"{path}: {why}", 1
+    word = argv[given]
+    option = (
+        word.split("=", 1)[0] if word.startswith("-") else argv[given - 1] if given and argv[given - 1].startswith("-") else ""
+    )
+    return f"{option + ' ' if option else ''}{path}: {why}", 2
+
+
+app = typer.Typer(help="groupscale: choose the GRPO group size G.", no_args_is_help=True, cls=_Commands)
 
 
 def _version(value: bool) -> None:
@@ -67,6 +137,9 @@ def _api(fn, *args: Any) -> Any:
     try:
         return fn(*args)
     except ApiError as e:
+        if e.status == 401:
+            why = "GROUPSCALE_API_TOKEN is not the token it was started with" if e.token_sent else "set GROUPSCALE_API_TOKEN"
+            _fail(f"token rejected (401) by the controller at {e.url}: {why}", 2)
         if e.status == 404 and not e.is_json:
             _fail(f"the server at {e.url} is not a groupscale controller (check --url / GROUPSCALE_URL)")
         if isinstance(e.detail, list):

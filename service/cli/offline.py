@@ -122,10 +122,9 @@ def spec_from_trl_command(
     ] = None,
 ) -> None:
     """Turn a TRL GRPO recipe into a sweep spec (YAML on stdout); what it did not keep goes to stderr."""
-    import yaml
-
     from service.cli.app import err
     from sweeps.from_trl import spec_from_trl
+    from sweeps.yamlfile import dump_yaml
 
     data = _yaml_mapping(config, "CONFIG.yaml")
     processes = num_processes
@@ -149,19 +148,24 @@ def spec_from_trl_command(
         )
     except ValueError as e:
         _fail(str(e), 2)
-    out.print(yaml.safe_dump(spec, sort_keys=False), end="", highlight=False, markup=False, soft_wrap=True)
+    out.print(dump_yaml(spec), end="", highlight=False, markup=False, soft_wrap=True)
     for line in notes:
         err.print(f"not kept: {line}", highlight=False, markup=False, soft_wrap=True)
     err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)
 
 
 def _yaml_mapping(path: Path, what: str) -> dict:
-    """A YAML file's mapping; anything else exits 2 naming ``what``."""
+    """A YAML file's mapping (sweeps.yamlfile: YAML 1.2 numbers, a value YAML 1.1 reads otherwise refused, as TRL and
+    accelerate read these files with PyYAML); anything else exits 2 naming ``what``."""
     import yaml
 
+    from sweeps.yamlfile import AmbiguousYaml, read_yaml
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        data = read_yaml(path)
+    except AmbiguousYaml as e:
+        _fail(f"{what}: {path}: {e}", 2)
+    except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: undecodable text, a repeated key
         _fail(f"{what}: cannot read {path}: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     if not isinstance(data, dict):
         _fail(f"{what}: {path} holds no mapping of settings", 2)

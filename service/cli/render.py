@@ -1,11 +1,13 @@
-"""How the command line shows a fit and a running sweep (rich tables, a progress bar)."""
+"""How the command line shows a fit, a running sweep and the stages of a probe or an answer (rich tables, progress
+bars)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
 
 from service.cli.app import TERMINAL, _api, _fmt, err, out
 from service.client import Client
@@ -79,6 +81,52 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_sho
                 return sweep
             time.sleep(interval_s)
             sweep = _api(client.sweep, sweep_id)
+
+
+class Stages:
+    """The stages of a running probe or answer (workers.progress reports, or a job's ``progress`` from the API): a
+    line on stderr as each stage starts, kept in the terminal and in logs ("model: building the model preset ..."),
+    and below them a live bar of the current stage: where it stands, done of total, its time so far.
+
+    Use: ``with Stages(title) as stages: ... stages.show(progress)``, from one thread."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self._bar = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,  # the stage lines stay; the bar goes when the job ends
+        )
+        self._task: Any = None
+        self._seen: list[dict] = []  # the stages shown so far: {stage, label}
+
+    def __enter__(self) -> Stages:
+        self._bar.start()
+        self._task = self._bar.add_task(self.title, total=None, unit="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def show(self, progress: dict | None) -> None:
+        """Show a report ({stage, label, done, total, unit, detail}, and from the API the ``stages`` it went through)."""
+        if not progress:
+            return
+        stages = progress.get("stages") or [*self._seen, {"stage": progress["stage"], "label": progress["label"]}]
+        fresh = [s for s in stages[len(self._seen) :] if not self._seen or s["stage"] != self._seen[-1]["stage"]]
+        for stage in fresh:
+            self._bar.console.print(f"{stage['stage']}: {stage['label']}", highlight=False, markup=False, soft_wrap=True)
+            self._bar.reset(self._task)  # the elapsed time is the stage's own
+        self._seen += fresh
+        detail = progress.get("detail") or ""
+        described = f"{self.title} {progress['stage']}" + (f": {detail}" if detail else "")
+        done, total, unit = progress.get("done") or 0, progress.get("total"), progress.get("unit") or ""
+        self._bar.update(self._task, description=described, completed=done, total=total, unit=unit)
 
 
 def print_answer(answer: dict) -> None:

@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import print_answer, print_fit
+from service.cli.render import Stages, print_answer, print_fit
 from service.client import Client
 from sweeps.finite import finite_or_none
 from sweeps.verdict import verdict
@@ -153,6 +153,16 @@ def report(
     out.print(f"report written to {out_path}")
 
 
+def _print_recommendation(rec: dict) -> None:
+    """A recommendation in words: where it comes from, what its message adds, and last the answer (verdict)."""
+    last = verdict(rec)
+    out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
+    told = [part for part in (rec.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
+    if told:  # only what the last line does not say already
+        out.print("; ".join(told), highlight=False, soft_wrap=True)
+    out.print(f"[bold]{last}[/bold]", highlight=False, soft_wrap=True)
+
+
 class RecommendFormat(StrEnum):
     text = "text"
     json = "json"
@@ -177,19 +187,19 @@ def recommend(
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings."""
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings.
+
+    Exit 1 when the best fit recommends no G, in every format: text ends on the reason, json prints the document,
+    trl and verl print nothing on stdout (it is a config) and the reason on stderr."""
     client = Client(url)
     rec = _api(client.recommend, task, model, samples_per_step)
-    if as_json or fmt is RecommendFormat.json:
-        return _print_json(rec)
-    if fmt is RecommendFormat.text:
-        out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
-        out.print(rec["message"], highlight=False)
-        out.print(f"[bold]{verdict(rec)}[/bold]", highlight=False, soft_wrap=True)
-        return None
     g = rec["recommended_group_size"]
+    fmt = RecommendFormat.json if as_json else fmt
+    if fmt in (RecommendFormat.text, RecommendFormat.json):
+        _print_json(rec) if fmt is RecommendFormat.json else _print_recommendation(rec)
+        raise typer.Exit(0 if g is not None else 1)
     if g is None:
-        _fail(f"no recommended G to export: {rec['message']}")
+        _fail(verdict(rec))  # stdout is a config file: nothing goes there
     from sweeps.recipes import trl_config, verl_overrides
     from sweeps.spec import SweepSpec
 
@@ -222,12 +232,12 @@ def probe(
         from service.settings import get_settings
         from sweeps.planner import plan_trials
         from workers.config import TrialConfig
-        from workers.probe import run_probe
+        from workers.entry import run_probe_task
 
         cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
-        p = spec.probe
         try:
-            result = run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+            with Stages("probe") as stages:
+                result = run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=stages.show)
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:
@@ -254,11 +264,14 @@ def probe(
 
 
 def _wait_for(get: Callable[[str], dict], job: dict, label: str) -> dict:
-    """Poll a probe or answer job until it ends; its result, or exit 1 with its error."""
-    with err.status(label):
+    """Poll a probe or answer job until it ends, showing its stages as it reports them (render.Stages: what it
+    builds, the probe, the pilot, the halving); its result, or exit 1 with its error."""
+    err.print(label, highlight=False, soft_wrap=True)
+    with Stages(label.split(":")[0]) as stages:
         while job["status"] not in TERMINAL:
             time.sleep(1)
             job = _api(get, job["id"])
+            stages.show(job.get("progress"))
     if job["status"] != "succeeded":
         _fail(f"{label.split(':')[0]} {job['status']}: {job['error']}")
     return job["result"]
@@ -290,7 +303,8 @@ def answer(
         from workers.answers import run_answer
 
         try:
-            result = run_answer(spec, get_settings().model_cache_dir).model_dump(mode="json")
+            with Stages("answer") as stages:
+                result = run_answer(spec, get_settings().model_cache_dir, report=stages.show).model_dump(mode="json")
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:

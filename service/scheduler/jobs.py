@@ -234,9 +234,30 @@ class TrialJob:
 
 
 class ProbeJob:
-    """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answers, on the spec."""
+    """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answers, on the spec; what it
+    reports as it runs (its stages: workers.progress) is stored in the row's ``progress``."""
 
     kind = "probe"
+
+    def __init__(self) -> None:
+        self._stored: dict[str, dict] = {}  # job id -> the progress last written to its row
+
+    def record_progress(self, ctx: Context, inflight: dict[Any, Work]) -> None:
+        """Store what the running probes and answers reported last, where it changed (one backend read, then one
+        transaction); called before their end is collected, so a job that ended keeps its last stages."""
+        handles = [h for h, w in inflight.items() if w.kind == self.kind]
+        if not handles:
+            return
+        latest = {inflight[h].id: p for h, p in ctx.backend.progress(handles).items()}
+        changed = {job_id: p for job_id, p in latest.items() if self._stored.get(job_id) != p}
+        if not changed:
+            return
+        with ctx.store.session() as s:
+            for job_id, progress in changed.items():
+                row = s.get(Probe, job_id)
+                if row is not None and is_running(row):
+                    row.progress = progress
+        self._stored.update(changed)
 
     def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         for probe in s.scalars(select(Probe).where(Probe.status == ProbeStatus.QUEUED).order_by(Probe.created_at)):
@@ -253,13 +274,14 @@ class ProbeJob:
         with ctx.store.session() as s:
             if not transition(s, s.get(Probe, ready.id), ProbeStatus.RUNNING):
                 return None
-        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, fn, args, spec.resources, 0)
+        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, fn, args, spec.resources, 0, report=True)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Log a succeeded probe's MLflow run (before, outside the transaction), then store its status, result and
         run together: a probe read as succeeded already names its run."""
         ok = outcome.error is None
         run_id = None
+        self._stored.pop(work.id, None)
         if ctx.tracking and ok:
             with ctx.store.read() as s:
                 row = s.get(Probe, work.id)
@@ -340,11 +362,14 @@ class TuningJob:
         ctx.backend.cancel(handle)
 
 
-def _start_task(ctx: Context, table: type, row_id: str, back: Any, fn: Callable, args: tuple, res: Any, retries: int) -> Any:
+def _start_task(
+    ctx: Context, table: type, row_id: str, back: Any, fn: Callable, args: tuple, res: Any, retries: int, report: bool = False
+) -> Any:
     """``fn(*args)`` as a Ray task for a row just marked running (after that transaction's commit); when the
-    backend refuses it, the row goes back to ``back`` (queued or pending) for the next tick and the error is raised."""
+    backend refuses it, the row goes back to ``back`` (queued or pending) for the next tick and the error is raised.
+    ``report``: ``fn`` takes a ``report`` callback (workers.progress), read by Backend.progress."""
     try:
-        return ctx.backend.start_task(fn, args, res.cpus_per_trial, res.gpus_per_trial, retries)
+        return ctx.backend.start_task(fn, args, res.cpus_per_trial, res.gpus_per_trial, retries, report=report)
     except Exception:
         _unlaunch(ctx, table, row_id, back)
         raise

@@ -64,8 +64,8 @@ class Scheduler:
             backend = RayBackend(settings)
         self.ctx = Context(store, settings, tracking, backend)
         self.adaptive = AdaptiveDriver(self.ctx)
-        self.trials = TrialJob()
-        self.jobs = {"probe": ProbeJob(), "tune": TuningJob(self.adaptive.record_tuning), "trial": self.trials}
+        self.trials, self.probes = TrialJob(), ProbeJob()
+        self.jobs = {"probe": self.probes, "tune": TuningJob(self.adaptive.record_tuning), "trial": self.trials}
         self.inflight: dict[Any, Work] = {}
         self._stopping: set[Any] = set()  # handles of cancelled work being stopped
         self._stop = threading.Event()
@@ -159,7 +159,9 @@ class Scheduler:
         self.admit()
         self.stop_cancelled()
         if self.inflight:  # collect first: a trial's worker, freed, takes the next trial of its shape at once
-            for handle in self.ctx.backend.wait(list(self.inflight), wait_s):
+            ended = self.ctx.backend.wait(list(self.inflight), wait_s)
+            self.probes.record_progress(self.ctx, self.inflight)  # before collecting: ended jobs' last stages too
+            for handle in ended:
                 self.collect(handle)
         self.fail_over_budget()  # before launching: a spent budget's pending trials never start
         self.launch(self.jobs["probe"])

@@ -83,6 +83,46 @@ def remove_session(session_dir: Path) -> None:
         pass
 
 
+REPORT_EVERY_S = 0.5  # a task's reports within one stage reach the board at most this often (a stage change at once)
+
+
+class _ProgressBoard:
+    """What each running task (a probe, an answer) reported last, with the first report of each stage it went through
+    (``stages``), so that no stage is missed between two reads. One actor per controller (Ray's pattern for progress:
+    tasks call an actor); wrapped by ray.remote at its first use."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, dict[str, Any]] = {}
+
+    def put(self, key: str, progress: dict[str, Any]) -> None:
+        stages = self._jobs.get(key, {}).get("stages", [])
+        if not stages or stages[-1]["stage"] != progress["stage"]:
+            stages = [*stages, {"stage": progress["stage"], "label": progress["label"]}]
+        self._jobs[key] = {**progress, "stages": stages}
+
+    def read(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        return {k: self._jobs[k] for k in keys if k in self._jobs}
+
+    def drop(self, key: str) -> None:
+        self._jobs.pop(key, None)
+
+
+class _Reporter:
+    """The ``report`` callback a task gets (workers.progress.Report): sends to the board without waiting for it,
+    a report of the same stage at most every REPORT_EVERY_S. Pickled into the task with the board's handle."""
+
+    def __init__(self, board: Any, key: str) -> None:
+        self.board, self.key = board, key
+        self._stage, self._sent = None, 0.0
+
+    def __call__(self, progress: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if progress["stage"] == self._stage and now - self._sent < REPORT_EVERY_S:
+            return
+        self._stage, self._sent = progress["stage"], now
+        self.board.put.remote(self.key, progress)
+
+
 @dataclass
 class _Worker:
     handle: Any
@@ -102,6 +142,8 @@ class RayBackend:
         self._workers: dict[str, _Worker] = {}
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
         self._session: Path | None = None  # the session folder of the local head it started (removed with it)
+        self._board: Any = None  # the _ProgressBoard actor, made for the first task that reports
+        self._reports: dict[Any, str] = {}  # a reporting task's ref -> its key on the board
 
     # -- the connection ----------------------------------------------------------------------
     @outside_transaction
@@ -282,10 +324,33 @@ class RayBackend:
         return None if worker is None else worker.handle.run.remote(name)
 
     @outside_transaction
-    def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int) -> Any:
+    def start_task(self, fn: Any, args: tuple, cpus: float, gpus: float, retries: int, report: bool = False) -> Any:
         """A Ray task (a probe, an lr tuning): retried ``retries`` times if its worker dies, never on an
-        exception of its own."""
-        return ray.remote(fn).options(num_cpus=cpus, num_gpus=gpus, max_retries=retries, retry_exceptions=False).remote(*args)
+        exception of its own. ``report``: ``fn`` takes a ``report`` callback (workers.progress), whose reports
+        ``progress`` reads."""
+        task = ray.remote(fn).options(num_cpus=cpus, num_gpus=gpus, max_retries=retries, retry_exceptions=False)
+        if not report:
+            return task.remote(*args)
+        if self._board is None:
+            self._board = ray.remote(num_cpus=0)(_ProgressBoard).remote()
+        key = uuid.uuid4().hex
+        ref = task.remote(*args, report=_Reporter(self._board, key))
+        self._reports[ref] = key
+        return ref
+
+    @outside_transaction
+    def progress(self, handles: list[Any]) -> dict[Any, dict[str, Any]]:
+        """What each reporting task among ``handles`` reported last ({stage, label, done, total, stages}); {} when the
+        board does not answer within 5 s (progress is shown, never waited for)."""
+        keys = {self._reports[h]: h for h in handles if h in self._reports}
+        if not keys:
+            return {}
+        try:
+            latest = ray.get(self._board.read.remote(list(keys)), timeout=5)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+            log.warning("the progress board did not answer; progress is not updated this time")
+            return {}
+        return {keys[k]: v for k, v in latest.items()}
 
     @outside_transaction
     def wait(self, handles: list[Any], timeout_s: float) -> list[Any]:
@@ -297,7 +362,11 @@ class RayBackend:
 
     @outside_transaction
     def result(self, handle: Any) -> Any:
-        """The work's return value. Raises: the work's own exception, or Ray's when its worker died."""
+        """The work's return value (read it after the work's last ``progress``). Raises: the work's own exception, or
+        Ray's when its worker died."""
+        key = self._reports.pop(handle, None)
+        if key is not None:
+            self._board.drop.remote(key)
         return ray.get(handle)
 
     @outside_transaction

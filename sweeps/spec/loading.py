@@ -1,4 +1,5 @@
-"""Reading a spec file (YAML with unique keys) and turning validation errors into field-named messages."""
+"""Reading a spec file (sweeps.yamlfile: YAML 1.2 numbers, unique keys) and turning validation errors into field-named
+messages."""
 
 from __future__ import annotations
 
@@ -7,38 +8,25 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from sweeps.spec.grpo import TRL_ALIASES, GRPOSpec
 from sweeps.spec.sweep import SweepSpec
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses duplicate keys (YAML would silently keep the last one)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise ValueError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+from sweeps.yamlfile import read_yaml
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read a YAML or JSON spec file (YAML is a superset of JSON; no tags, no duplicate keys). Relative
-    file paths in it are relative to the file's folder (SweepSpec.with_paths_from).
+    """Read a YAML or JSON spec file (YAML is a superset of JSON) with sweeps.yamlfile.read_yaml: YAML 1.2 numbers, no
+    tags, no duplicate keys. Relative file paths in it are relative to the file's folder (SweepSpec.with_paths_from).
 
     Raises:
         yaml.YAMLError: not YAML, or a tag.
+        sweeps.yamlfile.AmbiguousYaml: a value YAML 1.1 reads as another number or boolean (names the key and line).
         ValueError: a duplicate key, or not a mapping.
         OSError: the file cannot be read.
         pydantic.ValidationError: the mapping is not a valid spec.
     """
-    with open(path, encoding="utf-8") as stream:  # a stream, so that a YAML error names the file, not "<unicode string>"
-        data = yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ValueError(f"a spec is a YAML mapping, got {type(data).__name__}")
     return SweepSpec.model_validate(data).with_paths_from(Path(path).resolve().parent)

@@ -1,7 +1,11 @@
 """Closed when a token is set, on the real stack: the API asks every caller but health for the token,
 MLflow runs its basic-auth app and the trials log to it with credentials, and no secret leaks."""
 
+import json
+import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -25,7 +29,8 @@ SPEC = {**BANDIT_SWEEP, "name": "e2e-auth", "probe": {"prompts": 16, "completion
 @pytest.fixture(scope="module")
 def closed(tmp_path_factory):
     """A basic-auth MLflow server (docker/mlflow-auth.ini, its user store moved to a temp folder) and a
-    stack with GROUPSCALE_API_TOKEN logging to it as admin; one finished sweep and one probe."""
+    stack with GROUPSCALE_API_TOKEN (with the trailing newline of a secret file) logging to it as admin; one finished
+    sweep and one probe."""
     base = tmp_path_factory.mktemp("auth")
     shipped = (ROOT / "docker/mlflow-auth.ini").read_text()
     ini = base / "mlflow-auth.ini"
@@ -40,7 +45,7 @@ def closed(tmp_path_factory):
     mlflow = start_mlflow(base / "mlflow", "127.0.0.1", port, app_name="basic-auth", env=auth_env)
     uri = f"http://127.0.0.1:{port}"
     (base / "stack").mkdir()
-    env = {"GROUPSCALE_API_TOKEN": TOKEN, "MLFLOW_TRACKING_URI": uri}
+    env = {"GROUPSCALE_API_TOKEN": TOKEN + "\n", "MLFLOW_TRACKING_URI": uri}  # as a secret file or an env file gives it
     stack = Stack(base / "stack", env | {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": PASSWORD})
     try:
         stack.start()
@@ -141,3 +146,26 @@ def test_public_reads_open_the_reads_and_keep_the_writes_closed(tmp_path):
         assert stack.http.delete(f"/v1/sweeps/{sid}", headers=AUTH).status_code == 200
     finally:
         stack.stop()
+
+
+def _cli(stack: Stack, token: str | None, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GROUPSCALE_API_TOKEN"} | {"GROUPSCALE_WAIT_S": "0"}
+    env |= {"GROUPSCALE_API_TOKEN": token} if token is not None else {}
+    cmd = [sys.executable, "-m", "service", *args, "--url", stack.url]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_token_with_a_trailing_newline_works_on_both_sides_and_a_wrong_one_is_named(closed):
+    """The server was started with TOKEN + newline (a secret file): it answered 401 to everyone, and a CLI given the
+    same file's content said "cannot reach the controller". Both sides strip the token; a wrong or missing token is
+    one line saying "token rejected (401)", exit 2."""
+    stack, _, sweep, _ = closed
+    assert stack.http.get("/v1/sweeps", headers=AUTH).status_code == 200  # the server strips its own token
+    for given in (TOKEN, TOKEN + "\n", f"  {TOKEN}\r\n"):
+        r = _cli(stack, given, "status", "--json")
+        assert r.returncode == 0 and [s["id"] for s in json.loads(r.stdout)] == [sweep["id"]], r.stderr
+    for given, why in ((TOKEN[:-1], "GROUPSCALE_API_TOKEN is not the token"), (None, "set GROUPSCALE_API_TOKEN")):
+        r = _cli(stack, given, "status")
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert r.stderr.startswith(f"error: token rejected (401) by the controller at {stack.url}: ") and why in r.stderr
+        assert "cannot reach" not in r.stderr and TOKEN[:-1] not in r.stderr

@@ -277,6 +277,31 @@ def test_answer_over_http_and_cli(stack):
     assert "staged" in bad.json()["detail"][0]["msg"] and "tracking" in bad.json()["detail"][0]["msg"]
 
 
+@SQLITE_ONLY
+def test_a_first_answer_says_what_it_builds_and_each_stage_as_it_starts(stack, tmp_path):
+    """A new user's first `answer` ran 2m41s behind a bare spinner (building the preset). The CLI prints each stage
+    as the Ray task reports it (the preset's warm start, the probe, the pilot, the halving), and the answer's
+    ``progress`` in the API keeps them."""
+    path = tmp_path / "first.yaml"
+    task = {"name": "arithmetic", "max_operand": 13}  # a task no other test warm-starts tiny-llama on: built now
+    path.write_text(json.dumps(spec(name="first", task=task, group_sizes=[2, 4, 8, 16], seeds=[0, 1], steps=20)))
+    out = stack.cli("answer", str(path), "--budget", "3000")
+    assert out.returncode == 0, out.stderr
+    cache = stack.data_dir.resolve() / "models"
+    said = [line for line in out.stderr.splitlines() if line.split(":")[0] in ("data", "model", "probe", "pilot", "halving")]
+    assert said == [
+        f"model: building the preset tiny-llama, a supervised warm start: once, then cached in {cache}",
+        "probe: 56 prompts x 16 completions (896 samples)",
+        "pilot: a trial at G = 8, B = 16 for 15 steps, probed as it trains",
+        "halving: 4 G x 2 seeds at B = 16, rungs of 4, 8 steps, about half the G kept after each rung",
+    ], out.stderr
+    answer_id = out.stderr.split("(set it beside a sweep")[0].split()[-1]
+    answer = stack.http.get(f"/v1/answers/{answer_id}").json()
+    assert answer["status"] == "succeeded" and answer["progress"]["stage"] == "halving", answer["progress"]
+    assert [s["stage"] for s in answer["progress"]["stages"]] == ["model", "probe", "pilot", "halving"]
+    assert answer["progress"]["done"] <= answer["progress"]["total"] == (4 + 2) * 2  # runs, at most
+
+
 def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
     spec = {**SPEC, "name": "e2e-kill", "group_sizes": [4], "steps": 300, "checkpoint_every": 20}
     sid = stack.http.post("/v1/sweeps", json=spec).json()["id"]

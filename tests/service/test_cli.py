@@ -211,7 +211,7 @@ def test_spec_from_trl_reads_the_processes_from_an_accelerate_config(tmp_path):
     assert (
         spec["engine"] == "trl"
         and spec["samples_per_step"] == [128]
-        and spec["trl"] == {"per_device_train_batch_size": 16, "learning_rate": "1e-6"}
+        and spec["trl"] == {"per_device_train_batch_size": 16, "learning_rate": 1e-6}  # YAML 1.2 reads 1e-6 as a number
     )
     r = runner.invoke(
         app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", "--engine", "groupscale", "--num-processes", "2"]
@@ -237,3 +237,124 @@ def test_law_fit_gives_a_kinked_tables_best_g_with_evidence_empirical(tmp_path):
     assert d["evidence"] == "empirical" and d["recommended_group_size"] == 4 and d["comparison"]["significant"]
     text = law(p, "--y", "gap")
     assert text.exit_code == 0 and "use G = 4, empirical evidence" in " ".join(text.stdout.split())
+
+
+def test_spec_from_trl_reads_yaml_numbers_as_trl_means_them_or_refuses_naming_the_key(tmp_path):
+    """Through the installed command: a recipe's `learning_rate: 1e-6` is the number 1e-6 under trl: (it was kept as the
+    text "1e-6"), and `seed: 010` (8 to TRL's PyYAML, 10 to YAML 1.2) is exit 2 naming the key and the line."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nlearning_rate: 1e-6\nnum_generations: 16\n")
+    cmd = [sys.executable, "-m", "service", "spec", "from-trl", str(recipe), "--group-sizes", "8,16"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert r.returncode == 0, r.stderr
+    trl = yaml.safe_load(r.stdout)["trl"]
+    assert trl["learning_rate"] == 1e-6 and isinstance(trl["learning_rate"], float)
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nseed: 010\nuse_vllm: no\n")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "seed (line 3): 010 is 8 to YAML 1.1 (PyYAML, TRL) but 10 to YAML 1.2" in said, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_law_fit_reads_a_tables_numbers_as_written(tmp_path):
+    """A CSV has no YAML 1.1: `064` is 64 and `010` is 10, never octal, and `1e-6` is a number (read_results)."""
+    from service.cli.offline import read_results
+
+    p = tmp_path / "r.csv"
+    p.write_text("group_size,samples_per_step,seed,gap\n08,064,010,1e-6\n016,064,010,2.5E-3\n")
+    assert read_results(p, "gap") == ([8, 16], [64, 64], [10, 10], [1e-6, 2.5e-3])
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["recommend", "--task", "a", "--model", "b", "--samples-per-step", "1"],
+            "error: Invalid value for '--samples-per-step': Input should be greater than or equal to 2 "
+            "(see groupscale recommend --help)",
+        ),
+        (["law", "fit", "r.csv"], "error: Missing option '--y'. (see groupscale law fit --help)"),
+        (["frobnicate"], "error: No such command 'frobnicate'. (see groupscale --help)"),
+        (["--bogus"], "error: No such option: --bogus (see groupscale --help)"),
+    ],
+)
+def test_a_bad_option_or_command_is_one_line_and_exit_2(argv, line):
+    r = runner.invoke(app, argv, prog_name="groupscale")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [line], r.output
+
+
+def test_a_group_called_alone_still_shows_its_help():
+    r = runner.invoke(app, ["law"], prog_name="groupscale")
+    assert r.exit_code == 2 and "fit" in r.output and "Usage: groupscale law" in " ".join(r.output.split())
+
+
+def test_up_with_a_data_dir_that_cannot_be_made_is_one_line_naming_the_option(tmp_path):
+    """It was a 36-line traceback (NotADirectoryError); nothing is started."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "afile").write_text("x")
+    cmd = [
+        sys.executable,
+        "-m",
+        "service",
+        "up",
+        "--data-dir",
+        str(tmp_path / "afile" / "x"),
+        "--port",
+        "9",
+        "--mlflow-port",
+        "9",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert r.returncode == 2 and r.stderr.splitlines() == [f"error: --data-dir {tmp_path / 'afile' / 'x'}: Not a directory"], (
+        r.stderr
+    )
+
+
+def test_up_refuses_a_blank_token_before_starting_anything(tmp_path):
+    """An empty secret file must not open the API: the server strips the token as the client does, and blank is exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from service.settings import Settings
+
+    assert Settings(api_token="tok-1\n").api_token == "tok-1"
+    env = {**os.environ, "GROUPSCALE_API_TOKEN": " \n"}
+    cmd = [sys.executable, "-m", "service", "up", "--data-dir", str(tmp_path / "d"), "--port", "9", "--mlflow-port", "9"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "error: GROUPSCALE_API_TOKEN: set but blank; set the token (e.g. `openssl rand -hex 32`) or unset it"
+    ], r.stderr
+    assert not (tmp_path / "d" / "mlflow.db").exists()
+
+
+def test_probe_local_says_what_it_builds_before_the_probe(tmp_path):
+    """Through the installed command, with a fresh data dir: the preset's warm start is a stage of its own, named
+    with where it is cached, then the probe (the same reports as on the controller: workers.progress)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "probe.yaml"
+    over = {"task": {"name": "arithmetic", "max_operand": 11}, "probe": {"prompts": 16, "completions": 4}}
+    path.write_text(json.dumps(spec(**over)))
+    env = {**os.environ, "GROUPSCALE_DATA_DIR": str(tmp_path / "data")}
+    r = subprocess.run(
+        [sys.executable, "-m", "service", "probe", str(path), "--local"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    cache = (tmp_path / "data" / "models").resolve()
+    assert [line for line in r.stderr.splitlines() if line.startswith(("model: ", "probe: "))] == [
+        f"model: building the preset tiny-llama, a supervised warm start: once, then cached in {cache}",
+        "probe: 16 prompts x 4 completions (64 samples)",
+    ], r.stderr
+    assert "Writing model shards" not in r.stderr  # transformers' own bar does not cut into the stage display

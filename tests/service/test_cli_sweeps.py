@@ -382,3 +382,64 @@ def test_fit_gives_the_reason_once_on_its_last_line():
     lines = printed.get().splitlines()
     assert " ".join(printed.get().split()).count(reason) == 1 and lines[-1] == f"no G to recommend (boundary): {reason}"
     assert "evidence: none" in lines and "2 rows without a value left out" in lines
+
+
+def test_a_spec_files_yaml_numbers_reach_the_server_as_written_or_are_refused_naming_the_key(app_client, tmp_path):
+    """`lr: 1e-6` was refused as "not a valid number" (YAML 1.1 reads it as text) and `064` became B = 52, `010` the
+    seed 8. Now the first is 1e-6 in the stored sweep, and the others exit 2 naming the key and both readings."""
+    path = tmp_path / "s.yaml"
+    head = "name: yaml12\ntask: {name: arithmetic}\nmodel: {preset: tiny-llama}\ngroup_sizes: [2, 4, 8, 16]\n"
+    path.write_text(head + "samples_per_step: [64]\nseeds: [0, 1]\nsteps: 1\ngrpo: {lr: 1e-6}\n")
+    r = CliRunner().invoke(cli, ["submit", str(path)])
+    assert r.exit_code == 0, r.output
+    (stored,) = [s for s in app_client.get("/v1/sweeps").json() if s["name"] == "yaml12"]
+    assert stored["spec"]["grpo"]["lr"] == 1e-6 and stored["spec"]["samples_per_step"] == [64]
+    for line, said in (
+        ("samples_per_step: [064]\nseeds: [0]\n", "samples_per_step[0] (line 5): 064 is 52 to YAML 1.1 (PyYAML, TRL) but 64"),
+        ("samples_per_step: [64]\nseeds: [0, 010]\n", "seeds[1] (line 6): 010 is 8 to YAML 1.1 (PyYAML, TRL) but 10"),
+    ):
+        path.write_text(head + line)
+        r = CliRunner().invoke(cli, ["submit", str(path)])
+        assert r.exit_code == 2 and said in " ".join(r.output.split()), r.output
+    assert [s["name"] for s in app_client.get("/v1/sweeps").json()].count("yaml12") == 1  # nothing more was sent
+
+
+def test_a_report_to_a_folder_that_is_not_there_is_one_line_naming_the_option_and_exit_2(app_client, tmp_path):
+    """It was a 36-line traceback (exit 1). Every path a command cannot use is one line naming the option, exit 2."""
+    target = tmp_path / "no" / "such" / "r.html"
+    r = run("report", "s4", "--out", str(target))
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
+    assert r.stderr.splitlines() == [f"error: --out {target}: No such file or directory (no folder {target.parent})"]
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    r = run("report", "s4", f"--out={folder}")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [f"error: --out {folder}: Is a directory"], r.output
+
+
+def _no_g_to_recommend(app_client) -> str:
+    from sweeps.fit import LawFit
+
+    reason = "the law does not fit better than a constant (F = 0.025, p = 0.98)"
+    fit = LawFit(status="boundary", metric="gap", evidence="none", evidence_reason=reason)
+    fit.message = f"no recommendation: {reason}"
+    with app_client.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.status, sweep.fit = "succeeded", fit.model_dump(mode="json")
+    return f"no G to recommend (boundary): {reason}"
+
+
+@pytest.mark.parametrize(
+    "fmt", [[], ["--format", "text"], ["--format", "json"], ["--json"], ["--format", "trl"], ["--format", "verl"]]
+)
+def test_recommend_with_nothing_to_recommend_exits_1_in_every_format_saying_why_once(app_client, fmt):
+    """Text exited 0 and printed the reason twice, --format trl exited 1: one rule now (docs: CLI reference)."""
+    sentence = _no_g_to_recommend(app_client)
+    r = run("recommend", "--task", "arithmetic", "--model", "tiny-llama", *fmt)
+    assert r.exit_code == 1, r.output
+    if fmt in ([], ["--format", "text"]):
+        lines = r.stdout.splitlines()
+        assert lines == ["from sweep s4 (fit boundary), task arithmetic, model tiny-llama:", sentence] and r.stderr == ""
+    elif "json" in fmt or "--json" in fmt:
+        assert json.loads(r.stdout)["recommended_group_size"] is None and r.stderr == ""
+    else:  # stdout is a config file to paste: nothing on it, the reason on stderr
+        assert r.stdout == "" and r.stderr.splitlines() == [f"error: {sentence}"]

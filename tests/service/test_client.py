@@ -88,3 +88,36 @@ def test_the_cli_waits_for_the_controller_per_groupscale_wait_s(late_server):
     r = CliRunner().invoke(cli, ["status", "--url", url], env={"GROUPSCALE_WAIT_S": "30"})
     assert r.exit_code == 0, r.output
     assert "waiting up to 30 s for the controller" in r.output
+
+
+def test_the_token_is_sent_stripped_and_an_unsendable_one_is_refused_naming_the_variable(monkeypatch):
+    """A secret file's trailing newline made httpx refuse the header, and the CLI said "cannot reach the controller"."""
+    from fastapi import Request
+
+    from service.client import TokenError
+
+    api = FastAPI()
+
+    @api.get("/v1/sweeps")
+    def sweeps(request: Request) -> list:
+        return [request.headers.get("authorization")]
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        monkeypatch.setenv("GROUPSCALE_API_TOKEN", " tok-1\r\n")
+        assert Client(url, wait_s=30).sweeps() == ["Bearer tok-1"]
+        for raw, why in (
+            ("\n", "set but blank"),
+            ("tok\n2", "holds a control or non-ASCII"),
+            ("tök", "holds a control or non-ASCII"),
+        ):
+            monkeypatch.setenv("GROUPSCALE_API_TOKEN", raw)
+            with pytest.raises(TokenError, match=why):
+                Client(url)
+            r = CliRunner().invoke(cli, ["status", "--url", url])
+            assert r.exit_code == 2 and r.stderr.startswith(f"error: GROUPSCALE_API_TOKEN: {why}"), r.output
+    finally:
+        server.should_exit = True

@@ -22,7 +22,7 @@ def test_migrations_build_exactly_the_models_schema(url):
     with store.engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata) == []
         (head,) = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars()
-    assert head == "0002"
+    assert head == "0003"
     store.engine.dispose()
 
 
@@ -50,7 +50,7 @@ def test_optunas_own_version_table_is_left_alone(url):
     store = Store(url)
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == optuna_version
-        assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one() == "0002"
+        assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one() == "0003"
     optuna.storages.RDBStorage(url)  # and Optuna still opens its storage
     store.engine.dispose()
 

@@ -109,10 +109,14 @@ class FakeBackend:
     def pool(self):
         return {"busy": len(self.alive), "idle": len(self.idle), "starting": 0}
 
-    def start_task(self, fn, args, cpus, gpus, retries):
+    def start_task(self, fn, args, cpus, gpus, retries, report=False):
         handle = f"h{next(self._ids)}"
         self.work[handle] = Work(fn.__name__, None, cpus, gpus)
+        self.work[handle].progress = {} if report else None  # what the test lets it report
         return handle
+
+    def progress(self, handles):
+        return {h: self.work[h].progress for h in handles if self.work[h].progress}
 
     def wait(self, handles, timeout_s):
         ready = [h for h in handles if self.work[h].ended]
@@ -202,7 +206,7 @@ for cls, calls in (
     (
         FakeBackend,
         "connect total_resources available_resources start_trial attach_trial trial_names prewarm evict_idle "
-        "reap_idle pool start_task wait result kill_trial cancel",
+        "reap_idle pool start_task progress wait result kill_trial cancel",
     ),
     (
         FakeTracking,
@@ -294,6 +298,36 @@ def test_a_probe_read_as_succeeded_already_names_its_run(env):
     assert seen == ["running"]  # the run is made before the probe shows as succeeded
     with store.read() as s:
         assert (s.get(Probe, probe_id).status, s.get(Probe, probe_id).mlflow_run_id) == ("succeeded", "probe-run")
+
+
+def test_a_running_probes_reports_are_stored_and_kept_once_it_ended(env):
+    """GET /v1/answers/{id} and /v1/probes/{id} show ``progress``: the scheduler stores what the task reported (each
+    tick, outside a transaction), and the last report before its end stays."""
+    store, backend, _, sched = env
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p"})
+        s.add(probe)
+        s.flush()
+        probe_id = probe.id
+    tick(sched)
+    (handle,) = backend.running("run_probe_task")
+    assert _probe_progress(store, probe_id) is None  # nothing reported yet
+    model = {"stage": "model", "label": "building the model preset tiny-llama", "done": 50, "total": 4000}
+    backend.work[handle].progress = {**model, "stages": [{"stage": "model", "label": model["label"]}]}
+    tick(sched)
+    assert _probe_progress(store, probe_id) == backend.work[handle].progress
+    probe_stage = {"stage": "probe", "label": "probe: 16 prompts x 4 completions", "done": None, "total": None}
+    backend.work[handle].progress = {**probe_stage, "stages": [*backend.work[handle].progress["stages"], probe_stage]}
+    backend.finish(handle, {"g_star": 3.0})
+    tick(sched)
+    with store.read() as s:
+        row = s.get(Probe, probe_id)
+        assert row.status == "succeeded" and [st["stage"] for st in row.progress["stages"]] == ["model", "probe"]
+
+
+def _probe_progress(store, probe_id):
+    with store.read() as s:
+        return s.get(Probe, probe_id).progress
 
 
 def _probe_status(store, probe_id):

@@ -12,15 +12,17 @@ from pathlib import Path
 from sweeps.answer import Answer, AnswerMethod, get_method
 from sweeps.spec import SweepSpec
 from workers.answers.stages import run_stages
+from workers.progress import Report
 
-RUNNERS: dict[str, Callable[[AnswerMethod, SweepSpec, str | Path, int | None], Answer]] = {
+RUNNERS: dict[str, Callable[[AnswerMethod, SweepSpec, str | Path, int | None, Report | None], Answer]] = {
     "staged": run_stages,
     "tracking": run_stages,
 }
 
 
-def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> Answer:
-    """The answer of ``spec.answer.method`` for ``spec`` within ``budget`` completions (its plan's default when None).
+def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None, report: Report | None = None) -> Answer:
+    """The answer of ``spec.answer.method`` for ``spec`` within ``budget`` completions (its plan's default when None);
+    ``report`` hears each stage as it runs (workers.progress).
 
     Raises:
         sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
@@ -28,4 +30,4 @@ def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None
         OSError: a file that cannot be read.
     """
     method = get_method(spec.answer.method)
-    return RUNNERS[method.name](method, spec, cache_dir, budget)
+    return RUNNERS[method.name](method, spec, cache_dir, budget, report)

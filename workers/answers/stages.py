@@ -19,13 +19,18 @@ import optuna
 from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, rung_cost
 from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
+from workers.batch import prepare
 from workers.config import TrialConfig
 from workers.measures import run_measure
 from workers.probe import run_probe
+from workers.progress import Report, say
 
 
-def run_stages(method: AnswerMethod, spec: SweepSpec, cache_dir: str | Path, budget: int | None = None) -> Answer:
-    """``method``'s answer for ``spec`` within ``budget`` completions (the plan's default when None).
+def run_stages(
+    method: AnswerMethod, spec: SweepSpec, cache_dir: str | Path, budget: int | None = None, report: Report | None = None
+) -> Answer:
+    """``method``'s answer for ``spec`` within ``budget`` completions (the plan's default when None). ``report`` hears
+    each stage as it runs (workers.progress: data, model, probe, pilot, halving).
 
     Returns:
         sweeps.answer.Answer (cost.completions <= the budget).
@@ -36,26 +41,32 @@ def run_stages(method: AnswerMethod, spec: SweepSpec, cache_dir: str | Path, bud
     start = time.perf_counter()
     plan = method.plan(spec, budget)
     base = TrialConfig.from_spec(spec, TrialPlan(min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0]), cache_dir)
+    prepare(base, report)
     p = spec.probe
-    probe = run_probe(base, plan.probe.prompts, plan.probe.completions, p.projection_dim, p.seed, parameters=p.parameters)
+    k, m = plan.probe.prompts, plan.probe.completions
+    say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
+    probe = run_probe(base, k, m, p.projection_dim, p.seed, parameters=p.parameters)
     spent = int(probe["samples"])
     pilot = None
     if plan.pilot is not None:
-        pilot = _pilot(base, plan.pilot)
+        pilot = _pilot(base, plan.pilot, report)
         spent += plan.pilot.cost
     halving = None
     if plan.halving is not None:
-        halving = _halving(spec, base, plan.halving)
+        halving = _halving(spec, base, plan.halving, report)
         spent += halving.pop("spent")
     return method.combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
 
 
-def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
+def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> dict:
     """One short trial at the pilot's G, its policy probed at pilot.probe_steps (probe.every = steps / probes)."""
     seen: dict[str, float] = {}
     probes: dict[int, float | None] = {}
+    label = f"a trial at G = {pilot.group_size}, B = {pilot.samples_per_step} for {pilot.steps} steps, probed as it trains"
+    say(progress, "pilot", label, 0, pilot.steps, "steps")
 
     def report(metrics: dict, step: int) -> None:
+        say(progress, "pilot", label, step, pilot.steps, "steps")
         seen.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         if "probe_tau2" in metrics:  # a probe ran at this step; no probe_g_star when tau2 <= 0 (G* beyond reach)
             probes[step] = float(metrics["probe_g_star"]) if "probe_g_star" in metrics else None
@@ -86,7 +97,7 @@ def _pilot(base: TrialConfig, pilot: Pilot) -> dict:
     }
 
 
-def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
+def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report | None = None) -> dict:
     """Successive halving over plan.group_sizes: each rung trains (or, for gradient_mse, measures) every
     survivor's seeds to the rung's length, reports the seed mean to Optuna, and lets its pruner halve them.
 
@@ -104,12 +115,19 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving) -> dict:
         trials[int(trial.suggest_categorical("group_size", list(plan.group_sizes)))] = trial
     alive, rungs, rows, spent, before = list(plan.group_sizes), [], [], 0, 0
     seeds = spec.seeds[: plan.seeds] + [max(spec.seeds) + 1 + i for i in range(plan.seeds - len(spec.seeds[: plan.seeds]))]
+    runs, ran = sum(plan.survivors) * len(seeds), 0  # at most: the plan's survivors bound each rung
+    unit = "steps" if resume else "gradient draws"
+    label = f"{len(plan.group_sizes)} G x {len(seeds)} seeds at B = {b}, rungs of {', '.join(map(str, plan.lengths))} "
+    label += f"{unit}, about half the G kept after each rung"
     with tempfile.TemporaryDirectory(prefix="groupscale-answer-") as work:
         for r, length in enumerate(plan.lengths):
             means = {}
             for g in alive:
                 values = []
                 for seed in seeds:
+                    rung = f"rung {r + 1} of {len(plan.lengths)}, {length} {unit}, G = {g}, seed {seed}"
+                    say(report, "halving", label, ran, runs, "runs (at most)", rung)
+                    ran += 1
                     cfg = dataclasses.replace(
                         base,
                         group_size=g,

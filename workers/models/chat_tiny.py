@@ -12,6 +12,7 @@ for GRPO to improve it, and signal in most groups).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,8 +95,11 @@ def pass_rate(policy: LMPolicy, problems: list[dict], max_new_tokens: int = MAX_
     return float(passed), float(ro.truncated.float().mean())
 
 
-def build_chat_tiny(recipe: ChatWarmStart = ChatWarmStart()) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast, dict]:
-    """Train the tokenizer, build the model and warm-start it. Returns (model, tokenizer, metadata)."""
+def build_chat_tiny(
+    recipe: ChatWarmStart = ChatWarmStart(), progress: Callable[[int, int, str], None] | None = None
+) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast, dict]:
+    """Train the tokenizer, build the model and warm-start it. Returns (model, tokenizer, metadata). ``progress`` is
+    called after every warm-start step (the step, recipe.max_steps, the last held-out pass rate against the target)."""
     train = word_problems(4000, recipe.seed)
     held_out = word_problems(recipe.check_prompts, recipe.seed + 1)
     probe_tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
@@ -113,6 +117,7 @@ def build_chat_tiny(recipe: ChatWarmStart = ChatWarmStart()) -> tuple[Qwen2ForCa
     rng = np.random.default_rng(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr)
     rate, truncation, step = 0.0, 1.0, 0
+    checked = "held-out pass rate not checked yet"
     model.train()
     for step in range(1, recipe.max_steps + 1):
         idx = rng.integers(0, len(train), size=recipe.batch_size)
@@ -138,8 +143,11 @@ def build_chat_tiny(recipe: ChatWarmStart = ChatWarmStart()) -> tuple[Qwen2ForCa
                 torch.manual_seed(recipe.seed)
                 rate, truncation = pass_rate(policy, held_out)
             model.train()
+            checked = f"held-out pass rate {rate:.2f}, stops at {recipe.target_pass_rate:g}"
             if rate >= recipe.target_pass_rate:
                 break
+        if progress is not None:
+            progress(step, recipe.max_steps, checked)
     model.eval()
     meta = {
         "warm_start_pass_rate": rate,

@@ -13,6 +13,7 @@ from workers.models.base import Policy
 from workers.models.lm import LMPolicy
 from workers.models.presets import LM_PRESETS, preset_path
 from workers.models.tabular import TabularPolicy, TabularSoftmax
+from workers.progress import Report, say
 from workers.tasks import Task
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -51,6 +52,25 @@ def load_lm(
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, trust_remote_code=False, dtype=dtype, **extra)
     return LMPolicy(model, tokenizer, chat_template=chat_template, chat_template_kwargs=dict(chat_template_kwargs or {}))
+
+
+def prepare_model(model: dict[str, Any], task: Task, cache_dir: Path, report: Report | None) -> None:
+    """Build a built-in preset that is not cached yet (load_policy would build it without a word), telling ``report``
+    at every warm-start step (stage ``model``); nothing for a model folder, the tabular preset or a cached preset.
+
+    Raises:
+        ValueError: a preset that does not fit the task.
+    """
+    preset = model.get("preset")
+    if report is None or preset not in LM_PRESETS:
+        return
+
+    label = f"building the preset {preset}, a supervised warm start: once, then cached in {cache_dir}"
+
+    def progress(step: int, most: int, checked: str) -> None:
+        say(report, "model", label, step, most, "warm-start steps (at most)", checked)
+
+    preset_path(preset, task, cache_dir, progress=progress)
 
 
 def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str = "cpu") -> Policy:

@@ -23,6 +23,7 @@ import torch
 from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from workers.models.lm import LMPolicy, token_settings
 from workers.tasks import Task
@@ -30,6 +31,7 @@ from workers.tasks import Task
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 RECIPE_VERSION = 1  # bump when the warm-start recipe changes: old cache entries are then ignored
 CHAT_RECIPE_VERSION = 1  # the same for chat-tiny (workers.models.chat_tiny)
+WarmStartProgress = Callable[[int, int, str], None]  # (step, at most this many steps, the last check in words)
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,20 @@ def expected_accuracy(model: PreTrainedModel, tokenizer, task: Task, n: int, max
     return float(v.mean())
 
 
-def warm_start(model: PreTrainedModel, tokenizer, task: Task, recipe: WarmStart, max_new_tokens: int = 4) -> float:
-    """Supervised training on answers + EOS until the target accuracy. Returns the accuracy reached."""
+def warm_start(
+    model: PreTrainedModel,
+    tokenizer,
+    task: Task,
+    recipe: WarmStart,
+    max_new_tokens: int = 4,
+    progress: WarmStartProgress | None = None,
+) -> float:
+    """Supervised training on answers + EOS until the target accuracy. Returns the accuracy reached. ``progress`` is
+    called after every step (the step, recipe.max_steps, the last held-out accuracy against the target)."""
     rng = np.random.default_rng(recipe.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr)
     acc = 0.0
+    checked = "held-out accuracy not checked yet"
     for step in range(1, recipe.max_steps + 1):
         batch = task.sample_train(recipe.batch_size, rng)
         prompts = tokenizer([p.prompt for p in batch], add_special_tokens=False)["input_ids"]
@@ -112,14 +123,20 @@ def warm_start(model: PreTrainedModel, tokenizer, task: Task, recipe: WarmStart,
             model.eval()
             acc = expected_accuracy(model, tokenizer, task, recipe.check_prompts, max_new_tokens, 1.0)
             model.train()
+            checked = f"held-out accuracy {acc:.2f}, stops at {recipe.target_accuracy:g}"
             if acc >= recipe.target_accuracy:
                 break
+        if progress is not None:
+            progress(step, recipe.max_steps, checked)
     return acc
 
 
-def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = WarmStart()) -> Path:
+def preset_path(
+    preset: str, task: Task, cache_dir: Path, recipe: WarmStart = WarmStart(), progress: WarmStartProgress | None = None
+) -> Path:
     """The warm-started preset, built once and cached under cache_dir: ``tiny-llama`` for this task
     (its character vocabulary and answers), ``chat-tiny`` for every task (workers.models.chat_tiny).
+    ``progress``: called at every warm-start step of a build (never when the preset is cached).
 
     Safe under concurrency: one builder holds a file lock, others wait and then load its result;
     the folder appears atomically (built elsewhere, then renamed).
@@ -135,7 +152,7 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
             Path(cache_dir),
             preset,
             {"preset": preset, "recipe": asdict(chat), "v": CHAT_RECIPE_VERSION},
-            lambda: build_chat_tiny(chat),
+            lambda: build_chat_tiny(chat, progress),
         )
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join(LM_PRESETS)}")
@@ -143,7 +160,7 @@ def preset_path(preset: str, task: Task, cache_dir: Path, recipe: WarmStart = Wa
     def build() -> tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]:
         tokenizer = build_char_tokenizer(task.vocabulary())
         model = PRESETS[preset](tokenizer, recipe.seed)
-        accuracy = warm_start(model, tokenizer, task, recipe)
+        accuracy = warm_start(model, tokenizer, task, recipe, progress=progress)
         return model, tokenizer, {"task": repr(task), "warm_start_accuracy": accuracy, "recipe": asdict(recipe)}
 
     key = {"preset": preset, "task": repr(task), "recipe": asdict(recipe), "v": RECIPE_VERSION}
@@ -165,6 +182,7 @@ def _cached(
         with torch.random.fork_rng():
             model, tokenizer, meta = build()
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+        hf_logging.disable_progress_bar()  # no "Writing model shards" bar inside a caller's own progress display
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "groupscale-preset.json").write_text(json.dumps({"preset": preset, **meta}, indent=2))
