@@ -65,6 +65,28 @@ def test_the_api_answers_at_once_while_mlflow_is_down(stack, restarted_servers):
             )
 
 
+def test_a_sweep_of_a_task_whose_experiment_was_deleted_starts(stack):
+    """The task's experiment deleted in MLflow's UI (its trash button): the next sweep of that task used to stay
+    queued for good, with a traceback a tick in the log. Now the experiment is restored and the sweep starts.
+    (Before the outage test below, which ends with the stack's MLflow stopped.)"""
+    first = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-deleted-exp-1", "steps": 5}).json()["id"]
+    exp_id = stack.wait(first, {"running", "succeeded", "failed"})["mlflow"]["experiment_id"]
+    stack.http.delete(f"/v1/sweeps/{first}")
+    client = MlflowClient(stack.mlflow_uri)
+    client.delete_experiment(exp_id)
+    assert client.get_experiment(exp_id).lifecycle_stage == "deleted"
+    second = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-deleted-exp-2", "steps": 5}).json()["id"]
+    sweep = stack.wait(second, {"running", "succeeded", "failed", "cancelled"}, timeout_s=60)
+    stack.http.delete(f"/v1/sweeps/{second}")
+    assert sweep["status"] == "running" and sweep["mlflow"]["experiment_id"] == exp_id, sweep
+    assert client.get_experiment(exp_id).lifecycle_stage == "active"
+    assert (
+        client.get_run(sweep["mlflow"]["parent_run_id"])
+        .data.tags["groupscale.note"]
+        .startswith(f"the experiment groupscale/{sweep['task_key']} was in MLflow's trash")
+    )
+
+
 def test_tracking_server_outage_loses_no_metric_point(stack):
     sid = stack.http.post("/v1/sweeps", json=SPEC).json()["id"]
     deadline = time.monotonic() + 180
@@ -90,24 +112,3 @@ def test_tracking_server_outage_loses_no_metric_point(stack):
             assert steps == set(range(1, STEPS + 1)), f"lost steps: {sorted(set(range(1, STEPS + 1)) - steps)[:10]}"
     finally:
         stop_process_group(restarted)
-
-
-def test_a_sweep_of_a_task_whose_experiment_was_deleted_starts(stack):
-    """The task's experiment deleted in MLflow's UI (its trash button): the next sweep of that task used to stay
-    queued for good, with a traceback a tick in the log. Now the experiment is restored and the sweep starts."""
-    first = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-deleted-exp-1", "steps": 5}).json()["id"]
-    exp_id = stack.wait(first, {"running", "succeeded", "failed"})["mlflow"]["experiment_id"]
-    stack.http.delete(f"/v1/sweeps/{first}")
-    client = MlflowClient(stack.mlflow_uri)
-    client.delete_experiment(exp_id)
-    assert client.get_experiment(exp_id).lifecycle_stage == "deleted"
-    second = stack.http.post("/v1/sweeps", json={**SPEC, "name": "e2e-deleted-exp-2", "steps": 5}).json()["id"]
-    sweep = stack.wait(second, {"running", "succeeded", "failed", "cancelled"}, timeout_s=60)
-    stack.http.delete(f"/v1/sweeps/{second}")
-    assert sweep["status"] == "running" and sweep["mlflow"]["experiment_id"] == exp_id, sweep
-    assert client.get_experiment(exp_id).lifecycle_stage == "active"
-    assert (
-        client.get_run(sweep["mlflow"]["parent_run_id"])
-        .data.tags["groupscale.note"]
-        .startswith(f"the experiment groupscale/{sweep['task_key']} was in MLflow's trash")
-    )
