@@ -265,3 +265,14 @@ def test_a_reward_folder_that_would_hide_an_installed_package_is_named(tmp_path)
         RewardProcess(rewards)
     (tmp_path / "__init__.py").write_text("")  # a package folder: its files are imported as the package's
     RewardProcess(rewards).close()
+
+
+def test_verls_batched_scorer_is_named_as_the_convention_groupscale_does_not_call(tmp_path):
+    """verl's compute_score_batched got "missing 4 required positional arguments"; now the convention is named."""
+    (tmp_path / "batched.py").write_text(
+        "def compute_score_batched(data_sources, solution_strs, ground_truths, extra_infos):\n"
+        "    return [0.0 for _ in solution_strs]\n"
+    )
+    with pytest.raises(RewardError, match=r"batched.py:compute_score_batched takes verl's batched convention .* give the "
+                       r"per-completion compute_score\(data_source"):  # fmt: skip
+        RewardProcess([{"function": f"{tmp_path / 'batched.py'}:compute_score_batched", "convention": "verl"}])

@@ -233,6 +233,11 @@ def _scores(results: list[Any], log_extra: Callable[[str, list], None]) -> list[
     return [r["score"] if isinstance(r, dict) else r for r in results]
 
 
+# verl's batched scorer (BatchRewardManager: compute_score_batched(data_sources, solution_strs, ground_truths,
+# extra_infos)): its argument names, which the per-completion convention never has.
+BATCHED = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
+
+
 def answer_paths(specs: Sequence[dict[str, Any]]) -> list[str]:
     """The columns (or dotted paths) the entries read answers from: built-ins' answer_column (default
     ``answer``) and verl scorers' ground truth (default ``reward_model.ground_truth``)."""
@@ -273,6 +278,13 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
             raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}{hint}", i) from e
         kwargs = dict(spec.get("kwargs") or {})
         if spec.get("convention") == "verl":
+            if BATCHED & set(inspect.signature(fn).parameters):
+                raise RewardError(
+                    f"reward function {name} takes verl's batched convention (lists: data_sources, solution_strs, "
+                    "ground_truths, extra_infos), which groupscale does not call: give the per-completion "
+                    "compute_score(data_source, solution_str, ground_truth, extra_info) it wraps",
+                    i,
+                )
             fn = verl_scorer(fn, spec.get("answer_column") or VERL_GROUND_TRUTH, kwargs)
         elif spec.get("kwargs") is not None:
             fn = _from_factory(fn, kwargs, name, i)
