@@ -116,7 +116,8 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
     except TimeoutError:
         raise SpecError(
             ("task", "rewards"),
-            f"the reward functions were not loaded and called on 2 rows within {REWARD_CHECK_S:g} s on the cluster: "
+            f"the reward functions were not loaded and called on the data's first rows within {REWARD_CHECK_S:g} s on the "
+            "cluster: "
             "a reward's import or call is too slow, or the cluster cannot start a worker",
         ) from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad reward
@@ -129,7 +130,7 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
             if index is None
             else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
         )
-        raise SpecError(loc, f"{failure['message']} (checked on 2 rows of the data with placeholder completions)")
+        raise SpecError(loc, f"{failure['message']} (checked on the data's first rows, one of each data_source, with placeholder completions)")
 
 
 TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster

@@ -13,7 +13,7 @@ import pytest
 from mlflow.utils.validation import _validate_metric_name
 
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
-from workers.entry import check_rewards_task
+from workers.entry import check_rewards_task, checked_rows
 from workers.rewards import RewardError, TrainerState, trl_kwargs
 from workers.rewards.loading import load_function
 from workers.rewards.process import RewardProcess
@@ -276,3 +276,22 @@ def test_verls_batched_scorer_is_named_as_the_convention_groupscale_does_not_cal
     with pytest.raises(RewardError, match=r"batched.py:compute_score_batched takes verl's batched convention .* give the "
                        r"per-completion compute_score\(data_source"):  # fmt: skip
         RewardProcess([{"function": f"{tmp_path / 'batched.py'}:compute_score_batched", "convention": "verl"}])
+
+
+def test_the_check_at_submit_reaches_every_data_source(tmp_path):
+    """A verl dispatcher on mixed MATH / NuminaMath rows: the scorer of the third row's source needs a package the
+    workers lack; reading two rows, the check passed and every trial failed."""
+    rows = verl_rows(6)
+    rows[4] = {**rows[4], "data_source": "AI-MO/NuminaMath-CoT"}
+    path = write_parquet(rows, tmp_path / "mixed.parquet")
+    (tmp_path / "dispatch.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if data_source == 'AI-MO/NuminaMath-CoT':\n"
+        "        import groupscale_not_a_real_latex_package  # noqa: F401\n"
+        "    return 0.0\n"
+    )
+    task = {"name": "dataset", "path": str(path), "rewards": [{"function": f"{tmp_path / 'dispatch.py'}:compute_score",
+                                                             "convention": "verl"}]}  # fmt: skip
+    failure = check_rewards_task(task, timeout_s=50)
+    assert failure is not None and "groupscale_not_a_real_latex_package" in failure["message"], failure
+    assert [r["data_source"] for r in checked_rows(rows)] == ["openai/gsm8k"] * 2 + ["AI-MO/NuminaMath-CoT"]
