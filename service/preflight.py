@@ -130,7 +130,8 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
             if index is None
             else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
         )
-        raise SpecError(loc, f"{failure['message']} (checked on the data's first rows, one of each data_source, with placeholder completions)")
+        checked = "checked on the data's first rows, one of each data_source, with placeholder completions"
+        raise SpecError(loc, f"{failure['message']} ({checked})")
 
 
 TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster
