@@ -72,16 +72,17 @@ def require_read_token(request: Request, credentials: Credentials) -> None:
         _refuse()
 
 
-def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> None:
+def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> list[str]:
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
-    422 shape (field path + reason)."""
+    422 shape (field path + reason). Returns preflight's warnings."""
     try:
-        preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
+        warnings = preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
         if scheduler is not None:
             check_rewards_on_cluster(spec, scheduler.run_task)
             check_trl_on_cluster(spec, scheduler.run_task, settings.model_cache_dir)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
+    return warnings
 
 
 StoreDep = Annotated[Store, Depends(_store)]

@@ -30,8 +30,9 @@ class SpecError(ValueError):
         self.loc, self.msg = loc, msg
 
 
-def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | None) -> None:
-    """Raise SpecError for the first problem found; return None when the sweep can run.
+def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | None) -> list[str]:
+    """Raise SpecError for the first problem found; return the warnings (what is accepted but likely a mistake)
+    when the sweep can run.
 
     Args:
         cluster: the Ray cluster's total resources ({"CPU": .., "GPU": ..}), or None when unknown
@@ -58,12 +59,12 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
     if spec.task.name == "jsonl":
         check_under_root(spec.task.path, settings.data_root, ("task", "path"), "data", "GROUPSCALE_DATA_ROOT")
         check_task_file(spec.task.path)
-    if spec.task.name == "dataset":
-        check_dataset_task(spec.task, settings)
+    warnings = check_dataset_task(spec.task, settings) if spec.task.name == "dataset" else []
     if spec.model.path is not None:
         check_model_folder(spec.model.path, settings.model_root)
     if spec.engine == "trl":
         check_trl_recipe(spec)
+    return warnings
 
 
 def check_trl_recipe(spec: SweepSpec) -> None:
@@ -116,7 +117,8 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
     except TimeoutError:
         raise SpecError(
             ("task", "rewards"),
-            f"the reward functions were not loaded and called on 2 rows within {REWARD_CHECK_S:g} s on the cluster: "
+            f"the reward functions were not loaded and called on the data's first rows within {REWARD_CHECK_S:g} s on the "
+            "cluster: "
             "a reward's import or call is too slow, or the cluster cannot start a worker",
         ) from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad reward
@@ -129,7 +131,8 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
             if index is None
             else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
         )
-        raise SpecError(loc, f"{failure['message']} (checked on 2 rows of the data with placeholder completions)")
+        checked = "checked on the data's first rows, one of each data_source, with placeholder completions"
+        raise SpecError(loc, f"{failure['message']} ({checked})")
 
 
 TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster
@@ -171,10 +174,10 @@ def with_server_paths(spec: SweepSpec, settings: Settings) -> SweepSpec:
     return spec.model_copy(update={"task": task.model_copy(update={"rewards": rewards})})
 
 
-def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
+def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
     """Data files under GROUPSCALE_DATA_ROOT and readable, the columns there, the splits non-empty;
     reward functions enabled, under GROUPSCALE_REWARD_ROOT and binding NAME (found without running the file;
-    check_rewards_on_cluster runs them)."""
+    check_rewards_on_cluster runs them). Returns warnings: prompts that hold their own answer (leaked_answers)."""
     for i, reward in enumerate(task.rewards):
         if reward.function is not None:
             check_reward_function(reward.function, settings.reward_root, ("task", "rewards", i, "function"))
@@ -186,7 +189,7 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
                 "exact_match, numeric_match",
             )
     answers = answer_paths([r.model_dump() for r in task.rewards])
-    sizes = {}
+    sizes, warnings = {}, []
     for field in ("path", "eval_path"):
         path = getattr(task, field)
         if path is None:
@@ -199,6 +202,7 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
             loc = ("task", field) if e.field == "path" else ("task", e.field)
             raise SpecError(loc, f"{path[:200]!r}: {e}") from None
         sizes[field] = len(rows)
+        warnings += leaked_answers(rows, task.prompt_column, f"task.{field}")
     if task.eval_path is None:
         n_eval = round((task.eval_fraction or DEFAULT_EVAL_FRACTION) * sizes["path"])
         if sizes["path"] < 2 or n_eval < 1 or n_eval >= sizes["path"]:
@@ -209,6 +213,21 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> None:
                 "held-out split; allowed: a fraction that holds out at least one row "
                 "and keeps one, or eval_path",
             )
+    return warnings
+
+
+def leaked_answers(rows: list[dict[str, Any]], column: str, where: str) -> list[str]:
+    """A warning when conversational prompts end with an assistant turn (a chat dataset's reference answer kept in
+    the prompt column): rendered with a generation prompt after it, every prompt shows the model its solution."""
+    ending = [row[column][-1].get("role") for row in rows[:100] if isinstance(row.get(column), list) and row[column]]
+    n = sum(role == "assistant" for role in ending)
+    if not n:
+        return []
+    return [
+        f"{where}: {n} of the first {len(ending)} prompts in column {column!r} end with an assistant turn, so each "
+        "shows the model its reference answer; give prompt_column a column of the user turns alone (e.g. the "
+        "messages without the last one, made in a preprocessing step)"
+    ]
 
 
 def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | int, ...]) -> None:

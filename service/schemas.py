@@ -49,6 +49,9 @@ class SweepPublic(BaseModel):
     created_at: datetime
     updated_at: datetime
     error: str | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="at submit: what was accepted but looks like a mistake (not stored)"
+    )
 
 
 class TrialPublic(BaseModel):

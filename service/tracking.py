@@ -42,14 +42,10 @@ TRIAL_RUN_STATUS = {
 
 
 def _spec_params(spec: SweepSpec) -> dict:
-    """Parameters every run of a spec carries (task, model, T, measure and the GRPO settings)."""
-    return {
-        "task": spec.task.name,
-        "model": spec.model.label,
-        "steps": spec.steps,
-        "measure": spec.measure.kind,
-        **{f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()},
-    }
+    """Parameters every run of a spec carries (task, model, T, measure and groupscale's GRPO settings; an engine-trl
+    trial's run gets TRL's, as TRL ran them, from its worker: workers.trl_engine.trained_settings)."""
+    grpo = {} if spec.engine == "trl" else {f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()}
+    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind, **grpo}
 
 
 def redact(uri: str) -> str:

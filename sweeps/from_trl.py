@@ -63,7 +63,7 @@ ELSEWHERE = {
 DTYPES = {"bfloat16": "bfloat16", "float32": "float32", "auto": "auto"}
 
 
-def _number(value: Any) -> Any:
+def trl_value(value: Any) -> Any:
     """A YAML 1.1 numeric string (``1e-6``) as the number TRL's parser makes of it (``true``/``false`` as booleans);
     anything else as it is."""
     if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -78,7 +78,7 @@ def _number(value: Any) -> Any:
 
 
 def _steps(config: dict[str, Any]) -> int | None:
-    value = _number(config.get("max_steps"))
+    value = trl_value(config.get("max_steps"))
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -117,7 +117,7 @@ def spec_from_trl(
         raise ValueError(f"--engine: {engine!r}; allowed: trl, groupscale")
     if num_processes < 1:
         raise ValueError(f"--num-processes: {num_processes}; allowed: 1 or more")
-    recipe_processes = _number(config.get("num_processes"))
+    recipe_processes = trl_value(config.get("num_processes"))
     if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
         num_processes = recipe_processes  # `trl grpo --config` passes num_processes to accelerate
     from_recipe = model is None
@@ -126,7 +126,7 @@ def spec_from_trl(
         raise ValueError("the TRL config names no model (model_name_or_path): pass --model with a local model folder")
     if not group_sizes or len(set(group_sizes)) != len(group_sizes) or min(group_sizes) < 2:
         raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
-    batch = {k: _number(config[k]) for k in _BATCH if config.get(k) is not None}
+    batch = {k: trl_value(config[k]) for k in _BATCH if config.get(k) is not None}
     structure = recipe_structure(batch, num_processes)
     budget = structure.generation_batch_size if engine == "trl" else structure.completions_per_optimizer_step
     allowed = valid_group_sizes(budget)
@@ -162,7 +162,7 @@ def spec_from_trl(
             f"model_name_or_path: {model!r} is not a local folder here: groupscale never downloads weights; download it "
             f"(e.g. `hf download {model} --local-dir DIR`) and pass --model DIR, or set model.path"
         )
-    recipe_g = _number(config.get("num_generations"))
+    recipe_g = trl_value(config.get("num_generations"))
     if isinstance(recipe_g, int) and recipe_g not in group_sizes:
         notes.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")
     return spec, notes
@@ -182,8 +182,8 @@ def _model_settings(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("attn_implementation") in ("eager", "sdpa", "flash_attention_2", "flex_attention"):
         out["attn_implementation"] = config["attn_implementation"]
     if str(config.get("use_peft", False)).lower() == "true":
-        lora = {"r": _number(config.get("lora_r", 16)), "alpha": float(_number(config.get("lora_alpha", 32)))}
-        lora["dropout"] = float(_number(config.get("lora_dropout", 0.05)))
+        lora = {"r": trl_value(config.get("lora_r", 16)), "alpha": float(trl_value(config.get("lora_alpha", 32)))}
+        lora["dropout"] = float(trl_value(config.get("lora_dropout", 0.05)))
         targets = config.get("lora_target_modules")
         lora["target_modules"] = targets if isinstance(targets, list) else "all-linear"
         out["lora"] = lora
@@ -221,7 +221,7 @@ def _translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) ->
     grpo: dict[str, Any] = {"loss_type": "dapo", "scale_rewards": "group"}  # TRL 1.16's defaults: the same objective
     for key in (*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing"):
         if config.get(key) is not None:
-            grpo[key] = _number(config[key])
+            grpo[key] = trl_value(config[key])
     for key, value in list(grpo.items()):
         try:  # an invalid value, or a TRL setting groupscale does not run, would change the objective: refused
             GRPOSpec.model_validate({key: value})

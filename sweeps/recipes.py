@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweeps.from_trl import trl_value
 from sweeps.planner import prompts_per_step
-from sweeps.spec import TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
+from sweeps.spec import TRL_ALIASES, TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
 from sweeps.trl_steps import structure_for
 from sweeps.yamlfile import dump_yaml
 
@@ -27,6 +28,30 @@ TO_VERL_LOSS = {
     "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
 }
 assert set(TO_TRL_LOSS.values()) <= set(TRL_LOSS_TYPES)
+# TRL 1.16's GRPOConfig defaults of the settings an export carries (tests/sweeps/test_recipes.py holds them to the
+# installed TRL): what an engine-trl recipe that names none of them trained with.
+TRL_DEFAULTS = {
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "epsilon": 0.2,
+    "beta": 0.0,
+    "num_iterations": 1,
+    "temperature": 1.0,
+    "max_completion_length": 512,
+}
+
+
+def recipe_grpo(recipe: dict[str, Any]) -> GRPOSpec:
+    """The objective a TRL recipe (an engine-trl sweep's ``trl:``) trains, in groupscale's names, with TRL's defaults
+    where it names none (TRL_DEFAULTS): what ``recommend --format verl`` exports for such a sweep. The learning rate
+    is left at groupscale's default (an export does not carry it over).
+
+    Raises:
+        ValueError: a setting groupscale has no name for (a loss_type or scale_rewards it does not run), naming it.
+    """
+    names = [k for k in (*TRL_ALIASES, "temperature") if k != "learning_rate"]
+    given = {k: trl_value(recipe[k]) for k in names if recipe.get(k) is not None}
+    return GRPOSpec.model_validate({**TRL_DEFAULTS, **given})
 
 
 def _check(group_size: int, samples_per_step: int) -> None:

@@ -69,8 +69,9 @@ PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_i
 
 
 def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 1) -> dict[str, Any] | None:
-    """Import a dataset task's reward functions and call each on the first two rows of its data with placeholder
-    completions, in a reward process (workers.rewards.process), as a trial would: run at submit on a Ray worker,
+    """Import a dataset task's reward functions and call each on the first two rows of its data and the first of each
+    other ``data_source`` (checked_rows) with placeholder completions, in a reward process (workers.rewards.process),
+    as a trial would: run at submit on a Ray worker,
     where user code may run.
 
     Args:
@@ -88,7 +89,7 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
 
     start = time.monotonic()
     try:
-        rows = load_rows(task["path"], task.get("split"))[:2]
+        rows = checked_rows(load_rows(task["path"], task.get("split")))
     except DatasetError as e:
         return {"index": None, "message": f"the Ray workers cannot read the data: {e}"}
     column = task.get("prompt_column") or "prompt"
@@ -112,6 +113,22 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
     except RewardError as e:
         failure = e
     return None if failure is None else {"index": failure.index, "message": str(failure)}
+
+
+CHECKED_SOURCES = 16  # the reward check reads the first row of at most this many data_source values
+
+
+def checked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the reward check scores: the first two, and the first row of each other ``data_source`` (verl's
+    column: a dispatcher scores each source with its own scorer, whose imports the first rows may never reach)."""
+    picked, sources = list(rows[:2]), {row.get("data_source") for row in rows[:2]}
+    for row in rows[2:]:
+        if len(sources) >= CHECKED_SOURCES + 2:
+            break
+        if row.get("data_source") not in sources:
+            sources.add(row.get("data_source"))
+            picked.append(row)
+    return picked
 
 
 def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) -> Any:

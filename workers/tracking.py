@@ -147,6 +147,12 @@ class RunLogger:
         if entry not in tags:
             mlflow_call(self.client.set_tag, self.run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*tags, entry]))
 
+    def log_params(self, params: dict[str, str]) -> None:
+        """Params of the trial's run (MLflow takes 100 a call; logging one again with the same value is a no-op)."""
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            mlflow_call(self.client.log_batch, self.run_id, params=items[i : i + 100])
+
     def set_tags(self, tags: dict[str, str]) -> None:
         """Tags on the trial's run (values cut to MLflow's 5000 characters)."""
         mlflow_call(self.client.log_batch, self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])

@@ -123,9 +123,19 @@ def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
     }
     if cfg.device == "cpu":
         args |= {"use_cpu": True, "bf16": False, "fp16": False}
-    args.setdefault("max_completion_length", cfg.grpo.max_new_tokens)
-    args.setdefault("temperature", cfg.grpo.temperature)
-    return args
+    return args  # what the recipe leaves out is TRL's default (max_completion_length, temperature, ...), as in TRL
+
+
+# The GRPOConfig fields a trial's run shows as params (``trl.<field>``), as TRL ran them, beside the recipe's own.
+SHOWN = ("learning_rate", "max_completion_length", "temperature", "top_p", "beta", "loss_type", "scale_rewards",
+         "epsilon", "epsilon_high", "num_iterations", "steps_per_generation", "per_device_train_batch_size",
+         "gradient_accumulation_steps", "generation_batch_size", "num_generations", "max_steps")  # fmt: skip
+
+
+def trained_settings(args: Any, recipe: dict[str, Any]) -> dict[str, str]:
+    """``trl.<field>`` -> the value TRL runs with (``args``, a GRPOConfig): SHOWN and every field the recipe sets."""
+    names = dict.fromkeys([*SHOWN, *recipe])
+    return {f"trl.{k}": str(getattr(args, k))[:6000] for k in names if hasattr(args, k) and k not in {"reward_weights"}}
 
 
 def reward_weights(task: Task) -> list[float]:
@@ -362,6 +372,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     try:
         data, problems = _dataset(task)
         args = GRPOConfig(**trl_arguments(cfg), reward_weights=reward_weights(task))
+        if hasattr(report, "log_params"):  # the run shows what TRL ran, defaults included
+            report.log_params(trained_settings(args, cfg.trl))
         rewards = TrlRewards(task, problems, args)
         history: list[dict] = []  # TRL's logs, step by step
         at: dict[int, dict[str, float]] = {}  # step -> gap, gap_se there

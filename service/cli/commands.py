@@ -57,6 +57,8 @@ def submit(
         )
     client = Client(url)
     sweep = _api(client.submit, spec.model_dump(mode="json"), str(uuid.uuid4()))  # a retry under this key never makes two
+    for warning in sweep.get("warnings", []):
+        err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
     if sweep["mlflow"]["url"]:
         err.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
     typer.echo(sweep["id"])

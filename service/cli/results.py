@@ -200,7 +200,7 @@ def recommend(
         raise typer.Exit(0 if g is not None else 1)
     if g is None:
         _fail(verdict(rec))  # stdout is a config file: nothing goes there
-    from sweeps.recipes import trl_config, verl_overrides
+    from sweeps.recipes import recipe_grpo, trl_config, verl_overrides
     from sweeps.spec import SweepSpec
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
@@ -214,7 +214,11 @@ def recommend(
         except ValueError as e:
             _fail(f"--num-processes: {e}", 2)
     else:
-        lines, notes = verl_overrides(g, budget, spec.grpo)
+        try:  # engine trl: the recipe that was swept, not groupscale's defaults
+            grpo = recipe_grpo(spec.trl_recipe) if spec.engine == "trl" else spec.grpo
+        except ValueError as e:
+            _fail(f"the sweep's trl: recipe has no verl equivalent: {e}")
+        lines, notes = verl_overrides(g, budget, grpo)
         typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
     return None
 

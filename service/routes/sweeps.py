@@ -59,7 +59,7 @@ def create_sweep(
         replay = _replay(s, spec, idempotency_key, response, store, tracking)
         if replay is not None:
             return replay
-    preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files for a while
+    warnings = preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files a while
     try:
         with store.session() as s:
             sweep = Sweep(
@@ -80,7 +80,7 @@ def create_sweep(
             return _replay(s, spec, idempotency_key, response, store, tracking)
     if scheduler is not None:
         scheduler.wake()  # committed: admitted now rather than after the scheduler's poll sleep
-    return public
+    return public.model_copy(update={"warnings": warnings})
 
 
 def _replay(

@@ -375,8 +375,10 @@ class RayBackend:
 
     @staticmethod
     def describe(e: BaseException) -> tuple[str, bool]:
-        """(One line for users: the worker's own exception, not Ray's wrapper; True if the worker died)."""
-        died = isinstance(e, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError)
+        """(One line for users: the worker's own exception, not Ray's wrapper; True if the worker died). A worker
+        Ray's memory monitor killed (OutOfMemoryError) died too: it is replaced, not given the next trial (a worker
+        kept after an out-of-memory kill failed 13 of the next 16 trials with the stale message)."""
+        died = isinstance(e, ray.exceptions.RayActorError | ray.exceptions.WorkerCrashedError | ray.exceptions.OutOfMemoryError)
         cause = getattr(e, "cause", None) or e
         first = (_ANSI.sub("", str(cause)).strip().splitlines() or [""])[0]
         return f"{type(cause).__name__}: {first}"[:1000], died

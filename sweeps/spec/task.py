@@ -71,6 +71,11 @@ class RewardSpec(StrictModel):
     convention: Literal["trl", "verl"] = Field(
         "trl", description="how a function is called: TRL's reward_funcs or verl's compute_score"
     )
+    solution_str: Literal["response", "prompt_and_response"] = Field(
+        "response",
+        description="verl: what solution_str holds; prompt_and_response for scorers that read the prompt and the "
+        "response decoded together (TinyZero's countdown and multiply look for the answer after 'Assistant:')",
+    )
     weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
 
     @model_validator(mode="before")
@@ -88,6 +93,8 @@ class RewardSpec(StrictModel):
             raise ValueError(f"give exactly one of function (FILE.py:NAME) or name (one of: {', '.join(REWARD_NAMES)})")
         if self.name is not None and (self.kwargs is not None or self.convention != "trl"):
             raise ValueError(f"kwargs and convention belong to a function entry, not to the built-in {self.name!r}")
+        if self.solution_str != "response" and self.convention != "verl":
+            raise ValueError("solution_str belongs to convention: verl (verl's compute_score reads it)")
         if self.function is not None and self.convention == "trl" and self.answer_column is not None:
             raise ValueError(
                 "answer_column belongs to built-ins and verl scorers; a TRL-style function receives every column "

@@ -79,6 +79,9 @@ def test_an_engine_trl_sweep_logs_trls_metrics_and_gap_and_is_fitted(trl_stack):
         run = t["mlflow_run_id"]
         for name in TRL_NAMES:
             assert sorted(m.step for m in client.get_metric_history(run, name)) == list(range(1, 11)), (t["group_size"], name)
+        params = client.get_run(run).data.params  # what TRL ran with, not groupscale's grpo: defaults
+        assert not any(k.startswith("grpo.") for k in params), params
+        assert (params["trl.max_completion_length"], params["trl.num_generations"]) == ("24", str(t["group_size"]))
         if t["status"] == "succeeded":  # the eval before step 1 (step 0), at eval.every = 5 and at the end
             assert sorted(m.step for m in client.get_metric_history(run, "gap")) == [0, 5, 10]
             assert t["metrics"]["gap@5"] == next(m.value for m in client.get_metric_history(run, "gap") if m.step == 5)

@@ -378,3 +378,21 @@ def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_pa
             cli, ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", "trl", "--num-processes", "3"]
         )
         assert bad.exit_code == 2 and "--num-processes: samples_per_step 32 cannot feed" in bad.output
+
+
+def test_prompts_that_end_with_the_assistants_answer_are_accepted_with_a_warning_naming_the_column(tmp_path, roots):
+    """A chat dataset's ``messages`` column, whose conversation ends with the reference answer: every prompt would
+    show the model its solution. Accepted (a continued conversation may be meant), with a warning saying the fix."""
+    data, rewards = roots
+    rows = [{"messages": [{"role": "user", "content": f"{i}+1=?"}, {"role": "assistant", "content": str(i + 1)}],
+             "solution": str(i + 1)} for i in range(10)]  # fmt: skip
+    Dataset.from_list(rows).to_parquet(str(data / "chat.parquet"))
+    spec = _spec(data, rewards, path=str(data / "chat.parquet"), prompt_column="messages")
+    with _client(tmp_path, reward_root=rewards, data_root=data) as c:
+        r = c.post("/v1/sweeps", json=spec)
+        assert r.status_code == 201, r.text
+        [warning] = r.json()["warnings"]
+        assert warning.startswith("task.path: 10 of the first 10 prompts in column 'messages' end with an assistant turn")
+        assert "give prompt_column a column of the user turns alone" in warning
+        plain = c.post("/v1/sweeps", json={**_spec(data, rewards), "name": "plain"})
+        assert plain.status_code == 201 and plain.json()["warnings"] == [], plain.text

@@ -72,3 +72,14 @@ def test_a_dead_worker_is_known_dead_at_once(backend, tmp_path):
     assert "trial-dead" not in RayBackend(backend.settings).trial_names()
     assert time.monotonic() - start < 30
     backend.kill_trial("trial-dead")
+
+
+def test_a_worker_killed_for_memory_counts_as_died_so_it_is_replaced():
+    """Ray's memory monitor killed a trial's worker: the trial's own reason, and the worker is not reused."""
+    import ray.exceptions
+
+    from service.scheduler.ray_backend import RayBackend
+
+    oom = ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory.")
+    assert RayBackend.describe(oom) == ("OutOfMemoryError: Task was killed due to the node running low on memory.", True)
+    assert RayBackend.describe(ValueError("a bad reward"))[1] is False

@@ -82,3 +82,32 @@ def test_verl_overrides_count_prompts():
 def test_a_recommendation_that_does_not_divide_b_names_the_allowed_group_sizes():
     with pytest.raises(ValueError, match=r"divide samples_per_step 12; allowed: 2, 3, 4, 6, 12"):
         trl_settings(5, 12, GRPOSpec())
+
+
+def test_trls_defaults_that_an_export_assumes_are_the_installed_trls():
+    """A recipe that names none of them trained with these (TRL 1.16); a TRL upgrade that changes one fails here."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from sweeps.recipes import TRL_DEFAULTS
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert {k: defaults[k] for k in TRL_DEFAULTS} == TRL_DEFAULTS
+
+
+def test_an_engine_trl_sweeps_verl_export_is_the_recipe_that_was_swept():
+    """It exported groupscale's defaults (rloo, seq-mean-token-mean, clip 0.2, 4 tokens) instead of the DAPO recipe."""
+    from sweeps.recipes import recipe_grpo
+
+    dapo = {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.0, "scale_rewards": "group",
+            "max_completion_length": 1024, "temperature": 0.7, "learning_rate": "1e-6"}  # fmt: skip
+    got = dict(line.split("=", 1) for line in verl_overrides(8, 64, recipe_grpo(dapo))[0])
+    assert got["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
+    assert got["algorithm.adv_estimator"] == "grpo" and got["algorithm.norm_adv_by_std_in_grpo"] == "True"
+    assert (got["actor_rollout_ref.actor.clip_ratio_low"], got["actor_rollout_ref.actor.clip_ratio_high"]) == ("0.2", "0.28")
+    assert (got["data.max_response_length"], got["actor_rollout_ref.rollout.temperature"]) == ("1024", "0.7")
+    bare = dict(line.split("=", 1) for line in verl_overrides(8, 64, recipe_grpo({}))[0])  # TRL's defaults
+    assert (bare["data.max_response_length"], bare["actor_rollout_ref.actor.loss_agg_mode"]) == ("512", "token-mean")
+    with pytest.raises(ValueError, match="loss_type"):
+        recipe_grpo({"loss_type": "a-new-one"})

@@ -307,3 +307,11 @@ def test_answer_method_is_a_registered_name_and_an_unknown_one_lists_them():
     err = e.value.errors()[0]
     assert err["loc"] == ("answer", "method") and "'staged' or 'tracking'" in err["msg"]
     assert set(typing.get_args(AnswerMethodName)) == set(METHODS)  # the spec's names are the registry's
+
+
+def test_solution_str_belongs_to_verl_scorers():
+    from sweeps.spec.task import RewardSpec
+
+    assert RewardSpec(function="c.py:compute_score", convention="verl", solution_str="prompt_and_response")
+    with pytest.raises(ValidationError, match="solution_str belongs to convention: verl"):
+        RewardSpec(function="r.py:f", solution_str="prompt_and_response")

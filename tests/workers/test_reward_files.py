@@ -13,7 +13,7 @@ import pytest
 from mlflow.utils.validation import _validate_metric_name
 
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
-from workers.entry import check_rewards_task
+from workers.entry import check_rewards_task, checked_rows
 from workers.rewards import RewardError, TrainerState, trl_kwargs
 from workers.rewards.loading import load_function
 from workers.rewards.process import RewardProcess
@@ -265,3 +265,72 @@ def test_a_reward_folder_that_would_hide_an_installed_package_is_named(tmp_path)
         RewardProcess(rewards)
     (tmp_path / "__init__.py").write_text("")  # a package folder: its files are imported as the package's
     RewardProcess(rewards).close()
+
+
+def test_verls_batched_scorer_is_named_as_the_convention_groupscale_does_not_call(tmp_path):
+    """verl's compute_score_batched got "missing 4 required positional arguments"; now the convention is named."""
+    (tmp_path / "batched.py").write_text(
+        "def compute_score_batched(data_sources, solution_strs, ground_truths, extra_infos):\n"
+        "    return [0.0 for _ in solution_strs]\n"
+    )
+    with pytest.raises(RewardError, match=r"batched.py:compute_score_batched takes verl's batched convention .* give the "
+                       r"per-completion compute_score\(data_source"):  # fmt: skip
+        RewardProcess([{"function": f"{tmp_path / 'batched.py'}:compute_score_batched", "convention": "verl"}])
+
+
+def test_the_check_at_submit_reaches_every_data_source(tmp_path):
+    """A verl dispatcher on mixed MATH / NuminaMath rows: the scorer of the third row's source needs a package the
+    workers lack; reading two rows, the check passed and every trial failed."""
+    rows = verl_rows(6)
+    rows[4] = {**rows[4], "data_source": "AI-MO/NuminaMath-CoT"}
+    path = write_parquet(rows, tmp_path / "mixed.parquet")
+    (tmp_path / "dispatch.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if data_source == 'AI-MO/NuminaMath-CoT':\n"
+        "        import groupscale_not_a_real_latex_package  # noqa: F401\n"
+        "    return 0.0\n"
+    )
+    task = {"name": "dataset", "path": str(path), "rewards": [{"function": f"{tmp_path / 'dispatch.py'}:compute_score",
+                                                             "convention": "verl"}]}  # fmt: skip
+    failure = check_rewards_task(task, timeout_s=50)
+    assert failure is not None and "groupscale_not_a_real_latex_package" in failure["message"], failure
+    assert [r["data_source"] for r in checked_rows(rows)] == ["openai/gsm8k"] * 2 + ["AI-MO/NuminaMath-CoT"]
+
+
+COUNTDOWN = '''\
+import re
+
+
+def compute_score(solution_str, ground_truth, format_score=0.1, score=1.0):
+    """TinyZero's countdown scorer, shortened: it reads the prompt and the response decoded together."""
+    if "Assistant:" not in solution_str:
+        return 0
+    found = re.findall(r"<answer>(.*?)</answer>", solution_str.split("Assistant:", 1)[1])
+    if not found:
+        return 0
+    used = sorted(int(n) for n in re.findall(r"\\d+", found[-1]))
+    if used != sorted(ground_truth["numbers"]):
+        return format_score
+    return score if eval(found[-1], {"__builtins__": None}, {}) == ground_truth["target"] else format_score
+'''
+
+
+def test_a_tinyzero_scorer_gets_the_prompt_and_the_response_together(tmp_path):
+    """A right equation scored 0 (the scorer looks for "Assistant:", which is in the prompt): with
+    ``solution_str: prompt_and_response`` it scores 1, and by default it still gets the response alone."""
+    (tmp_path / "countdown.py").write_text(COUNTDOWN)
+    rows = [{"prompt": f"User: make {a + b} from [{a}, {b}]. Assistant: Let me solve this step by step.",
+             "data_source": "countdown", "reward_model": {"ground_truth": {"target": a + b, "numbers": [a, b]}}}
+            for a, b in [(3, 4), (5, 6), (1, 8), (2, 2), (7, 9)]]  # fmt: skip
+    path = write_parquet(rows * 4, tmp_path / "countdown.parquet")
+    entry = {"function": f"{tmp_path / 'countdown.py'}:compute_score", "convention": "verl"}
+    for solution_str, want in (("prompt_and_response", [1.0, 1.0, 0.1]), ("response", [0.0, 0.0, 0.0])):
+        task = make_task({"name": "dataset", "path": str(path), "eval_fraction": 0.2,
+                          "rewards": [{**entry, "solution_str": solution_str}]})  # fmt: skip
+        problems = task.train_support()[0][:3]
+        truths = [p.columns["reward_model"]["ground_truth"] for p in problems]
+        texts = [f"<answer>{t['numbers'][0]} + {t['numbers'][1]}</answer>" for t in truths[:2]]
+        texts.append(f"<answer>{truths[2]['numbers'][0]} * {truths[2]['numbers'][1]}</answer>")  # a wrong equation
+        want = want if truths[2]["numbers"][0] * truths[2]["numbers"][1] != truths[2]["target"] else want[:2] + [1.0]
+        assert task.score(problems, texts).per_function["countdown.compute_score"].tolist() == want, solution_str
+        task.close()

@@ -1,6 +1,7 @@
 """``engine: trl``: trials trained by TRL's own GRPOTrainer on chat-tiny, in a thread as on a warm Ray worker, measured as
 every trial is (TRL's per-step metrics under TRL's names, groupscale's held-out gap, checkpoints and resume, LoRA)."""
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
 from workers.config import TrialConfig, TrialResult
 from workers.models.presets import preset_path
-from workers.trl_engine import coerce, silent_generation, train_trial_trl, trl_arguments
+from workers.trl_engine import coerce, silent_generation, train_trial_trl, trained_settings, trl_arguments
 
 TRL_NAMES = (
     "reward",
@@ -124,6 +125,12 @@ def test_the_recipe_reaches_trl_unchanged_but_for_what_a_sweep_sets(tmp_path):
 
     trl = GRPOConfig(**args)
     assert trl.steps_per_generation // trl.gradient_accumulation_steps == 2 and trl.generation_batch_size == 32
+    bare = GRPOConfig(**trl_arguments(_config(("unused", "unused"), tmp_path, **arithmetic, trl={})))
+    default = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert (bare.max_completion_length, bare.temperature) == (default["max_completion_length"], default["temperature"])
+    shown = trained_settings(trl, recipe)  # the run's params: what TRL ran, not groupscale's grpo defaults
+    assert shown["trl.max_completion_length"] == "24" and shown["trl.weight_decay"] == "0.1"
+    assert shown["trl.num_generations"] == "4" and shown["trl.learning_rate"] == "0.0003"
     with pytest.raises(ValueError, match=r"trl.learnig_rate: not a field of TRL's GRPOConfig \(did you mean learning_rate"):
         coerce({"learnig_rate": 1e-6})
     with pytest.raises(ValueError, match=r"trl.beta: 'a lot' is not a float"):

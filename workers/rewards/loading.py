@@ -166,13 +166,17 @@ def load_function(ref: str) -> Callable[..., Any]:
     return fn
 
 
-def verl_scorer(compute_score: Callable[..., Any], ground_truth: str, reward_kwargs: dict[str, Any]) -> Callable[..., Any]:
+def verl_scorer(
+    compute_score: Callable[..., Any], ground_truth: str, reward_kwargs: dict[str, Any], with_prompt: bool = False
+) -> Callable[..., Any]:
     """verl's ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)`` as a
     TRL-style term: called once per completion with the completion's text, the row's ``data_source`` and
     ``extra_info`` columns and the value at ``ground_truth`` (a dotted path), plus ``reward_kwargs`` (verl's
     ``custom_reward_function.reward_kwargs``). Arguments the function does not accept are not passed (so
     verl's per-dataset scorers, ``gsm8k.compute_score(solution_str, ground_truth)``, work too). A result is a
-    float or verl's dict with ``score``; the dict's other keys become ``log_extra`` columns.
+    float or verl's dict with ``score``; the dict's other keys become ``log_extra`` columns. ``with_prompt``
+    (``solution_str: prompt_and_response``): solution_str is the prompt's text followed by the completion's, as
+    TinyZero decodes them together (a chat prompt's messages' contents, joined by newlines: not the chat template).
 
     Source: verl, ``NaiveRewardManager.__call__`` (verl/workers/reward_manager/naive.py) and
     ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py).
@@ -187,12 +191,13 @@ def verl_scorer(compute_score: Callable[..., Any], ground_truth: str, reward_kwa
         n = len(completions)
         truths = column_values(columns, ground_truth, n)
         sources = columns.get("data_source") or [None] * n
+        prompts = [_prompt_text(p) for p in columns.get("prompts") or [""] * n] if with_prompt else [""] * n
         infos = columns.get("extra_info") or [None] * n
         calls = [
             accepted(
                 {
                     "data_source": sources[i],
-                    "solution_str": text_of(completions[i]),
+                    "solution_str": prompts[i] + text_of(completions[i]),
                     "ground_truth": truths[i],
                     "extra_info": dict(infos[i]) if isinstance(infos[i], dict) else infos[i],
                     **reward_kwargs,
@@ -207,6 +212,11 @@ def verl_scorer(compute_score: Callable[..., Any], ground_truth: str, reward_kwa
 
     score_all.__name__ = getattr(compute_score, "__name__", "compute_score")
     return score_all
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A prompt's text: a string as it is, a conversation's contents joined by newlines."""
+    return prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in prompt)
 
 
 async def _await_all(results: list[Any], log_extra: Callable[[str, list], None]) -> list[float | None]:
@@ -231,6 +241,11 @@ def _scores(results: list[Any], log_extra: Callable[[str, list], None]) -> list[
     for key in keys:
         log_extra(key, [r.get(key) if isinstance(r, dict) else None for r in results])
     return [r["score"] if isinstance(r, dict) else r for r in results]
+
+
+# verl's batched scorer (BatchRewardManager: compute_score_batched(data_sources, solution_strs, ground_truths,
+# extra_infos)): its argument names, which the per-completion convention never has.
+BATCHED = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
 
 
 def answer_paths(specs: Sequence[dict[str, Any]]) -> list[str]:
@@ -273,7 +288,15 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
             raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}{hint}", i) from e
         kwargs = dict(spec.get("kwargs") or {})
         if spec.get("convention") == "verl":
-            fn = verl_scorer(fn, spec.get("answer_column") or VERL_GROUND_TRUTH, kwargs)
+            if BATCHED & set(inspect.signature(fn).parameters):
+                raise RewardError(
+                    f"reward function {name} takes verl's batched convention (lists: data_sources, solution_strs, "
+                    "ground_truths, extra_infos), which groupscale does not call: give the per-completion "
+                    "compute_score(data_source, solution_str, ground_truth, extra_info) it wraps",
+                    i,
+                )
+            truth, with_prompt = spec.get("answer_column") or VERL_GROUND_TRUTH, spec.get("solution_str") == "prompt_and_response"
+            fn = verl_scorer(fn, truth, kwargs, with_prompt)
         elif spec.get("kwargs") is not None:
             fn = _from_factory(fn, kwargs, name, i)
         terms.append(WeightedReward(name, key, weight, fn))
