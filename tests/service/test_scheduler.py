@@ -268,11 +268,7 @@ def test_a_probe_waits_for_free_resources_like_every_kind(env):
     store, backend, _, sched = env
     submit(store)
     tick(sched)
-    with store.session() as s:
-        probe = Probe(spec={**SPEC, "name": "p"})
-        s.add(probe)
-        s.flush()
-        probe_id = probe.id
+    probe_id = _probe(store)
     tick(sched)
     with store.read() as s:
         assert s.get(Probe, probe_id).status == "queued"  # both CPUs hold trials
@@ -284,11 +280,7 @@ def test_a_probe_waits_for_free_resources_like_every_kind(env):
 
 def test_a_probe_read_as_succeeded_already_names_its_run(env):
     store, backend, tracking, sched = env
-    with store.session() as s:
-        probe = Probe(spec={**SPEC, "name": "p"})
-        s.add(probe)
-        s.flush()
-        probe_id = probe.id
+    probe_id = _probe(store)
     seen = []
     log_probe = tracking.log_probe
     tracking.log_probe = lambda *a: seen.append(_probe_status(store, probe_id)) or log_probe(*a)
@@ -304,11 +296,7 @@ def test_a_running_probes_reports_are_stored_and_kept_once_it_ended(env):
     """GET /v1/answers/{id} and /v1/probes/{id} show ``progress``: the scheduler stores what the task reported (each
     tick, outside a transaction), and the last report before its end stays."""
     store, backend, _, sched = env
-    with store.session() as s:
-        probe = Probe(spec={**SPEC, "name": "p"})
-        s.add(probe)
-        s.flush()
-        probe_id = probe.id
+    probe_id = _probe(store)
     tick(sched)
     (handle,) = backend.running("run_probe_task")
     assert _probe_progress(store, probe_id) is None  # nothing reported yet
@@ -328,6 +316,15 @@ def test_a_running_probes_reports_are_stored_and_kept_once_it_ended(env):
 def _probe_progress(store, probe_id):
     with store.read() as s:
         return s.get(Probe, probe_id).progress
+
+
+def _probe(store) -> str:
+    """A queued probe of SPEC; its id."""
+    with store.session() as s:
+        probe = Probe(spec={**SPEC, "name": "p"})
+        s.add(probe)
+        s.flush()
+        return probe.id
 
 
 def _probe_status(store, probe_id):

@@ -68,65 +68,60 @@ def test_no_metric_point_is_lost_across_a_tracking_server_restart(tmp_path):
             stop_process_group(p)
 
 
+@pytest.fixture
+def mlflow_uri(tmp_path):
+    """A real MLflow tracking server of the test's own (its URI), stopped after the test."""
+    port = free_port()
+    server = start_mlflow(tmp_path / "mlflow", "127.0.0.1", port)
+    yield f"http://127.0.0.1:{port}"
+    stop_process_group(server)
+
+
+def _answer_lost_once(send, verb: str, ending: str, lost: list[str]):
+    """MLflow's ``http_request`` whose first ``verb`` request to an endpoint ending in ``ending`` reaches the server
+    and then loses its answer (a connection reset), as a proxy or a flaky network does; ``lost`` records it."""
+
+    def request(host_creds, endpoint, method, *args, **kwargs):
+        response = send(host_creds, endpoint, method, *args, **kwargs)
+        if method == verb and endpoint.endswith(ending) and not lost:
+            lost.append(endpoint)
+            raise ConnectionResetError("connection reset by peer (after the server took the request)")
+        return response
+
+    return request
+
+
 @pytest.mark.e2e
-def test_a_retried_samples_table_is_written_once(tmp_path, monkeypatch):
+def test_a_retried_samples_table_is_written_once(mlflow_uri, tmp_path, monkeypatch):
     """The upload reaches the server but its answer is lost (a connection reset after the PUT): the retry must not
     append the table to itself (MlflowClient.log_table appends to an existing artifact: 5 rows became 10)."""
     import mlflow.store.artifact.http_artifact_repo as http_repo
 
-    port = free_port()
-    server = start_mlflow(tmp_path, "127.0.0.1", port)
-    uri = f"http://127.0.0.1:{port}"
-    sent, lost = http_repo.http_request, []
-
-    def answer_lost_once(host_creds, endpoint, method, *args, **kwargs):
-        response = sent(host_creds, endpoint, method, *args, **kwargs)
-        if method == "PUT" and endpoint.endswith("samples.json") and not lost:
-            lost.append(endpoint)
-            raise ConnectionResetError("connection reset by peer (after the server stored the file)")
-        return response
-
-    monkeypatch.setattr(http_repo, "http_request", answer_lost_once)
-    try:
-        client = MlflowClient(uri)
-        run_id = client.create_run(client.create_experiment("table")).info.run_id
-        rows = [{"prompt": f"{i}+1=", "completion": str(i + 1), "reward": 1.0} for i in range(5)]
-        RunLogger(uri, run_id).log_table(rows)
-        assert lost  # the failure happened, and was retried
-        table = json.loads((Path(client.download_artifacts(run_id, "samples.json", str(tmp_path)))).read_text())
-        assert table["columns"] == ["prompt", "completion", "reward"]
-        assert table["data"] == [[r["prompt"], r["completion"], r["reward"]] for r in rows]
-        tag = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
-        assert tag == [{"path": "samples.json", "type": "table"}]  # what MLflow's UI reads to show it as a table
-    finally:
-        stop_process_group(server)
+    lost: list[str] = []
+    monkeypatch.setattr(http_repo, "http_request", _answer_lost_once(http_repo.http_request, "PUT", "samples.json", lost))
+    client = MlflowClient(mlflow_uri)
+    run_id = client.create_run(client.create_experiment("table")).info.run_id
+    rows = [{"prompt": f"{i}+1=", "completion": str(i + 1), "reward": 1.0} for i in range(5)]
+    RunLogger(mlflow_uri, run_id).log_table(rows)
+    assert lost  # the failure happened, and was retried
+    table = json.loads((Path(client.download_artifacts(run_id, "samples.json", str(tmp_path)))).read_text())
+    assert table["columns"] == ["prompt", "completion", "reward"]
+    assert table["data"] == [[r["prompt"], r["completion"], r["reward"]] for r in rows]
+    tag = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
+    assert tag == [{"path": "samples.json", "type": "table"}]  # what MLflow's UI reads to show it as a table
 
 
 @pytest.mark.e2e
-def test_a_retried_run_creation_makes_one_run(tmp_path, monkeypatch):
+def test_a_retried_run_creation_makes_one_run(mlflow_uri, monkeypatch):
     """runs/create reaches the server, its answer is lost: the retry takes the run that was made."""
     import mlflow.utils.rest_utils as rest
 
-    port = free_port()
-    server = start_mlflow(tmp_path, "127.0.0.1", port)
-    uri = f"http://127.0.0.1:{port}"
-    sent, lost = rest.http_request, []
-
-    def answer_lost_once(host_creds, endpoint, method, *args, **kwargs):
-        response = sent(host_creds, endpoint, method, *args, **kwargs)
-        if endpoint.endswith("/runs/create") and not lost:
-            lost.append(endpoint)
-            raise ConnectionResetError("connection reset by peer (after the server made the run)")
-        return response
-
-    monkeypatch.setattr(rest, "http_request", answer_lost_once)
-    try:
-        client = RetryingClient(uri)
-        experiment_id = client.create_experiment("create")
-        run = client.create_run(experiment_id, run_name="trial", tags={"groupscale.kind": "trial"})
-        assert lost  # the failure happened, and was retried
-        runs = MlflowClient(uri).search_runs([experiment_id])
-        assert [r.info.run_id for r in runs] == [run.info.run_id]
-        assert runs[0].data.tags["groupscale.kind"] == "trial" and runs[0].info.run_name == "trial"
-    finally:
-        stop_process_group(server)
+    lost: list[str] = []
+    monkeypatch.setattr(rest, "http_request", _answer_lost_once(rest.http_request, "POST", "/runs/create", lost))
+    client = RetryingClient(mlflow_uri)
+    experiment_id = client.create_experiment("create")
+    run = client.create_run(experiment_id, run_name="trial", tags={"groupscale.kind": "trial"})
+    assert lost  # the failure happened, and was retried
+    runs = MlflowClient(mlflow_uri).search_runs([experiment_id])
+    assert [r.info.run_id for r in runs] == [run.info.run_id]
+    assert runs[0].data.tags["groupscale.kind"] == "trial" and runs[0].info.run_name == "trial"
