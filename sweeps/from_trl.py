@@ -22,6 +22,17 @@ from pydantic import ValidationError
 from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
 from sweeps.trl_steps import recipe_structure
 
+# TRL 1.16's GRPOConfig defaults of the objective's settings (tests/sweeps/test_recipes.py holds them to the installed
+# TRL): what a recipe that names none of them trains with, in from-trl's translation and in a verl export.
+TRL_DEFAULTS = {
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "epsilon": 0.2,
+    "beta": 0.0,
+    "num_iterations": 1,
+    "temperature": 1.0,
+    "max_completion_length": 512,
+}
 # GRPOConfig fields a sweep owns: its trials set them (engine trl) or they would publish or evaluate elsewhere.
 SWEEP_OWNED = {
     "num_generations": "G: --group-sizes",
@@ -218,7 +229,7 @@ def _as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grp
 
 def _translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> list[str]:
     """engine groupscale: the recipe's settings in groupscale's names, with TRL's defaults where it names none."""
-    grpo: dict[str, Any] = {"loss_type": "dapo", "scale_rewards": "group"}  # TRL 1.16's defaults: the same objective
+    grpo: dict[str, Any] = {k: TRL_DEFAULTS[k] for k in ("loss_type", "scale_rewards")}  # TRL's: the same objective
     for key in (*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing"):
         if config.get(key) is not None:
             grpo[key] = trl_value(config[key])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeps.from_trl import trl_value
+from sweeps.from_trl import TRL_DEFAULTS, trl_value
 from sweeps.planner import prompts_per_step
 from sweeps.spec import TRL_ALIASES, TRL_LOSS_TYPES, GRPOSpec, SweepSpec, valid_group_sizes
 from sweeps.trl_steps import structure_for
@@ -28,17 +28,6 @@ TO_VERL_LOSS = {
     "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
 }
 assert set(TO_TRL_LOSS.values()) <= set(TRL_LOSS_TYPES)
-# TRL 1.16's GRPOConfig defaults of the settings an export carries (tests/sweeps/test_recipes.py holds them to the
-# installed TRL): what an engine-trl recipe that names none of them trained with.
-TRL_DEFAULTS = {
-    "loss_type": "dapo",
-    "scale_rewards": "group",
-    "epsilon": 0.2,
-    "beta": 0.0,
-    "num_iterations": 1,
-    "temperature": 1.0,
-    "max_completion_length": 512,
-}
 
 
 def recipe_grpo(recipe: dict[str, Any]) -> GRPOSpec:

@@ -90,7 +90,7 @@ def test_trls_defaults_that_an_export_assumes_are_the_installed_trls():
 
     from trl import GRPOConfig
 
-    from sweeps.recipes import TRL_DEFAULTS
+    from sweeps.from_trl import TRL_DEFAULTS
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     assert {k: defaults[k] for k in TRL_DEFAULTS} == TRL_DEFAULTS
