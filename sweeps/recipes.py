@@ -12,6 +12,7 @@ also in prompts, actor.loss_agg_mode, algorithm.norm_adv_by_std_in_grpo, algorit
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from sweeps.from_trl import TRL_DEFAULTS, trl_value
@@ -107,20 +108,32 @@ def trl_config(group_size: int, samples_per_step: int, spec: SweepSpec, header: 
     return "\n".join(lines + [dump_yaml(settings).rstrip()]) + "\n"
 
 
-def verl_overrides(group_size: int, samples_per_step: int, grpo: GRPOSpec) -> tuple[list[str], list[str]]:
+def verl_overrides(
+    group_size: int, samples_per_step: int, grpo: GRPOSpec, optimizer_steps_per_generation: Fraction = Fraction(1)
+) -> tuple[list[str], list[str]]:
     """verl hydra overrides (``key=value``) for G and B with the sweep's loss settings, and notes.
 
-    verl counts prompts: data.train_batch_size = B / G; ppo_mini_batch_size = B / G makes one optimizer
-    step per batch per epoch, as groupscale does, and ppo_epochs = inner_steps. Raises ValueError
-    unless G >= 2 divides B.
+    verl counts prompts: data.train_batch_size = B / G; ppo_mini_batch_size = B / (G k) makes k optimizer steps per
+    batch per epoch (k = 1 for groupscale's trainer; an engine-trl recipe's ``optimizer_steps_per_generation``), and
+    ppo_epochs = inner_steps. A recipe with k = 1/n (n generations per optimizer step, all from the same weights) is
+    one rollout batch of n B completions and one step in verl, whose mini-batch cannot exceed its batch.
+
+    Raises:
+        ValueError: G < 2 or G does not divide B; k is neither whole nor 1/n, or B / (G k) is not a whole number of
+            prompts (verl's mini-batches are whole prompts that divide the batch).
     """
     _check(group_size, samples_per_step)
-    prompts = prompts_per_step(samples_per_step, group_size)
+    k = optimizer_steps_per_generation
+    if k.numerator != 1 and k.denominator != 1:
+        raise ValueError(f"{k} optimizer steps per generation: verl's ppo_mini_batch_size must divide data.train_batch_size")
+    prompts = prompts_per_step(samples_per_step, group_size) * k.denominator
+    if prompts % k.numerator:
+        raise ValueError(f"{prompts} prompts per batch do not split into {k} verl mini-batches of whole prompts")
     out = [
         "algorithm.adv_estimator=" + ("rloo" if grpo.advantage == "loo" else "grpo"),
         f"actor_rollout_ref.rollout.n={group_size}",
         f"data.train_batch_size={prompts}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts // k.numerator}",
         f"actor_rollout_ref.actor.ppo_epochs={grpo.inner_steps}",
         f"actor_rollout_ref.actor.loss_agg_mode={TO_VERL_LOSS[grpo.loss_aggregation]}",
         f"actor_rollout_ref.actor.clip_ratio_low={grpo.clip_eps:g}",
@@ -139,6 +152,8 @@ def verl_overrides(group_size: int, samples_per_step: int, grpo: GRPOSpec) -> tu
     else:
         out.append("actor_rollout_ref.actor.use_kl_loss=False")
     notes = ["actor_rollout_ref.actor.optim.lr is not carried over: a sweep's lr is tuned for its own model"]
+    if k.denominator > 1:
+        notes.append(f"the recipe's {k.denominator} generations of B = {samples_per_step} per optimizer step are one verl batch")
     if grpo.advantage == "oracle":
         notes.append("advantage 'oracle' (exact expected reward baseline) has no verl estimator: rloo is the closest")
     return out, notes

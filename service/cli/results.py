@@ -202,6 +202,7 @@ def recommend(
         _fail(verdict(rec))  # stdout is a config file: nothing goes there
     from sweeps.recipes import recipe_grpo, trl_config, verl_overrides
     from sweeps.spec import SweepSpec
+    from sweeps.trl_steps import recipe_structure
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
     budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
@@ -214,11 +215,14 @@ def recommend(
         except ValueError as e:
             _fail(f"--num-processes: {e}", 2)
     else:
-        try:  # engine trl: the recipe that was swept, not groupscale's defaults
-            grpo = recipe_grpo(spec.trl_recipe) if spec.engine == "trl" else spec.grpo
+        try:  # engine trl: the recipe that was swept (objective and steps per generation), not groupscale's defaults
+            if spec.engine == "trl":
+                k = recipe_structure(spec.trl_recipe).optimizer_steps_per_generation
+                lines, notes = verl_overrides(g, budget, recipe_grpo(spec.trl_recipe), k)
+            else:
+                lines, notes = verl_overrides(g, budget, spec.grpo)
         except ValueError as e:
             _fail(f"the sweep's trl: recipe has no verl equivalent: {e}")
-        lines, notes = verl_overrides(g, budget, grpo)
         typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
     return None
 

@@ -114,6 +114,37 @@ def test_steps_per_generation_above_accumulation_and_g_14_on_7_processes():
         )
 
 
+# TRL's docs/source/paper_index.md, DeepSeekMath: 16 generations of 4 x 16 completions... split into 16 minibatches
+DEEPSEEKMATH = """
+model_name_or_path: /m
+loss_type: grpo
+beta: 0.001
+epsilon: 10.0
+num_generations: 16
+max_completion_length: 32768
+steps_per_generation: 16
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 128
+"""
+
+
+def test_a_recipe_with_several_generations_per_optimizer_step_is_swept_as_trl_trains_it():
+    """steps_per_generation 16 below gradient_accumulation_steps 128: each optimizer step takes 8 generations of 64
+    completions (512). engine trl keeps it, B the generation batch; engine groupscale samples the step's 512 at once."""
+    recipe = yaml.safe_load(DEEPSEEKMATH)
+    spec, _ = spec_from_trl(recipe, [8, 16, 32], grpo_fields=FIELDS)
+    assert spec["samples_per_step"] == [64]
+    _trl_section_is_the_recipe(recipe, spec)
+    parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+    structure = recipe_structure(parsed.trl_recipe)
+    assert (structure.completions_per_optimizer_step, structure.steps_per_generation) == (512, 16)
+    assert structure.describe().startswith("each optimizer step takes 8 generations of 64 completions (512)")
+    with pytest.raises(ValueError, match=r"epsilon: 10.0: Input should be less than 1"):  # R1's clip 10: TRL's alone
+        spec_from_trl(recipe, [8, 16, 32], grpo_fields=FIELDS, engine="groupscale")
+    translated, _ = spec_from_trl({**recipe, "epsilon": 0.2}, [8, 16, 32], grpo_fields=FIELDS, engine="groupscale")
+    assert translated["samples_per_step"] == [512]
+
+
 def test_the_groupscale_engine_translates_with_trls_defaults_and_names_what_it_cannot_keep():
     recipe = yaml.safe_load(OPEN_R1) | {"mask_truncated_completions": True, "max_grad_norm": "0.2", "steps_per_generation": 8}
     spec, notes = spec_from_trl(recipe, [4, 8], engine="groupscale", num_processes=8)

@@ -1,5 +1,7 @@
 """TRL and verl translation of an answer (sweeps.recipes): recommendation -> GRPOConfig / verl overrides."""
 
+from fractions import Fraction
+
 import pytest
 import yaml
 
@@ -111,3 +113,23 @@ def test_an_engine_trl_sweeps_verl_export_is_the_recipe_that_was_swept():
     assert (bare["data.max_response_length"], bare["actor_rollout_ref.actor.loss_agg_mode"]) == ("512", "token-mean")
     with pytest.raises(ValueError, match="loss_type"):
         recipe_grpo({"loss_type": "a-new-one"})
+
+
+@pytest.mark.parametrize(
+    ("k", "batch", "mini", "note"),
+    [
+        (Fraction(1), "16", "16", False),
+        (Fraction(2), "16", "8", False),  # two optimizer steps per generation: two mini-batches
+        (Fraction(1, 4), "64", "64", True),  # Lite PPO's 4 generations per step: one verl batch of 4 B
+    ],
+)
+def test_the_verl_export_keeps_an_engine_trl_recipes_steps_per_generation(k, batch, mini, note):
+    """It exported one optimizer step per batch whatever steps_per_generation the swept recipe had."""
+    lines, notes = verl_overrides(4, 64, GRPOSpec(), k)
+    got = dict(line.split("=", 1) for line in lines)
+    assert (got["data.train_batch_size"], got["actor_rollout_ref.actor.ppo_mini_batch_size"]) == (batch, mini)
+    assert any("generations of B = 64 per optimizer step are one verl batch" in n for n in notes) == note
+    with pytest.raises(ValueError, match="3/2 optimizer steps per generation: verl's ppo_mini_batch_size must divide"):
+        verl_overrides(4, 64, GRPOSpec(), Fraction(3, 2))
+    with pytest.raises(ValueError, match="16 prompts per batch do not split into 3 verl mini-batches"):
+        verl_overrides(4, 64, GRPOSpec(), Fraction(3))

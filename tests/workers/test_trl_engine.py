@@ -270,6 +270,22 @@ def test_a_trl_trial_without_signal_is_no_signal_when_each_generation_feeds_seve
     assert signal.status == "succeeded", signal
 
 
+def test_a_recipe_with_several_generations_per_optimizer_step_trains_as_trl_trains_it(chat, tmp_path):
+    """TRL's DeepSeekMath and Lite PPO recipes set steps_per_generation below the accumulation: here 2 against 4, so
+    each optimizer step takes two generations of B = 4 completions; 2 steps make 4 generations, each counted once."""
+    several = {**RECIPE, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "steps_per_generation": 2}
+    (tmp_path / "zero.py").write_text(ZERO_REWARD)
+    silent_task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"function": f"{tmp_path / 'zero.py'}:zero"}]}
+    cfg = _config(chat, tmp_path / "a", task=silent_task, trl=several, samples_per_step=4, steps=2)
+    assert trl_arguments(cfg)["gradient_accumulation_steps"] == 4 and trl_arguments(cfg)["generation_batch_size"] == 4
+    report = Recorder()
+    silent = _run(cfg, report)
+    assert silent.status == "no_signal" and silent.reason.startswith("4/4 generations without signal"), silent
+    assert sorted(s for s in report.steps if "loss" in report.steps[s]) == [1, 2]
+    signal = _run(_config(chat, tmp_path / "b", trl=several, samples_per_step=4, steps=2), Recorder())
+    assert signal.status == "succeeded", signal
+
+
 def test_a_resumed_trl_trial_counts_the_generations_made_before_it_was_killed(chat, tmp_path):
     """The count of generations with and without signal is part of TRL's checkpoint (trainer_state.json, written
     last), so a killed trial resumes it; here 1 generation before the kill at step 3, 1 after the resume."""
