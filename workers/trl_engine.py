@@ -327,7 +327,8 @@ def _callbacks(
 
 def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
     """(field, why) when the recipe names a package this process lacks: ``use_vllm`` needs vLLM, an 8-bit ``optim``
-    (Unsloth's ``adamw_8bit``, ``paged_adamw_8bit``, ``*bnb*``) bitsandbytes; None when it lacks none."""
+    (Unsloth's ``adamw_8bit``, ``paged_adamw_8bit``, ``*bnb*``) bitsandbytes; None when it lacks none. ``why`` starts
+    with the value, not the field (a 422's loc names it; a trial's reason adds it)."""
     optim = str(recipe.get("optim", ""))
     needs = [
         ("use_vllm", "vllm", "pip install 'groupscale[vllm]'", str(recipe.get("use_vllm", False)).lower() == "true"),
@@ -335,7 +336,7 @@ def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
     ]
     for field, package, how, named in needs:
         if named and importlib.util.find_spec(package) is None:
-            return field, f"trl.{field}: {recipe[field]!r} needs {package}, which the workers lack: {how}"
+            return field, f"{recipe[field]!r} needs {package}, which the workers lack: {how}"
     return None
 
 
@@ -367,7 +368,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
 
     missing = missing_package(cfg.trl)
     if missing is not None:
-        return TrialResult("failed", reason=missing[1])
+        return TrialResult("failed", reason=f"trl.{missing[0]}: {missing[1]}")
     task, policy, _ = setup(cfg)
     try:
         data, problems = _dataset(task)

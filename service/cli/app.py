@@ -15,6 +15,7 @@ import typer
 import typer.core
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from service.client import ApiError, TokenError
 
@@ -118,8 +119,10 @@ models_app = typer.Typer(help="Built-in model presets.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 spec_app = typer.Typer(help="Sweep specs from other tools' configs.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
-out = Console()
-err = Console(stderr=True)
+# Markup off: server and user text ("pip install 'groupscale[vllm]'", a sweep named "[x]") prints as it is; the few
+# emphasised words pass markup=True with every value inside escaped (rich.markup.escape).
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
 EXAMPLES = Path(__file__).resolve().parents[2] / "sweeps" / "examples"
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -128,7 +131,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")
 
 
 def _fail(msg: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)  # whole lines: the terminal wraps, copies stay whole
+    # whole lines: the terminal wraps, copies stay whole
+    err.print(f"[red]error:[/red] {escape(msg)}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

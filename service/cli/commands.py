@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import JsonOpt, UrlOpt, _api, _fail, _fmt, _ints, _print_json, _read_spec, app, err, out
@@ -79,9 +80,11 @@ def status(
             return _print_json(sweep)
         p = sweep["progress"]
         out.print(
-            f"{sweep['id']} {sweep['name']}: [bold]{sweep['status']}[/bold]  done {p['done']}/{p['total']}, "
-            f"running {p['running']}, failed {p['failed']}, cancelled {p['cancelled']}"
-            + (f"  error: {sweep['error']}" if sweep["error"] else "")
+            f"{escape(sweep['id'])} {escape(sweep['name'])}: [bold]{escape(sweep['status'])}[/bold]  done {p['done']}/"
+            f"{p['total']}, running {p['running']}, failed {p['failed']}, cancelled {p['cancelled']}"
+            + (f"  error: {escape(sweep['error'])}" if sweep["error"] else ""),
+            markup=True,
+            soft_wrap=True,
         )
         if sweep["mlflow"]["url"]:
             out.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import EXAMPLES, _api, _fail, _read_spec, app, err, out
@@ -80,7 +81,7 @@ def demo(
         out.print(f"MLflow run: {url}{note}", soft_wrap=True)
         rec = _api(client.recommend, spec.task.name, spec.model.label, None)
         out.print(f"recommendation for task={spec.task.name} model={spec.model.label}:")
-        out.print(f"[bold]{verdict(rec)}[/bold]", highlight=False, soft_wrap=True)
+        out.print(f"[bold]{escape(verdict(rec))}[/bold]", markup=True, highlight=False, soft_wrap=True)
         if keep:
             out.print(
                 f"stack left running: API http://127.0.0.1:{port}/docs, MLflow http://127.0.0.1:{mlflow_port}; Ctrl-C stops it"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
@@ -34,9 +35,10 @@ def print_fit(fit: dict) -> None:
     out.print(t)
     ci = fit.get("g_star_ci95")
     out.print(
-        f"status: [bold]{fit['status']}[/bold]   G* = {_fmt(fit['g_star'])}"
-        f"   95% CI = {'[' + ', '.join(_fmt(v) for v in ci) + ']' if ci else '-'}"
-        f"   recommended G = [bold]{fit['recommended_group_size'] or '-'}[/bold]"
+        f"status: [bold]{escape(fit['status'])}[/bold]   G* = {_fmt(fit['g_star'])}"
+        f"   95% CI = {escape('[' + ', '.join(_fmt(v) for v in ci) + ']') if ci else '-'}"
+        f"   recommended G = [bold]{fit['recommended_group_size'] or '-'}[/bold]",
+        markup=True,
     )
     uni = fit.get("universality")
     if uni:
@@ -48,18 +50,19 @@ def print_fit(fit: dict) -> None:
     last = verdict(fit)
     if fit.get("evidence"):  # its reason once: the last line gives it when the evidence is not strong
         reason = fit.get("evidence_reason") or ""
-        out.print(f"evidence: [bold]{fit['evidence']}[/bold]" + (f" ({reason})" if reason not in last else ""), highlight=False)
+        because = f" ({escape(reason)})" if reason not in last else ""
+        out.print(f"evidence: [bold]{escape(fit['evidence'])}[/bold]{because}", markup=True, highlight=False)
     told = [part for part in (fit.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
     if told:
         out.print("; ".join(told), highlight=False)
-    out.print(f"[bold]{last}[/bold]", highlight=False, soft_wrap=True)
+    out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
 
 
 def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_shown: bool = False) -> dict:
     """Progress bar until the sweep ends; returns the final sweep. The sweep's MLflow link is printed above the
     bar once the scheduler has made its parent run (unless ``link_shown``: the caller printed it)."""
     sweep = _api(client.sweep, sweep_id)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
         while True:
             p = sweep["progress"]
@@ -94,10 +97,10 @@ class Stages:
         self.title = title
         self._bar = Progress(
             SpinnerColumn(),
-            TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
             BarColumn(bar_width=20),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[unit]}"),
+            TextColumn("{task.fields[unit]}", markup=False),
             TimeElapsedColumn(),
             console=err,
             transient=True,  # the stage lines stay; the bar goes when the job ends
@@ -154,4 +157,5 @@ def print_answer(answer: dict) -> None:
     out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)
     for stage, why in ((answer.get("stages") or {}).get("plan", {}).get("skipped") or {}).items():
         out.print(f"not run: {stage}: {why}", highlight=False)
-    out.print(f"[bold]{answer['message']}[/bold]", highlight=False, soft_wrap=True)  # whole: `| tail -1` reads it
+    # whole: `| tail -1` reads it
+    out.print(f"[bold]{escape(answer['message'])}[/bold]", markup=True, highlight=False, soft_wrap=True)

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
@@ -160,7 +161,7 @@ def _print_recommendation(rec: dict) -> None:
     told = [part for part in (rec.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
     if told:  # only what the last line does not say already
         out.print("; ".join(told), highlight=False, soft_wrap=True)
-    out.print(f"[bold]{last}[/bold]", highlight=False, soft_wrap=True)
+    out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
 
 
 class RecommendFormat(StrEnum):
@@ -258,8 +259,9 @@ def probe(
     ci = result["g_star_ci95"]
     out.print(
         f"tau2 = {_fmt(result['tau2'])}, sigma2 = {_fmt(result['sigma2'])}, kappa = {_fmt(result['kappa'])}"
-        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]"
-        f"  ({result['samples']} samples, {result['seconds']:.1f} s)"
+        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI {escape(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]')}"
+        f"  ({result['samples']} samples, {result['seconds']:.1f} s)",
+        markup=True,
     )
     if "exact" in result:
         ex = result["exact"]

@@ -6,6 +6,7 @@ import json
 import httpx
 import numpy as np
 import pytest
+import typer
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -90,6 +91,22 @@ def test_trials_keeps_an_mlflow_run_id_whole_at_80_columns(app_client):
         trial.mlflow_run_id, trial.status, trial.reason = run_id, "failed", "worker died twice (OOM?)"
     r = CliRunner().invoke(cli, ["trials", "s4"], env={"COLUMNS": "80"})
     assert r.exit_code == 0 and run_id in r.stdout and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
+
+
+def test_server_and_user_text_in_square_brackets_prints_as_it_is(app_client, capsys):
+    """Rich read "[vllm]" as markup: "pip install 'groupscale[vllm]'" printed as "pip install 'groupscale'", and a
+    watched sweep's "[running]" vanished."""
+    hint = "trl.use_vllm: True needs vllm, which the workers lack: pip install 'groupscale[vllm]'"
+    with app_client.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.name, sweep.status, sweep.error = "[bold]recipe[/bold]", "failed", hint
+    r = run("status", "s4")
+    assert r.exit_code == 0 and "s4 [bold]recipe[/bold]: failed" in r.stdout and hint in r.stdout, r.stdout
+    from service.cli.app import _fail
+
+    with pytest.raises(typer.Exit):
+        _fail(hint, 2)
+    assert capsys.readouterr().err == f"error: {hint}\n"
 
 
 def test_compare_says_whether_the_intervals_overlap(app_client):
