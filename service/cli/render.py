@@ -62,7 +62,8 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_sho
     """Progress bar until the sweep ends; returns the final sweep. The sweep's MLflow link is printed above the
     bar once the scheduler has made its parent run (unless ``link_shown``: the caller printed it)."""
     sweep = _api(client.sweep, sweep_id)
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err) as bar:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
         while True:
             p = sweep["progress"]
