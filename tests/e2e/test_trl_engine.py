@@ -69,7 +69,7 @@ def test_an_engine_trl_sweep_logs_trls_metrics_and_gap_and_is_fitted(trl_stack):
     assert r.status_code == 201, r.text
     assert r.json()["step_structure"] == [
         "each generation of 16 completions feeds 1 optimizer step(s) of 16 (per_device_train_batch_size 8 x 1 process(es) "
-        "x gradient_accumulation_steps 2)"
+        "x gradient_accumulation_steps 2, steps_per_generation 2)"
     ]
     sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"}, timeout_s=900)
     trials = stack.http.get(f"/v1/sweeps/{sweep['id']}/trials").json()

@@ -365,7 +365,7 @@ def test_recommend_for_an_engine_trl_sweep_prints_the_recipe_with_g_and_b(tmp_pa
             )
         assert c.get("/v1/sweeps/s0").json()["step_structure"] == [
             "each generation of 32 completions feeds 2 optimizer step(s) of 16 (per_device_train_batch_size 4 x 1 "
-            "process(es) x gradient_accumulation_steps 4)"
+            "process(es) x gradient_accumulation_steps 4, steps_per_generation 8)"
         ]
 
         _cli_over_the_app(c, monkeypatch)
