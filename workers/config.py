@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sweeps.from_trl import TRL_DEFAULTS
 from sweeps.planner import TrialPlan, prompts_per_step
 from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
 
@@ -129,14 +130,11 @@ def _plain(section: Any) -> Any:
     return section.model_dump() if hasattr(section, "model_dump") else dict(section)
 
 
-TRL_SAMPLING_DEFAULTS = {"max_completion_length": 256, "temperature": 1.0}  # GRPOConfig's defaults
-
-
 def _grpo(spec: SweepSpec, lr: float | None) -> GRPOSpec:
     """The trial's GRPO settings: the spec's (with a tuned ``lr``); under engine trl, the held-out eval samples as the
     recipe does (its max_completion_length and temperature, TRL's defaults when it sets none)."""
     if spec.engine == "trl":
-        recipe = {**TRL_SAMPLING_DEFAULTS, **spec.trl_recipe}
+        recipe = {**TRL_DEFAULTS, **spec.trl_recipe}  # the installed TRL's defaults (held to it by a test)
         return spec.grpo.model_copy(
             update={"max_new_tokens": int(recipe["max_completion_length"]), "temperature": float(recipe["temperature"])}
         )

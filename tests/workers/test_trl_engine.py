@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sweeps.planner import plan_trials
+from sweeps.spec import SweepSpec
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
 from workers.config import TrialConfig, TrialResult
 from workers.models.presets import preset_path
@@ -128,6 +130,10 @@ def test_the_recipe_reaches_trl_unchanged_but_for_what_a_sweep_sets(tmp_path):
     bare = GRPOConfig(**trl_arguments(_config(("unused", "unused"), tmp_path, **arithmetic, trl={})))
     default = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     assert (bare.max_completion_length, bare.temperature) == (default["max_completion_length"], default["temperature"])
+    # the held-out gap samples as TRL trains: with its defaults when the recipe sets none (it sampled 256 tokens, not 512)
+    spec = SweepSpec.model_validate({"name": "s", **arithmetic, "engine": "trl", "group_sizes": [2], "samples_per_step": [8]})
+    eval_sampling = TrialConfig.from_spec(spec, plan_trials(spec)[0], str(tmp_path)).grpo
+    assert (eval_sampling.max_new_tokens, eval_sampling.temperature) == (default["max_completion_length"], default["temperature"])
     shown = trained_settings(trl, recipe)  # the run's params: what TRL ran, not groupscale's grpo defaults
     assert shown["trl.max_completion_length"] == "24" and shown["trl.weight_decay"] == "0.1"
     assert shown["trl.num_generations"] == "4" and shown["trl.learning_rate"] == "0.0003"
