@@ -9,7 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.preflight import SpecError, check_rewards_on_cluster, check_trl_on_cluster, preflight
+from service.preflight import SpecError, check_engine_on_cluster, check_rewards_on_cluster, preflight
 from service.scheduler import Scheduler
 from service.settings import Settings
 from service.store import Store
@@ -79,7 +79,7 @@ def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler |
         warnings = preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
         if scheduler is not None:
             check_rewards_on_cluster(spec, scheduler.run_task)
-            check_trl_on_cluster(spec, scheduler.run_task, settings.model_cache_dir)
+            check_engine_on_cluster(spec, scheduler.run_task, settings.model_cache_dir)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
     return warnings

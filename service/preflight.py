@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +13,10 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from sweeps.answer import AnswerPlan
+from sweeps.engines import ENGINES, get_engine
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
-from workers.entry import check_rewards_task, check_trl_task
+from workers.entry import check_rewards_task
 from workers.rewards import math_verify_available
 from workers.rewards.loading import answer_paths
 from workers.rewards.process import needs_process
@@ -62,25 +64,20 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
     warnings = check_dataset_task(spec.task, settings) if spec.task.name == "dataset" else []
     if spec.model.path is not None:
         check_model_folder(spec.model.path, settings.model_root)
-    if spec.engine == "trl":
-        check_trl_recipe(spec)
+    check_engine_here(spec)
     return warnings
 
 
-def check_trl_recipe(spec: SweepSpec) -> None:
-    """engine trl: every trl: field is a field of the installed TRL's GRPOConfig, with a value its parser reads
-    (workers.trl_engine.coerce); TRL must be installed here and on the workers."""
+def check_engine_here(spec: SweepSpec) -> None:
+    """What the spec's engine checks with the controller's packages (sweeps.engines: engine trl reads the recipe with
+    the installed TRL). Raises SpecError naming the field its message starts with (``trl.beta: ...``, ``engine: ...``)."""
     try:
-        from workers.trl_engine import coerce
-    except ImportError as e:
-        raise SpecError(
-            ("engine",), f"engine trl needs TRL on the controller and the workers (pip install 'groupscale[trl]'): {e}"
-        ) from None
-    try:
-        coerce(spec.trl_recipe)
+        get_engine(spec.engine).check_here(spec)
     except ValueError as e:
-        field = str(e).split(":", 1)[0].removeprefix("trl.")
-        raise SpecError(("trl", field), str(e)) from None
+        head, _, rest = str(e).partition(": ")
+        named = bool(rest) and head.replace(".", "").replace("_", "").isalnum()  # a field path such as trl.beta
+        loc = tuple(head.split(".")) if named else ("engine",)
+        raise SpecError(loc, rest if loc == ("engine",) and named else str(e)) from None
 
 
 def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], what: str, variable: str) -> Path:
@@ -138,18 +135,21 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
 TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster
 
 
-def check_trl_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any], cache_dir: Path) -> None:
-    """engine trl: build the recipe's GRPOConfig where trials run (workers.entry.check_trl_task on the cluster) and
-    look for the packages it names, before anything is scheduled.
+def check_engine_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any], cache_dir: Path) -> None:
+    """The spec engine's ``cluster_check`` where trials run, before anything is scheduled (engine trl: the recipe's
+    GRPOConfig built and the packages it names looked for, workers.entry.check_trl_task).
 
     Raises:
         SpecError: naming the trl: field when TRL's message names one (``use_vllm`` without vLLM, an 8-bit ``optim``
             without bitsandbytes, ``auto_find_batch_size``, ...), or the check took longer than TRL_CHECK_S.
     """
-    if spec.engine != "trl":
+    ref = get_engine(spec.engine).cluster_check
+    if ref is None:
         return
+    module, name = ref.split(":")
+    check = getattr(importlib.import_module(module), name)
     try:
-        failure = run_task(check_trl_task, (spec.model_dump(mode="json"), str(cache_dir)), TRL_CHECK_S)
+        failure = run_task(check, (spec.model_dump(mode="json"), str(cache_dir)), TRL_CHECK_S)
     except TimeoutError:
         raise SpecError(("trl",), f"the recipe's GRPOConfig was not built within {TRL_CHECK_S:g} s on the cluster") from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad recipe
@@ -331,8 +331,9 @@ def preflight_answer(spec: SweepSpec) -> AnswerPlan:
     this spec: engine trl (the answer trains with groupscale's trainer), or a budget below the smallest probe."""
     from sweeps.answer import BudgetTooSmall, get_method
 
-    if spec.engine != "groupscale":
-        raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: groupscale")
+    if not get_engine(spec.engine).answers:
+        allowed = ", ".join(name for name, engine in ENGINES.items() if engine.answers)
+        raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: {allowed}")
     try:
         return get_method(spec.answer.method).plan(spec)
     except BudgetTooSmall as e:

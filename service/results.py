@@ -11,10 +11,10 @@ from service.identity import model_key, task_key
 from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, ProbeStatus, TrialStatus
 from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
 from service.store import Probe, ProbeKind, Store, Sweep, Trial
+from sweeps.engines import get_engine
 from sweeps.fit import LawFit, fit_law
 from sweeps.over_time import fit_over_time, step_fits
 from sweeps.spec import SweepSpec
-from sweeps.trl_steps import structure_for
 
 
 def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200, step: int | None = None) -> LawFit:
@@ -98,9 +98,7 @@ def sweep_public(sweep: Sweep, spec: SweepSpec, tracking_uri: str | None, run_ur
         fit_status=(sweep.fit or {}).get("status"),
         g_star=(sweep.fit or {}).get("g_star"),
         recommended_group_size=(sweep.fit or {}).get("recommended_group_size"),
-        step_structure=[structure_for(spec.trl_recipe, b).describe() for b in spec.samples_per_step]
-        if spec.engine == "trl"
-        else None,
+        step_structure=get_engine(spec.engine).step_structure(spec),
         created_at=sweep.created_at,
         updated_at=sweep.updated_at,
         error=sweep.error,

@@ -20,12 +20,12 @@ from service.identity import short_digest, task_key
 from service.lifecycle import TrialStatus
 from service.store import outside_transaction
 from sweeps.answer import Answer
+from sweeps.engines import get_engine
 from sweeps.fit import LawFit
 from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
 from sweeps.spec import SweepSpec
-from workers.metrics import flat_by_construction
 from workers.tracking import RetryingClient
 
 log = logging.getLogger("groupscale.tracking")
@@ -44,8 +44,8 @@ TRIAL_RUN_STATUS = {
 def _spec_params(spec: SweepSpec) -> dict:
     """Parameters every run of a spec carries (task, model, T, measure and groupscale's GRPO settings; an engine-trl
     trial's run gets TRL's, as TRL ran them, from its worker: workers.trl_engine.trained_settings)."""
-    grpo = {} if spec.engine == "trl" else {f"grpo.{k}": v for k, v in spec.grpo.model_dump().items()}
-    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind, **grpo}
+    own = get_engine(spec.engine).run_params(spec)
+    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind, **own}
 
 
 def redact(uri: str) -> str:
@@ -311,7 +311,7 @@ def _trial_note(spec: SweepSpec) -> str:
     """What a person reading a trial's charts should know: where learning shows, and which metrics are not logged
     because the trial's settings make them constant (workers.metrics.flat_by_construction)."""
     lines = [f"groupscale trial of sweep {spec.name}: the learning signal is in `reward_mean`, `grad_norm` and `gap`."]
-    flat = flat_by_construction(spec.grpo, spec.model.preset == "tabular") if spec.engine == "groupscale" else {}
+    flat = get_engine(spec.engine).flat_metrics(spec)
     by_reason: dict[str, list[str]] = {}
     for key, why in flat.items():
         by_reason.setdefault(why, []).append(f"`{key}`")

@@ -13,14 +13,14 @@ as in TRL's parser.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
-from sweeps.trl_steps import recipe_structure
+from sweeps.trl_steps import StepStructure, recipe_structure
 
 # TRL 1.16's GRPOConfig defaults of the objective's settings (tests/sweeps/test_recipes.py holds them to the installed
 # TRL): what a recipe that names none of them trains with, in from-trl's translation and in a verl export.
@@ -124,8 +124,8 @@ def spec_from_trl(
         ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
             (engine groupscale), each naming the key and the value.
     """
-    if engine not in ("trl", "groupscale"):
-        raise ValueError(f"--engine: {engine!r}; allowed: trl, groupscale")
+    if engine not in TARGETS:
+        raise ValueError(f"--engine: {engine!r}; allowed: {', '.join(TARGETS)}")
     if num_processes < 1:
         raise ValueError(f"--num-processes: {num_processes}; allowed: 1 or more")
     recipe_processes = trl_value(config.get("num_processes"))
@@ -139,7 +139,8 @@ def spec_from_trl(
         raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
     batch = {k: trl_value(config[k]) for k in _BATCH if config.get(k) is not None}
     structure = recipe_structure(batch, num_processes)
-    budget = structure.generation_batch_size if engine == "trl" else structure.completions_per_optimizer_step
+    budget_of, translate = TARGETS[engine]
+    budget = budget_of(structure)
     allowed = valid_group_sizes(budget)
     bad = [g for g in group_sizes if g not in allowed]
     if bad:
@@ -163,10 +164,7 @@ def spec_from_trl(
         "seeds": list(range(seeds)),
         "steps": steps or _steps(config) or 200,
     }
-    if engine == "trl":
-        notes = _as_recipe(config, spec, structure, grpo_fields)
-    else:
-        notes = _translated(config, spec, structure)
+    notes = translate(config, spec, structure, grpo_fields)
     notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
     if from_recipe and not Path(str(model)).expanduser().is_dir():
         notes.append(
@@ -213,8 +211,8 @@ def _model_notes(config: dict[str, Any], kept: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grpo_fields: Collection[str] | None) -> list[str]:
-    """engine trl: the recipe's GRPOConfig fields under trl:, but for what a sweep owns."""
+def as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grpo_fields: Collection[str] | None) -> list[str]:
+    """engine trl: the recipe's GRPOConfig fields under trl:, but for what a sweep owns; notes on the rest."""
     if grpo_fields is None:
         raise ValueError("engine trl needs the installed TRL's GRPOConfig fields: pip install 'groupscale[trl]'")
     trl = {k: v for k, v in config.items() if k in grpo_fields and k not in SWEEP_OWNED}
@@ -227,8 +225,9 @@ def _as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grp
     return notes + _model_notes(config, spec["model"])
 
 
-def _translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> list[str]:
-    """engine groupscale: the recipe's settings in groupscale's names, with TRL's defaults where it names none."""
+def translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> list[str]:
+    """engine groupscale: the recipe's settings in groupscale's names, with TRL's defaults where it names none; notes
+    on what groupscale's trainer has no setting for. Raises ValueError for a value it refuses, naming the key."""
     grpo: dict[str, Any] = {k: TRL_DEFAULTS[k] for k in ("loss_type", "scale_rewards")}  # TRL's: the same objective
     for key in (*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing"):
         if config.get(key) is not None:
@@ -257,3 +256,11 @@ def _translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) ->
         f"{k}: {config[k]!r} (groupscale's trainer has no such setting; engine trl keeps it)" for k in config if k not in kept
     ]
     return notes + _model_notes(config, spec["model"])
+
+
+# the engine a recipe becomes a spec of -> (its B for the recipe's step structure, the translation into its spec):
+# engine trl sweeps the recipe's generation batch; groupscale's trainer samples each optimizer step's completions fresh
+TARGETS: dict[str, tuple[Callable[[StepStructure], int], Callable[..., list[str]]]] = {
+    "trl": (lambda structure: structure.generation_batch_size, as_recipe),
+    "groupscale": (lambda structure: structure.completions_per_optimizer_step, lambda c, s, st, _: translated(c, s, st)),
+}

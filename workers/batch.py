@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sweeps.engines import get_engine
 from workers import algos
 from workers.config import TrialConfig
 from workers.models.base import Policy
@@ -32,7 +33,7 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
-    if cfg.model.get("lora") and cfg.engine == "groupscale":  # the TRL engine hands TRL a peft_config instead
+    if cfg.model.get("lora") and get_engine(cfg.engine).adds_lora:  # the TRL engine hands TRL a peft_config instead
         policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)
     if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from sweeps.from_trl import TRL_DEFAULTS
+from sweeps.engines import get_engine
 from sweeps.planner import TrialPlan, prompts_per_step
 from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
 
@@ -109,7 +109,7 @@ class TrialConfig:
             samples_per_step=plan.samples_per_step,
             seed=plan.seed,
             steps=spec.steps,
-            grpo=_grpo(spec, lr),
+            grpo=get_engine(spec.engine).trial_grpo(spec, lr),
             eval=spec.eval,
             probe=spec.probe,
             measure=spec.measure,
@@ -128,17 +128,6 @@ def _plain(section: Any) -> Any:
     if section is None:
         return {}
     return section.model_dump() if hasattr(section, "model_dump") else dict(section)
-
-
-def _grpo(spec: SweepSpec, lr: float | None) -> GRPOSpec:
-    """The trial's GRPO settings: the spec's (with a tuned ``lr``); under engine trl, the held-out eval samples as the
-    recipe does (its max_completion_length and temperature, TRL's defaults when it sets none)."""
-    if spec.engine == "trl":
-        recipe = {**TRL_DEFAULTS, **spec.trl_recipe}  # the installed TRL's defaults (held to it by a test)
-        return spec.grpo.model_copy(
-            update={"max_new_tokens": int(recipe["max_completion_length"]), "temperature": float(recipe["temperature"])}
-        )
-    return spec.grpo if lr is None else spec.grpo.model_copy(update={"lr": lr})
 
 
 @dataclass

@@ -10,22 +10,23 @@ from collections.abc import Callable
 
 from workers.config import Report, TrialConfig, TrialResult
 
-# spec measure.kind -> "module:function" a trial runs: GRPO training then an eval, or the gradient-MSE measurement
-MEASURES: dict[str, str] = {"outcome": "workers.trainer:train_trial", "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
-ENGINES: dict[str, str] = {"trl": "workers.trl_engine:train_trial_trl"}  # engine -> its outcome trial (groupscale: MEASURES)
+# spec measure.kind -> "module:function" a trial runs: training then an eval (by the spec's engine: its ``trial``,
+# sweeps.engines), or the gradient-MSE measurement of groupscale's estimator
+MEASURES: dict[str, str | None] = {"outcome": None, "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
 
 
 def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialConfig, Report], TrialResult]:
-    """The function MEASURES (or, for another engine, ENGINES) names for ``kind`` (its module imported). Raises
-    ValueError for an unknown kind or engine (lists the valid ones)."""
-    if engine != "groupscale":
-        if engine not in ENGINES or kind != "outcome":
-            raise ValueError(f"unknown engine {engine!r} for measure {kind!r}; valid: groupscale, {', '.join(ENGINES)} (outcome)")
-        ref = ENGINES[engine]
-    elif kind not in MEASURES:
+    """The function that runs measure ``kind`` under ``engine`` (its module imported): an outcome trial is the
+    engine's ``trial``; another measure runs on groupscale's trainer alone. Raises ValueError for an unknown kind or
+    engine, or a measure the engine does not take (lists the valid ones)."""
+    from sweeps.engines import ENGINES, get_engine
+
+    trainer = get_engine(engine)
+    if kind not in MEASURES:
         raise ValueError(f"unknown measure {kind!r}; valid: {', '.join(MEASURES)}")
-    else:
-        ref = MEASURES[kind]
+    ref = MEASURES[kind] or trainer.trial
+    if MEASURES[kind] is not None and trainer is not ENGINES["groupscale"]:
+        raise ValueError(f"measure {kind!r} runs on engine groupscale, not {engine!r}; valid for {engine!r}: outcome")
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sweeps.engines.trl import coerce
 from sweeps.trl_steps import structure_for
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
@@ -59,48 +60,6 @@ SWEEP_SETS = (
     "restore_callback_states_from_checkpoint",
     "reward_weights",  # each task.rewards entry's weight (the spec refuses trl.reward_weights)
 )
-
-
-def coerce(recipe: dict[str, Any]) -> dict[str, Any]:
-    """The recipe's values as TRL's parser reads a YAML config: strings for numeric or boolean fields converted
-    (YAML 1.1 reads ``1e-6`` as a string; ``trl grpo --config`` takes it as a float).
-
-    Raises:
-        ValueError: an unknown GRPOConfig field (with the closest names), or a value TRL's parser would refuse.
-    """
-    import dataclasses
-    import difflib
-    import typing
-
-    from trl import GRPOConfig
-
-    names = {f.name for f in dataclasses.fields(GRPOConfig)}
-    hints = typing.get_type_hints(GRPOConfig)
-    out = {}
-    for key, value in recipe.items():
-        if key not in names:
-            close = difflib.get_close_matches(key, sorted(names), n=3, cutoff=0.6)
-            raise ValueError(
-                f"trl.{key}: not a field of TRL's GRPOConfig" + (f" (did you mean {', '.join(close)}?)" if close else "")
-            )
-        kinds = {t for t in (typing.get_args(hints[key]) or (hints[key],)) if t in (int, float, bool)}
-        if isinstance(value, str) and kinds:
-            try:
-                value = _parse(value, kinds)
-            except ValueError:
-                raise ValueError(f"trl.{key}: {value!r} is not a {' or '.join(sorted(k.__name__ for k in kinds))}") from None
-        out[key] = value
-    return out
-
-
-def _parse(text: str, kinds: set[type]) -> Any:
-    if bool in kinds and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if int in kinds and text.lstrip("+-").isdigit():
-        return int(text)
-    if float in kinds:
-        return float(text)
-    raise ValueError(text)
 
 
 def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:

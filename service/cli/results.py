@@ -201,9 +201,9 @@ def recommend(
         raise typer.Exit(0 if g is not None else 1)
     if g is None:
         _fail(verdict(rec))  # stdout is a config file: nothing goes there
-    from sweeps.recipes import recipe_grpo, trl_config, verl_overrides
+    from sweeps.engines import get_engine
+    from sweeps.engines.export import trl_config
     from sweeps.spec import SweepSpec
-    from sweeps.trl_steps import recipe_structure
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
     budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
@@ -216,14 +216,10 @@ def recommend(
         except ValueError as e:
             _fail(f"--num-processes: {e}", 2)
     else:
-        try:  # engine trl: the recipe that was swept (objective and steps per generation), not groupscale's defaults
-            if spec.engine == "trl":
-                k = recipe_structure(spec.trl_recipe).optimizer_steps_per_generation
-                lines, notes = verl_overrides(g, budget, recipe_grpo(spec.trl_recipe), k)
-            else:
-                lines, notes = verl_overrides(g, budget, spec.grpo)
+        try:  # the settings the sweep trained (an engine-trl sweep's recipe, not groupscale's defaults)
+            lines, notes = get_engine(spec.engine).verl_overrides(g, budget, spec)
         except ValueError as e:
-            _fail(f"the sweep's trl: recipe has no verl equivalent: {e}")
+            _fail(f"the sweep has no verl equivalent: {e}")
         typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
     return None
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, is_running, transition
 from service.scheduler.context import Context, Outcome, Work
 from service.store import LrTuning, Probe, ProbeKind, Sweep, Trial
+from sweeps.engines import get_engine
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
@@ -196,7 +197,8 @@ class TrialJob:
         (its restarts count over every trial it ran) sends the trial back to pending, to resume from its
         checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
         with ctx.store.read() as s:
-            fresh = ctx.store.spec(s.get(Trial, work.id).sweep).one_process_per_trial
+            spec = ctx.store.spec(s.get(Trial, work.id).sweep)
+            fresh = get_engine(spec.engine).one_process_per_trial(spec)
         if outcome.died or fresh:  # gone for good (Ray's restarts used up), or vLLM's GPU memory: never reused
             ctx.backend.kill_trial(trial_actor_name(work.id))
         else:

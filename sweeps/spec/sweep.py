@@ -52,7 +52,7 @@ class SweepSpec(StrictModel):
         description="failure budget (Katib's maxFailedTrialCount): once more trials than this failed, the sweep ends "
         "failed and its other trials are cancelled; default a quarter of the trials, at least 3",
     )
-    engine: Literal["groupscale", "trl"] = Field(
+    engine: Literal["groupscale", "trl"] = Field(  # sweeps.engines.ENGINES (tests/sweeps/test_engines.py holds them equal)
         "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
     )
     trl: JsonObject | None = Field(
@@ -190,12 +190,6 @@ class SweepSpec(StrictModel):
         for b in data.get("samples_per_step") or ():
             structure_for(v or {}, b)  # a ValueError names the field and the allowed budgets
         return v
-
-    @property
-    def one_process_per_trial(self) -> bool:
-        """Trials that vLLM generates for run in a worker process of their own (vLLM does not give GPU memory back
-        inside a process), so no warm worker takes the next one."""
-        return self.engine == "trl" and str(self.trl_recipe.get("use_vllm", False)).lower() == "true"
 
     @property
     def trl_recipe(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ recipes, under engine trl (the recipe as it is) and engine groupscale (translate
 import pytest
 import yaml
 
+from sweeps.engines import get_engine
 from sweeps.from_trl import SWEEP_OWNED, spec_from_trl
 from sweeps.spec import SweepSpec
 from sweeps.trl_steps import recipe_structure
@@ -95,7 +96,7 @@ def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
     assert "warmup_ratio: 0.1 (not a field of TRL's GRPOConfig" in text  # transformers 5 dropped it: said, not passed
     assert "system_prompt:" in text and "chat_template:" in text
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
-    assert parsed.one_process_per_trial  # use_vllm: each trial in a process of its own
+    assert get_engine(parsed.engine).one_process_per_trial(parsed)  # use_vllm: each trial in a process of its own
 
 
 def test_steps_per_generation_above_accumulation_and_g_14_on_7_processes():

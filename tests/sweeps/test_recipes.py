@@ -5,7 +5,9 @@ from fractions import Fraction
 import pytest
 import yaml
 
-from sweeps.recipes import trl_config, trl_settings, verl_overrides
+from sweeps.engines.export import trl_config
+from sweeps.engines.verl import verl_overrides
+from sweeps.recipes import trl_settings
 from sweeps.spec import GRPOSpec, SweepSpec
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from sweeps.engines import get_engine
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec, load_spec, valid_group_sizes
 from sweeps.spec.sections import AnswerMethodName
@@ -284,9 +285,9 @@ def test_engine_trl_and_lora_errors_name_the_setting(over, loc, words):
 def test_an_engine_trl_spec_keeps_the_recipe_as_written():
     recipe = {"learning_rate": "1e-6", "beta": "4e-2", "per_device_train_batch_size": 4, "max_completion_length": 8192}
     parsed = SweepSpec.model_validate(spec(engine="trl", trl=recipe, model={"preset": "tiny-llama", "lora": {"r": 8}}))
-    assert parsed.trl == recipe and parsed.engine == "trl" and not parsed.one_process_per_trial
+    assert parsed.trl == recipe and parsed.engine == "trl" and not get_engine("trl").one_process_per_trial(parsed)
     assert parsed.model.lora.model_dump() == {"r": 8, "alpha": 32.0, "dropout": 0.05, "target_modules": "all-linear"}
-    assert SweepSpec.model_validate(spec(engine="trl", trl={"use_vllm": True})).one_process_per_trial
+    assert get_engine("trl").one_process_per_trial(SweepSpec.model_validate(spec(engine="trl", trl={"use_vllm": True})))
 
 
 def test_a_stored_engine_trl_spec_validates_again():

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sweeps.engines.trl import coerce
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
 from workers.config import TrialConfig, TrialResult
 from workers.models.presets import preset_path
-from workers.trl_engine import coerce, silent_generation, train_trial_trl, trained_settings, trl_arguments
+from workers.trl_engine import silent_generation, train_trial_trl, trained_settings, trl_arguments
 
 TRL_NAMES = (
     "reward",
