@@ -13,6 +13,7 @@ from sweeps.spec.base import (
     JsonObject,
     StrictModel,
 )
+from sweeps.spec.engine import ENGINE_SECTIONS
 from sweeps.spec.grpo import GRPOSpec
 from sweeps.spec.model import ModelSpec
 from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec
@@ -161,34 +162,8 @@ class SweepSpec(StrictModel):
     @field_validator("trl")
     @classmethod
     def _engine_fits(cls, v: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
-        data = info.data
-        if data.get("engine") != "trl":
-            if v is not None:
-                raise ValueError(
-                    "trl: holds GRPOConfig fields for engine trl; set engine: trl, or use grpo: (groupscale's names)"
-                )
-            return v
-        task, measure, grpo = data.get("task"), data.get("measure"), data.get("grpo")
-        # settings that differ from groupscale's defaults (a stored spec holds every field, at its default)
-        changed = sorted(k for k, v in (grpo or GRPOSpec()).model_dump().items() if v != GRPOSpec.model_fields[k].default)
-        refused = [
-            (getattr(task, "name", None) == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
-            (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
-            (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
-            (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
-        ]
-        for bad, what in refused:
-            if bad:
-                raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
-        if v is not None and "reward_weights" in v:  # TRL would get two: the recipe's and the task's terms'
-            raise ValueError(
-                "trl.reward_weights: the sweep passes TRL each task.rewards entry's weight, in order; set "
-                "weight: on each entry instead"
-            )
-        from sweeps.trl_steps import structure_for
-
-        for b in data.get("samples_per_step") or ():
-            structure_for(v or {}, b)  # a ValueError names the field and the allowed budgets
+        if "engine" in info.data:  # else the engine's own error is reported
+            ENGINE_SECTIONS[info.data["engine"]](v, info.data)  # a ValueError names the field and what is allowed
         return v
 
     @property

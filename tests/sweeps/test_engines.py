@@ -7,6 +7,7 @@ import pytest
 from sweeps.engines import ENGINES, get_engine
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
+from sweeps.spec.engine import ENGINE_SECTIONS
 from tests.factories import spec
 
 
@@ -14,7 +15,7 @@ def test_an_unknown_engine_names_the_valid_ones_and_the_spec_allows_exactly_the_
     with pytest.raises(ValueError, match=r"unknown engine 'verl'; valid: groupscale, trl"):
         get_engine("verl")
     allowed = typing.get_args(SweepSpec.model_fields["engine"].annotation)
-    assert sorted(allowed) == sorted(ENGINES)
+    assert sorted(allowed) == sorted(ENGINES) == sorted(ENGINE_SECTIONS)
     assert {name: engine.name for name, engine in ENGINES.items()} == {name: name for name in ENGINES}
 
 
