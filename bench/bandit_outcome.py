@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from sweeps.fit import fit_law
+from workers.engines.groupscale import TrialConfig, train_trial
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, train_trial
 
 GRID = (2, 3, 4, 6, 8, 12, 16)
 BUDGETS = (48, 96)

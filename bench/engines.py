@@ -25,10 +25,10 @@ import torch
 
 from sweeps.fit import fit_law
 from workers.config import TrialConfig
+from workers.engines.groupscale import train_trial
+from workers.engines.trl import train_trial_trl, trl_arguments
 from workers.models.presets import preset_path
 from workers.tasks import make_task
-from workers.trainer import train_trial
-from workers.trl_engine import train_trial_trl, trl_arguments
 
 TASK = {"name": "arithmetic", "max_operand": 49}
 GROUPS, BUDGET, SEEDS = (2, 4, 8, 16, 32), 64, (0, 1)
@@ -97,7 +97,7 @@ def plain_trl_seconds(steps: int, cache: Path) -> float:
 
 def engine_trl_seconds(steps: int, cache: Path) -> float:
     """One engine-trl trial's wall time, its held-out evals (before and after training) left out."""
-    import workers.trl_engine as engine
+    import workers.engines.trl as engine
 
     spent = []
     evaluate = engine.evaluate

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from sweeps.planner import TrialPlan  # noqa: E402
 from sweeps.spec.loading import load_spec  # noqa: E402
 from workers.config import TrialConfig  # noqa: E402
-from workers.trainer import train_trial  # noqa: E402
+from workers.engines.groupscale import train_trial  # noqa: E402
 
 EXAMPLES = ("sweeps/examples/arithmetic-tiny.yaml", "sweeps/examples/byo/spec.yaml")
 GROUP_SIZE = 4

@@ -24,9 +24,9 @@ import torch
 
 def main() -> None:
     from bench.scale_vs_trl import MICRO, TASK, B, G, L, build
+    from workers.engines.groupscale import TrialConfig, train_trial
     from workers.models.loading import load_lm
     from workers.probe import run_probe
-    from workers.trainer import TrialConfig, train_trial
 
     assert torch.cuda.is_available(), "no CUDA device"
     out: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workers.engines.groupscale import TrialConfig, train_trial
 from workers.models.loading import load_lm
 from workers.models.presets import preset_path
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, train_trial
 
 TASK = {"name": "arithmetic", "max_operand": 49}
 WARMUP = 3  # steps left out of the timing (first allocations, lazy imports)

@@ -67,7 +67,7 @@ def build(folder: Path) -> None:
 
 
 def run_groupscale(folder: Path, steps: int) -> dict:
-    from workers.trainer import TrialConfig, train_trial
+    from workers.engines.groupscale import TrialConfig, train_trial
 
     cfg = TrialConfig.flat(
         task=TASK,
@@ -151,7 +151,7 @@ def rss_mib() -> float:
 def child(side: str, folder: Path, steps: int) -> None:
     torch.set_num_threads(1)
     if side == "groupscale":
-        import workers.trainer  # noqa: F401  (the libraries, before the baseline)
+        import workers.engines.groupscale  # noqa: F401  (the libraries, before the baseline)
     else:
         import trl  # noqa: F401
         from trl import GRPOTrainer  # noqa: F401

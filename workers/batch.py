@@ -1,6 +1,6 @@
 """One step's data: set a trial up, sample N = B / G prompts with G completions each, score them, advantages.
 
-Shared by the GRPO trainer (workers.trainer) and the gradient-MSE measurement (workers.gradient_mse).
+Shared by the GRPO trainer (workers.engines.groupscale) and the gradient-MSE measurement (workers.gradient_mse).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ so their names and defaults live in sweeps.spec alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from sweeps.engines import get_engine
 from sweeps.planner import TrialPlan, prompts_per_step
 from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
 
-Report = Callable[[dict[str, float], int], None]  # a report with a flush() is flushed at each checkpoint
 SECTIONS = {"grpo": GRPOSpec, "eval": EvalSpec, "probe": ProbeSpec, "measure": MeasureSpec}  # the spec's, nested
 # TrialConfig.flat's names for nested settings, as benchmarks and tests write them: name -> (section, field)
 FLAT_NAMES = {
@@ -49,7 +47,7 @@ class TrialConfig:
     checkpoint_every: int = 0  # steps; 0 disables
     device: str = "cpu"  # or cuda (bf16 autocast)
     num_threads: int = 1
-    engine: str = "groupscale"  # or trl: TRL's GRPOTrainer on the recipe ``trl`` (workers.trl_engine)
+    engine: str = "groupscale"  # or trl: TRL's GRPOTrainer on the recipe ``trl`` (workers.engines.trl)
     trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig fields of engine trl
 
     @property
@@ -128,13 +126,3 @@ def _plain(section: Any) -> Any:
     if section is None:
         return {}
     return section.model_dump() if hasattr(section, "model_dump") else dict(section)
-
-
-@dataclass
-class TrialResult:
-    """status: succeeded | failed | no_signal; metrics: final metrics; reason: why, if not succeeded."""
-
-    status: str
-    metrics: dict[str, float] = field(default_factory=dict)
-    reason: str | None = None
-    steps_done: int = 0

@@ -52,11 +52,11 @@ def check_trl_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any] | Non
 
     Returns:
         None when the recipe builds here; else ``{"field": name or None, "message": ...}``
-        (workers.trl_engine.recipe_refusal).
+        (workers.engines.trl.recipe_refusal).
     """
     from sweeps.planner import plan_trials
     from sweeps.spec import SweepSpec
-    from workers.trl_engine import recipe_refusal
+    from workers.engines.trl import recipe_refusal
 
     parsed = SweepSpec.model_validate(spec)
     cfg = TrialConfig.from_spec(parsed, plan_trials(parsed)[0], cache_dir)

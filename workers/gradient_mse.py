@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from workers.batch import sample_batch, setup
-from workers.config import Report, TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.engines.base import Report, TrialResult
 from workers.models.base import Policy
 from workers.tasks import Task
 

@@ -1,4 +1,5 @@
-"""What a trial measures: the registry of measures (and engines) and the function that runs one (torch-free at import).
+"""What a trial measures: the registry of measures (an outcome trial: the engine's trainer) and the function that
+runs one (torch-free at import).
 
 The controller and workers.answers import it; each measure's module is imported only when it runs.
 """
@@ -8,25 +9,23 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from workers.config import Report, TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.engines import trainer
+from workers.engines.base import Report, TrialResult
 
-# spec measure.kind -> "module:function" a trial runs: training then an eval (by the spec's engine: its ``trial``,
-# sweeps.engines), or the gradient-MSE measurement of groupscale's estimator
+# spec measure.kind -> "module:function" a trial runs; "outcome" (training, then an eval) is the engine's trainer
+# (workers.engines), the others measure groupscale's estimator (the spec takes them under engine groupscale alone)
 MEASURES: dict[str, str | None] = {"outcome": None, "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
 
 
 def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialConfig, Report], TrialResult]:
-    """The function that runs measure ``kind`` under ``engine`` (its module imported): an outcome trial is the
-    engine's ``trial``; another measure runs on groupscale's trainer alone. Raises ValueError for an unknown kind or
-    engine, or a measure the engine does not take (lists the valid ones)."""
-    from sweeps.engines import ENGINES, get_engine
-
-    trainer = get_engine(engine)
+    """The function that runs measure ``kind`` (its module imported): for an outcome trial, ``engine``'s trainer.
+    Raises ValueError for an unknown kind or engine (lists the valid ones)."""
     if kind not in MEASURES:
         raise ValueError(f"unknown measure {kind!r}; valid: {', '.join(MEASURES)}")
-    ref = MEASURES[kind] or trainer.trial
-    if MEASURES[kind] is not None and trainer is not ENGINES["groupscale"]:
-        raise ValueError(f"measure {kind!r} runs on engine groupscale, not {engine!r}; valid for {engine!r}: outcome")
+    ref = MEASURES[kind]
+    if ref is None:
+        return trainer(engine)
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
 

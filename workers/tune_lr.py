@@ -32,7 +32,8 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from workers.config import Report, TrialConfig
+from workers.config import TrialConfig
+from workers.engines.base import Report
 
 # The final metric a tuning trial is judged by, and whether lower or higher is better.
 DIRECTIONS = {"gap": "minimize", "eval_accuracy": "maximize", "eval_accuracy_sampled": "maximize"}
@@ -170,7 +171,7 @@ class _Objective:
             checkpoint_dir=None,
             checkpoint_every=0,
         )
-        from workers.trainer import train_trial  # torch: imported where a trial runs, never by the controller
+        from workers.engines.groupscale import train_trial  # torch: imported where a trial runs, never by the controller
 
         result = train_trial(run, report)
         trial.set_user_attr("seconds", time.perf_counter() - started)

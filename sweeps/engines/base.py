@@ -13,14 +13,13 @@ class Engine(Protocol):
     """Who trains a sweep's trials, as the spec, the controller and ``recommend`` see it (torch-free: a library an
     engine needs is imported inside the method that needs it).
 
-    name: the spec's ``engine:``; trial: ``"module:function"`` a worker runs for an outcome trial (workers.measures);
-    cluster_check: ``"module:function"`` run on a Ray worker at submit (None: nothing to check there); answers: whether
-    ``groupscale answer`` trains with it; adds_lora: whether the trial's policy gets its LoRA adapter from groupscale
-    (else the engine hands the settings to its trainer).
+    name: the spec's ``engine:`` (its trainer: workers.engines.TRAINERS); cluster_check: ``"module:function"`` run on a
+    Ray worker at submit (None: nothing to check there); answers: whether ``groupscale answer`` trains with it;
+    adds_lora: whether the trial's policy gets its LoRA adapter from groupscale (else the engine hands the settings
+    to its trainer).
     """
 
     name: ClassVar[str]
-    trial: ClassVar[str]
     cluster_check: ClassVar[str | None]
     answers: ClassVar[bool]
     adds_lora: ClassVar[bool]

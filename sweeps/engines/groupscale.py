@@ -12,7 +12,6 @@ class GroupscaleEngine:
     """engine: groupscale (the default). See sweeps.engines.base.Engine for each member."""
 
     name: ClassVar[str] = "groupscale"
-    trial: ClassVar[str] = "workers.trainer:train_trial"
     cluster_check: ClassVar[str | None] = None
     answers: ClassVar[bool] = True
     adds_lora: ClassVar[bool] = True

@@ -16,14 +16,13 @@ class TrlEngine:
     """engine: trl. See sweeps.engines.base.Engine for each member."""
 
     name: ClassVar[str] = "trl"
-    trial: ClassVar[str] = "workers.trl_engine:train_trial_trl"
     cluster_check: ClassVar[str | None] = "workers.entry:check_trl_task"  # the GRPOConfig built, its packages found
     answers: ClassVar[bool] = False
     adds_lora: ClassVar[bool] = False  # TRL gets the LoRA settings as its peft_config
 
     def check_here(self, spec: SweepSpec) -> None:
         """Every trl: field is a field of the installed TRL's GRPOConfig, with a value its parser reads
-        (workers.trl_engine.coerce). Raises ValueError when TRL is missing here (message starting ``engine:``)."""
+        (workers.engines.trl.coerce). Raises ValueError when TRL is missing here (message starting ``engine:``)."""
         try:
             import trl  # noqa: F401 - only whether it is there
         except ImportError as e:
@@ -41,7 +40,7 @@ class TrlEngine:
         )
 
     def run_params(self, spec: SweepSpec) -> dict[str, Any]:
-        return {}  # the worker logs trl.* as TRL ran them (workers.trl_engine.trained_settings)
+        return {}  # the worker logs trl.* as TRL ran them (workers.engines.trl.trained_settings)
 
     def flat_metrics(self, spec: SweepSpec) -> dict[str, str]:
         return {}

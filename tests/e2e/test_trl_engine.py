@@ -13,8 +13,8 @@ from mlflow import MlflowClient
 
 from tests.e2e.conftest import Stack
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
+from workers.engines.trl import last_complete_checkpoint
 from workers.models.presets import preset_path
-from workers.trl_engine import last_complete_checkpoint
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a few minutes on 2 cores: `make test-slow` (CI runs it)
 TRL_NAMES = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "entropy", "loss", "grad_norm",

@@ -32,7 +32,7 @@ ALGOS, PROBE, ADAPTIVE, TRAINER = (
     "workers/algos.py",
     "workers/probe.py",
     "sweeps/adaptive.py",
-    "workers/trainer.py",
+    "workers/engines/groupscale.py",
 )
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
@@ -321,7 +321,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the paired differences' sd with ddof 0 (too small: t too large)",
         (T_PAIRED,),
     ),
-    # workers/trainer.py
+    # workers/engines/groupscale.py
     Mutation(
         "non_finite_check_removed",
         TRAINER,

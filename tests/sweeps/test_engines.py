@@ -45,3 +45,15 @@ def test_the_trl_engine_reads_the_recipe_with_the_installed_trl():
     with pytest.raises(ValueError, match=r"^trl.learnig_rate: not a field of TRL's GRPOConfig \(did you mean learning_rate"):
         get_engine("trl").check_here(bad)
     get_engine("groupscale").check_here(SweepSpec.model_validate(spec()))  # nothing to read
+
+
+def test_every_engine_has_a_trainer_and_an_outcome_is_one_of_three():
+    from workers.engines import TRAINERS, trainer
+    from workers.engines.base import TrialOutcome, TrialResult
+
+    assert sorted(TRAINERS) == sorted(ENGINES)
+    with pytest.raises(ValueError, match=r"unknown engine 'verl'; valid: groupscale, trl"):
+        trainer("verl")
+    assert TrialResult("no_signal").status is TrialOutcome.NO_SIGNAL
+    with pytest.raises(ValueError, match=r"unknown trial outcome 'done'; valid: succeeded, failed, no_signal"):
+        TrialResult("done")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from sweeps.fit import fit_law, recommend_group_size
+from workers.engines.groupscale import TrialConfig
 from workers.entry import run_measure
 from workers.probe import prompt_stats, run_probe
 from workers.tasks import make_task
-from workers.trainer import TrialConfig
 
 TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
 EXACT_G_STAR = 4.205

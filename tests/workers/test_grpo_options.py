@@ -10,10 +10,10 @@ import torch
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from workers.checkpoint import load_checkpoint
+from workers.engines.groupscale import TrialConfig, train_trial
 from workers.models.loading import load_lm, load_policy
 from workers.models.presets import build_char_tokenizer, tiny_llama
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, train_trial
 
 TASK = {"name": "arithmetic", "max_operand": 49}
 
@@ -51,7 +51,7 @@ def test_what_one_inner_step_makes_constant_is_constant_and_not_logged(model_cac
     """workers.metrics.flat_by_construction's claim, measured on the update's own statistics: with one inner step,
     seq_mean_token_mean, loo and no kl_beta nothing clips or overshoots, kl is 0 and the loss is 0 up to rounding;
     those charts are not logged. With token_mean the loss weighs advantages by length, so it is logged."""
-    from workers import trainer
+    import workers.engines.groupscale as trainer
 
     stats = []
     update = trainer.grpo_update

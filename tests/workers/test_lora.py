@@ -9,11 +9,11 @@ import torch
 
 from workers.batch import sample_batch, setup
 from workers.checkpoint import load_checkpoint
+from workers.engines.groupscale import TrialConfig, grpo_update, make_optimizer, train_trial
 from workers.models.lora import LORA_MARK, parameter_counts
 from workers.models.presets import preset_path
 from workers.probe import run_probe
 from workers.tasks import make_task
-from workers.trainer import TrialConfig, grpo_update, make_optimizer, train_trial
 
 LORA = {"r": 4, "alpha": 8.0, "dropout": 0.0, "target_modules": "all-linear"}
 

@@ -12,9 +12,10 @@ import threading
 import pytest
 
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
-from workers.config import TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.engines.base import TrialResult
+from workers.engines.groupscale import train_trial
 from workers.models.presets import preset_path
-from workers.trainer import train_trial
 
 pytestmark = pytest.mark.slow  # two chat-tiny trials; tests/e2e/test_user_material.py runs the same on Ray (also slow)
 PLAIN = REWARDS / "plain"

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from workers import algos
+from workers.engines.groupscale import Batch, TrialConfig, grpo_update, make_optimizer
 from workers.head import head_stats
 from workers.models.loading import load_lm
 from workers.models.presets import build_char_tokenizer, tiny_llama
 from workers.rollout import completion_logprobs, completion_logprobs_entropy, position_ids_from_mask
-from workers.trainer import Batch, TrialConfig, grpo_update, make_optimizer
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_nan_in_a_pad_row_leaves_every_real_logit_finite(policy, group_size):
 
 
 def test_a_nan_weight_after_step_3_fails_the_trial_naming_non_finite_logits_and_step_4(model_cache, monkeypatch):
-    import workers.trainer as trainer
+    import workers.engines.groupscale as trainer
 
     calls = []
     original = trainer.grpo_update
@@ -225,7 +225,7 @@ def test_gradient_checkpointing_gives_the_same_update(policy):
 
 
 def test_cuda_out_of_memory_fails_the_trial_with_its_shape_and_advice(model_cache, monkeypatch):
-    import workers.trainer as trainer
+    import workers.engines.groupscale as trainer
 
     def no_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")

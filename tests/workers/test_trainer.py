@@ -6,10 +6,10 @@ import torch
 
 from sweeps import spec as spec_names
 from workers import algos
+from workers.engines.groupscale import OPTIMIZERS, TrialConfig, train_trial
 from workers.models.loading import load_policy
 from workers.models.presets import LM_PRESETS
 from workers.tasks import TASKS, make_task
-from workers.trainer import OPTIMIZERS, TrialConfig, train_trial
 
 TASK = {"name": "arithmetic", "max_operand": 49}
 
@@ -162,6 +162,6 @@ def test_a_non_finite_loss_fails_the_trial_naming_what_and_when(monkeypatch):
     ],
 )
 def test_each_no_signal_reason(reward_mean, truncation, says):
-    from workers.trainer import _no_signal_reason
+    from workers.engines.groupscale import _no_signal_reason
 
     assert _no_signal_reason(reward_mean, truncation) == says

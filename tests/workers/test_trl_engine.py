@@ -13,9 +13,10 @@ from sweeps.engines.trl import coerce
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
-from workers.config import TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.engines.base import TrialResult
+from workers.engines.trl import silent_generation, train_trial_trl, trained_settings, trl_arguments
 from workers.models.presets import preset_path
-from workers.trl_engine import silent_generation, train_trial_trl, trained_settings, trl_arguments
 
 TRL_NAMES = (
     "reward",
@@ -159,7 +160,7 @@ def test_a_trl_trial_logs_trls_metrics_and_groupscales_gap(chat, tmp_path):
     assert result.metrics["gap@2"] == report.steps[2]["gap"] and "gap@4" not in result.metrics  # by_step's data
     assert report.table and {"prompt", "completion", "reward"} <= set(report.table[0])
     # the same eval as the groupscale engine: the initial gap of the two engines is the same number
-    from workers.trainer import train_trial
+    from workers.engines.groupscale import train_trial
 
     same = Recorder()
     train_trial(_config(chat, tmp_path, engine="groupscale", trl={}, steps=1), same)
@@ -210,7 +211,7 @@ def test_a_trl_exception_fails_the_trial_with_its_cause(tmp_path, model_cache):
 
 
 def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
-    from workers.trl_engine import last_complete_checkpoint
+    from workers.engines.trl import last_complete_checkpoint
 
     assert last_complete_checkpoint(tmp_path / "none") is None
     for step, state in ((4, '{"global_step": 4}'), (8, None), (12, '{"global_st')):  # 8: no state yet; 12: cut short

@@ -2,7 +2,7 @@
 
 For TRL's loss types grpo, dapo and dr_grpo, with scale_rewards group and none, written as a user
 writes them (TRL's names in ``grpo:``, sweeps.spec.TRL_ALIASES). groupscale's side is the real update
-(workers.trainer.grpo_update on a batch of the tiny-llama preset), TRL's is ``GRPOTrainer._compute_loss``
+(workers.engines.groupscale.grpo_update on a batch of the tiny-llama preset), TRL's is ``GRPOTrainer._compute_loss``
 on the same prompt and completion ids (TRL 1.x, ``trl/trainer/grpo_trainer.py``). Both use the
 advantages TRL computes from the rewards ((r - group mean) / (group std + 1e-4) for group, r - group
 mean for none); groupscale's own mean_std advantage divides by the std alone, which the last test
@@ -24,8 +24,8 @@ from sweeps.spec import GRPOSpec  # noqa: E402
 from workers import algos  # noqa: E402
 from workers.batch import Batch, setup  # noqa: E402
 from workers.config import TrialConfig  # noqa: E402
+from workers.engines.groupscale import grpo_update  # noqa: E402
 from workers.rollout import Rollout  # noqa: E402
-from workers.trainer import grpo_update  # noqa: E402
 
 N, G, P, L = 2, 4, 5, 6  # prompts, completions per prompt, prompt and completion widths
 MAX_NEW = 8  # max_new_tokens / max_completion_length: wider than the batch's completions (Dr. GRPO divides by it)

@@ -10,8 +10,8 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
+from workers.engines.groupscale import TrialConfig
 from workers.entry import run_tune_lr
-from workers.trainer import TrialConfig
 from workers.tune_lr import frozen_trials, n_startup, tune_learning_rate
 
 TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
@@ -151,7 +151,7 @@ def test_an_error_mid_tuning_ends_the_open_run_failed(tmp_path, monkeypatch):
         report({"reward_mean": 0.5}, 1)
         raise RuntimeError("worker lost its model")
 
-    monkeypatch.setattr("workers.trainer.train_trial", broken_trainer)  # tune_lr imports it where a trial runs
+    monkeypatch.setattr("workers.engines.groupscale.train_trial", broken_trainer)  # tune_lr imports it where a trial runs
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("groupscale/bandit", artifact_location=(tmp_path / "artifacts").as_uri())

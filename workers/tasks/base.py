@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -62,6 +62,19 @@ class Task(Protocol):
 
     def vocabulary(self) -> str:
         """Every character prompts and answers use (for character tokenizers of presets)."""
+        ...
+
+
+@runtime_checkable
+class RewardTerms(Protocol):
+    """A task whose reward is a weighted sum of named terms (the dataset task), which an external trainer (TRL) can
+    call one by one: each term's spec (its ``weight`` among them) and metric key, in the same order."""
+
+    reward_specs: tuple[dict[str, Any], ...]
+
+    @property
+    def reward_keys(self) -> list[str]:
+        """Each term's metric key (``reward/<key>``), in the order of ``reward_specs``."""
         ...
 
 

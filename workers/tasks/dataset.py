@@ -96,6 +96,11 @@ class DatasetTask:
         """Rows of the training split (an epoch, for trainer_state)."""
         return len(self._split[0])
 
+    @property
+    def reward_keys(self) -> list[str]:
+        """Each reward term's metric key, in the order of ``reward_specs`` (workers.tasks.base.RewardTerms)."""
+        return [key for _, key in self._scorer.names]
+
     def close(self) -> None:
         """Stop the reward process, if the rewards run in one (also done when the task is garbage collected)."""
         self._scorer.close()

@@ -8,7 +8,7 @@ and ``save_only_model`` = false (one checkpoint at a time on disk, holding what 
 Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
 engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
 reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to ``report`` under TRL's names; the
-held-out ``gap`` comes from groupscale's own evaluator (workers.trainer.evaluate: the same eval set and seed as the
+held-out ``gap`` comes from groupscale's own evaluator (workers.engines.groupscale.evaluate: the same eval set and seed as the
 groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last complete checkpoint.
 No signal is counted per generation in the reward path, which sees each one once however many optimizer steps reuse
 it (TRL logs ``frac_reward_zero_std`` only on the steps that generated); the count is saved in each checkpoint.
@@ -32,13 +32,15 @@ from sweeps.engines.trl import coerce
 from sweeps.trl_steps import structure_for
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
-from workers.config import Report, TrialConfig, TrialResult
+from workers.config import TrialConfig
+from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, TrialResult
+from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
 from workers.models.lora import lora_config, parameter_counts
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
 from workers.tasks import Problem, Task
-from workers.trainer import NO_SIGNAL_STEP_FRACTION, evaluate
+from workers.tasks.base import RewardTerms
 
 ROW = "groupscale_row"  # the dataset column that maps TRL's rows back to the task's problems
 # GRPOConfig fields a sweep sets itself (a recipe's values for them are replaced; the stored spec keeps them).
@@ -99,8 +101,9 @@ def trained_settings(args: Any, recipe: dict[str, Any]) -> dict[str, str]:
 
 def reward_weights(task: Task) -> list[float]:
     """TRL's ``reward_weights``: each reward term's weight, in the order of the task's terms."""
-    specs = getattr(task, "reward_specs", None)
-    return [float(s.get("weight", 1.0)) for s in specs] if specs else [1.0]
+    if not isinstance(task, RewardTerms):
+        return [1.0]  # a built-in task: one reward
+    return [float(s.get("weight", 1.0)) for s in task.reward_specs]
 
 
 def silent_generation(per_term: list[np.ndarray], weights: list[float], group_size: int, aggregation: str) -> bool:
@@ -130,8 +133,7 @@ class TrlRewards:
 
     def __init__(self, task: Task, problems: list[Problem], args: Any) -> None:
         self.task, self.problems, self.args = task, problems, args
-        names = getattr(getattr(task, "_scorer", None), "names", None)
-        self.keys = [key for _, key in names] if names else ["reward"]
+        self.keys = task.reward_keys if isinstance(task, RewardTerms) else ["reward"]  # a built-in task: one reward
         self._batch: dict[str, np.ndarray] = {}
         self.generations, self.silent = 0, 0
 
