@@ -68,3 +68,26 @@ def test_no_import_circle_among_the_packages():
 
     circles = [c for m in sorted(graph) if (c := reaches(m))]
     assert circles == [], circles[:3]
+
+
+BLOCKED = """
+import sys, importlib.abc
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'transformers', 'trl'):
+            raise ImportError(f'{name} is blocked: the controller must not need it for a groupscale-engine spec')
+sys.meta_path.insert(0, Blocked())
+from fastapi.testclient import TestClient
+from service.main import create_app
+from service.settings import Settings
+from tests.factories import spec
+with TestClient(create_app(Settings(data_dir=sys.argv[1]), run_scheduler=False)) as c:
+    r = c.post('/v1/sweeps', json=spec(name='no-torch'))
+    print(r.status_code, r.json().get('spec', {}).get('engine'))
+"""
+
+
+def test_a_groupscale_engine_spec_is_served_with_torch_transformers_and_trl_blocked(tmp_path):
+    """The controller asks the engine (sweeps.engines) what it needs; only engine trl's check imports TRL."""
+    done = subprocess.run([sys.executable, "-c", BLOCKED, str(tmp_path)], capture_output=True, text=True, check=False)
+    assert done.stdout.split() == ["201", "groupscale"], done.stderr[-3000:]
