@@ -22,7 +22,7 @@ from workers.progress import Report, say
 from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
-from workers.tasks.base import completion_ids_of
+from workers.tasks.base import RewardTerms, completion_ids_of
 
 
 def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
@@ -69,7 +69,7 @@ class Batch:
 def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
     """TRL's ``trainer_state`` for reward functions after ``global_step`` optimizer steps of this trial; epochs
     count training prompts drawn (N per step) against the task's training rows (0 for generated tasks)."""
-    rows = getattr(task, "train_rows", 0)
+    rows = task.train_rows if isinstance(task, RewardTerms) else 0  # a generated task has no rows
     per_step = cfg.prompts_per_step / rows if rows else 0.0  # epochs per optimizer step
     return TrainerState(
         global_step=global_step,
@@ -86,7 +86,7 @@ def score_completions(
 ) -> RewardBatch:
     """Rewards of a rollout's completions; tasks with reward functions (dataset) also give each term, the
     abstentions and what the functions logged. Raises workers.rewards.RewardError when a reward function fails."""
-    if hasattr(task, "score"):  # only reward functions read the token ids (building them is per-row work)
+    if isinstance(task, RewardTerms):  # only reward functions read the token ids (building them is per-row work)
         return task.score(problems, rollout.texts, completion_ids_of(rollout), state)
     return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
 

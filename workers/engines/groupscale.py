@@ -22,7 +22,7 @@ from workers import algos
 from workers.batch import Batch, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import TrialConfig
-from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, TrialResult
+from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
 from workers.models.base import Policy
@@ -191,10 +191,9 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure.kind!r}: use workers.measures.run_measure")
     task, policy, rng = setup(cfg)
     try:
-        return _train(cfg, report, task, policy, rng)
+        return _train(cfg, run_report(report), task, policy, rng)
     finally:
-        if hasattr(task, "close"):  # the reward process of a dataset task
-            task.close()
+        task.close()  # the reward process of a dataset task
 
 
 @dataclass(frozen=True)
@@ -259,7 +258,7 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     }
 
 
-def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
+def _train(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
     """train_trial's steps, evals and checkpoints on a set-up task and policy; every failure leaves through _guarded."""
     try:
         return _run_steps(cfg, report, task, policy, rng)
@@ -267,7 +266,7 @@ def _train(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np
         return failed.result
 
 
-def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
+def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, rng: np.random.Generator) -> TrialResult:
     ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
         ref.module.requires_grad_(False).eval()
@@ -275,7 +274,7 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
     model.train()
     opt = make_optimizer(cfg.grpo.optimizer, [p for p in model.parameters() if p.requires_grad], cfg.grpo.lr)
     ignored = getattr(policy, "ignored_generation_config", None)
-    if ignored and hasattr(report, "set_tags"):  # sampling follows the spec alone (workers.rollout)
+    if ignored:  # sampling follows the spec alone (workers.rollout)
         report.set_tags({"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))})
     state = _start(cfg, report, task, policy, opt, rng)
     history = state["log_history"]  # the reported step metrics: trainer_state.log_history of reward functions
@@ -306,8 +305,7 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
             # checkpoint and logs some steps twice, but never skips one (the other order could lose
             # every point since the last flush).
-            if hasattr(report, "flush"):
-                report.flush()
+            report.flush()
             state["step"] = step
             saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state()}
             save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
@@ -315,7 +313,7 @@ def _run_steps(cfg: TrialConfig, report: Report, task: Task, policy: Policy, rng
 
 
 def _start(
-    cfg: TrialConfig, report: Report, task: Task, policy: Policy, opt: torch.optim.Optimizer, rng: np.random.Generator
+    cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, opt: torch.optim.Optimizer, rng: np.random.Generator
 ) -> dict:
     """The trial's state before its first step to run: from its checkpoint (model, optimizer and RNG restored), or
     fresh after the eval before step 1. Keys step (the last done), counters, initial, samples, log_history."""
@@ -340,7 +338,7 @@ def _start(
     }
 
 
-def _finish(cfg: TrialConfig, report: Report, task: Task, policy: Policy, state: dict) -> TrialResult:
+def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, state: dict) -> TrialResult:
     """After the last step: no_signal when most steps had no signal, else the final eval and the trial's metrics."""
     counters, t = state["counters"], cfg.steps
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * t:
@@ -349,6 +347,6 @@ def _finish(cfg: TrialConfig, report: Report, task: Task, policy: Policy, state:
     with _guarded(cfg, _Phase(f"the final evaluation (step {t})", t, t, "the evaluation")):
         final, last = evaluate(policy, task, cfg, t, state["log_history"])
     report(final, t)
-    if hasattr(report, "log_table") and state["samples"] + last:
+    if state["samples"] + last:
         report.log_table(state["samples"] + last)
     return TrialResult("succeeded", metrics=result_metrics(final, state["initial"], counters.get("evals", {})), steps_done=t)

@@ -33,7 +33,7 @@ from sweeps.trl_steps import structure_for
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.config import TrialConfig
-from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, TrialResult
+from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
 from workers.models.lora import lora_config, parameter_counts
@@ -154,7 +154,7 @@ class TrlRewards:
         assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
         problems = [self.problems[i] for i in rows]
         texts = [text_of(c) for c in completions]
-        if hasattr(self.task, "score"):
+        if isinstance(self.task, RewardTerms):
             scored = self.task.score(problems, texts, completion_ids, _state(kwargs["trainer_state"]))
             for name, value in scored.logged.items():
                 kwargs["log_metric"](name, value)
@@ -196,7 +196,7 @@ INITIAL = "groupscale-initial.json"  # the eval before step 1, kept beside TRL's
 EVALS = "groupscale-evals.json"  # the gap at each eval checkpoint done so far, kept there too
 
 
-def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: Report) -> tuple[dict, list]:
+def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: RunReport) -> tuple[dict, list]:
     """The held-out eval before training (reported at step 0 and kept in output_dir), or the kept one on a resume."""
     kept = Path(cfg.checkpoint_dir or "") / INITIAL
     if resume is not None and kept.is_file():
@@ -246,7 +246,7 @@ SIGNAL = "SignalCount"  # the callback whose state (generations, silent) each ch
 
 
 def _callbacks(
-    cfg: TrialConfig, report: Report, task: Task, policy: Any, rewards: TrlRewards, history: list[dict], at: dict
+    cfg: TrialConfig, report: RunReport, task: Task, policy: Any, rewards: TrlRewards, history: list[dict], at: dict
 ) -> list[Any]:
     """The trial's TrainerCallbacks: Measure (TRL's logs to report and ``history``; groupscale's eval at cfg.eval's
     checkpoints, kept in ``at`` and beside the checkpoints) and SignalCount (rewards' generation counts, saved by TRL
@@ -262,7 +262,7 @@ def _callbacks(
             report(metrics, state.global_step)
             history.append({**metrics, "step": state.global_step})
             saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
-            if saves and hasattr(report, "flush"):  # TRL logs a step, then saves it: points before the checkpoint
+            if saves:  # TRL logs a step, then saves it: points before the checkpoint
                 report.flush()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
@@ -327,6 +327,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    report = run_report(report)
     missing = missing_package(cfg.trl)
     if missing is not None:
         return TrialResult("failed", reason=f"trl.{missing[0]}: {missing[1]}")
@@ -334,8 +335,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     try:
         data, problems = _dataset(task)
         args = GRPOConfig(**trl_arguments(cfg), reward_weights=reward_weights(task))
-        if hasattr(report, "log_params"):  # the run shows what TRL ran, defaults included
-            report.log_params(trained_settings(args, cfg.trl))
+        report.log_params(trained_settings(args, cfg.trl))  # the run shows what TRL ran, defaults included
         rewards = TrlRewards(task, problems, args)
         history: list[dict] = []  # TRL's logs, step by step
         at: dict[int, dict[str, float]] = {}  # step -> gap, gap_se there
@@ -359,7 +359,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
             return TrialResult("no_signal", reason=reason, steps_done=cfg.steps)
         final, last = evaluate(policy, task, cfg, cfg.steps, history)
         report(final, cfg.steps)
-        if hasattr(report, "log_table") and samples + last:
+        if samples + last:
             report.log_table(samples + last)
         return TrialResult("succeeded", metrics=result_metrics(final, initial, at), steps_done=cfg.steps)
     except RewardError as e:
@@ -367,5 +367,4 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     except (ValueError, RuntimeError, TypeError, torch.OutOfMemoryError) as e:  # TRL's own refusals and failures
         return TrialResult("failed", reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
     finally:
-        if hasattr(task, "close"):
-            task.close()
+        task.close()  # the reward process of a dataset task

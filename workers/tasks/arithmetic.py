@@ -66,5 +66,8 @@ class ArithmeticTask:
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return np.ones(len(problems))
 
+    def close(self) -> None:
+        """Nothing to release (workers.tasks.base.Task)."""
+
     def vocabulary(self) -> str:
         return "0123456789+="

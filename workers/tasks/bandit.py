@@ -108,5 +108,8 @@ class BanditTask:
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return self._tables[1][[int(q.prompt) for q in problems]].max(axis=1)
 
+    def close(self) -> None:
+        """Nothing to release (workers.tasks.base.Task)."""
+
     def vocabulary(self) -> str:
         return "0123456789"

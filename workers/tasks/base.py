@@ -64,17 +64,34 @@ class Task(Protocol):
         """Every character prompts and answers use (for character tokenizers of presets)."""
         ...
 
+    def close(self) -> None:
+        """Release what the task holds while trials use it (a dataset task's reward process); nothing for most."""
+        ...
+
 
 @runtime_checkable
 class RewardTerms(Protocol):
-    """A task whose reward is a weighted sum of named terms (the dataset task), which an external trainer (TRL) can
-    call one by one: each term's spec (its ``weight`` among them) and metric key, in the same order."""
+    """A task whose reward is a weighted sum of named terms from reward functions (the dataset task): each term's spec
+    (its ``weight`` among them) and metric key in the same order, ``score`` that gives every term with what the
+    functions logged (TRL's keyword arguments, token ids and trainer state included), and the training rows an
+    epoch has (for TRL's trainer_state)."""
 
     reward_specs: tuple[dict[str, Any], ...]
 
     @property
     def reward_keys(self) -> list[str]:
         """Each term's metric key (``reward/<key>``), in the order of ``reward_specs``."""
+        ...
+
+    @property
+    def train_rows(self) -> int:
+        """Rows of the training split."""
+        ...
+
+    def score(
+        self, problems: list[Problem], completions: list[str], completion_ids: list[list[int]] | None = None, state: Any = None
+    ) -> Any:
+        """A workers.rewards.RewardBatch: the weighted reward, each term's values, abstentions and what was logged."""
         ...
 
 

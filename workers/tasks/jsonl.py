@@ -82,5 +82,8 @@ class JsonlTask:
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return np.ones(len(problems))
 
+    def close(self) -> None:
+        """Nothing to release (workers.tasks.base.Task)."""
+
     def vocabulary(self) -> str:
         return "".join(sorted({ch for q in self._split[0] + self._split[1] for ch in q.prompt + q.answer}))
