@@ -40,7 +40,7 @@ def evaluate(
     """
     problems = task.eval_problems(cfg.eval.prompts)
     best = task.max_reward(problems)
-    exact = getattr(task, "exact_expected_reward", True)
+    exact = task.exact_expected_reward
     k = 1 if exact else cfg.eval.samples_per_prompt
     expanded = [p for p in problems for _ in range(k)]
     module = policy.module

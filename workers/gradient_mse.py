@@ -20,6 +20,7 @@ from workers.config import TrialConfig
 from workers.engines.base import Report, TrialResult
 from workers.models.base import Policy
 from workers.tasks import Task
+from workers.tasks.base import ExactComponents
 
 REFERENCE_CHUNK = 512  # prompts per forward pass of the exact gradient
 
@@ -31,7 +32,7 @@ def flat_grad(params: list[torch.nn.Parameter]) -> torch.Tensor:
 
 def exact_gradient(policy: Policy, task: Task, cfg: TrialConfig) -> torch.Tensor:
     """grad J of J = sum_x w(x) V(x) over the task's whole training distribution. Returns (P,) float64."""
-    if not getattr(task, "exact_expected_reward", True):
+    if not task.exact_expected_reward:
         raise ValueError(
             "gradient_mse needs an exact expected reward: arithmetic, bandit, "
             "or a jsonl or dataset task with one exact_match reward"
@@ -74,7 +75,7 @@ def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
         "grad_mse_se": float(errors.std(ddof=1) / np.sqrt(errors.size)) if errors.size > 1 else float("nan"),
         "grad_norm2_exact": float((g**2).sum()),
     }
-    if hasattr(task, "exact_components") and cfg.grpo.advantage == "loo":
+    if isinstance(task, ExactComponents) and cfg.grpo.advantage == "loo":
         comp = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         metrics["grad_mse_exact"] = comp.gradient_mse(cfg.group_size, cfg.samples_per_step)
     report(metrics, cfg.measure.repeats)

@@ -29,7 +29,7 @@ from sweeps.fit import percentile_or_inf, recommend_group_size
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy
-from workers.tasks.base import Task, completion_ids_of
+from workers.tasks.base import ExactComponents, Task, completion_ids_of
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def probe_policy(
             else "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"
         ),
     }
-    if hasattr(task, "exact_components"):
+    if isinstance(task, ExactComponents):
         exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}
     return out

@@ -66,6 +66,11 @@ class ArithmeticTask:
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return np.ones(len(problems))
 
+    @property
+    def exact_expected_reward(self) -> bool:
+        """Always: V(x) is computed exactly (workers.tasks.base.Task)."""
+        return True
+
     def close(self) -> None:
         """Nothing to release (workers.tasks.base.Task)."""
 

@@ -108,6 +108,11 @@ class BanditTask:
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return self._tables[1][[int(q.prompt) for q in problems]].max(axis=1)
 
+    @property
+    def exact_expected_reward(self) -> bool:
+        """Always: V(x) is computed exactly (workers.tasks.base.Task)."""
+        return True
+
     def close(self) -> None:
         """Nothing to release (workers.tasks.base.Task)."""
 

@@ -64,6 +64,11 @@ class Task(Protocol):
         """Every character prompts and answers use (for character tokenizers of presets)."""
         ...
 
+    @property
+    def exact_expected_reward(self) -> bool:
+        """Whether expected_reward is exact (and differentiable), not a Monte Carlo estimate."""
+        ...
+
     def close(self) -> None:
         """Release what the task holds while trials use it (a dataset task's reward process); nothing for most."""
         ...
@@ -92,6 +97,16 @@ class RewardTerms(Protocol):
         self, problems: list[Problem], completions: list[str], completion_ids: list[list[int]] | None = None, state: Any = None
     ) -> Any:
         """A workers.rewards.RewardBatch: the weighted reward, each term's values, abstentions and what was logged."""
+        ...
+
+
+@runtime_checkable
+class ExactComponents(Protocol):
+    """A task whose variance components (tau2, sigma2, kappa; THEORY.md) are known exactly for a tabular policy's
+    logits (the bandit): what the probe and the gradient-MSE measure are checked against."""
+
+    def exact_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> Any:
+        """workers.tasks.bandit.VarianceComponents at ``logits`` (K,) float64 and ``temperature``."""
         ...
 
 
