@@ -24,6 +24,7 @@ import torch
 
 def main() -> None:
     from bench.scale_vs_trl import MICRO, TASK, B, G, L, build
+    from sweeps.spec import ProbeSpec
     from workers.engines.groupscale import TrialConfig, train_trial
     from workers.models.loading import load_lm
     from workers.probe import run_probe
@@ -98,7 +99,9 @@ def main() -> None:
             "peak_cuda_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         }
 
-        probe = run_probe(TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base), 64, 16)
+        probe = run_probe(
+            TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base), ProbeSpec(prompts=64, completions=16)
+        )
         out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}
 
         lora = {

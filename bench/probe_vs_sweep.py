@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from sweeps.fit import fit_law
+from sweeps.spec import ProbeSpec
 from workers.config import TrialConfig
 from workers.entry import run_measure
 from workers.probe import run_probe
@@ -50,7 +51,9 @@ def main() -> None:
     args = ap.parse_args()
     exact = make_task(TASK).exact_components().g_star
     t0 = time.perf_counter()
-    probe_err = [abs(run_probe(cfg(seed=rep), K, M, n_boot=0)["g_star"] - exact) for rep in range(args.reps)]
+    probe_err = [
+        abs(run_probe(cfg(seed=rep), ProbeSpec(prompts=K, completions=M), n_boot=0)["g_star"] - exact) for rep in range(args.reps)
+    ]
     probe_s = (time.perf_counter() - t0) / args.reps
     target = float(np.median(probe_err))
     print(f"exact G* {exact:.3f}")

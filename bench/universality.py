@@ -95,9 +95,8 @@ def _start_probe(spec_json: str, cache: str) -> dict:
     from workers.probe import run_probe
 
     spec = SweepSpec.model_validate_json(spec_json)
-    p = spec.probe
     cfg = TrialConfig.from_spec(spec, TrialPlan(spec.group_sizes[0], spec.samples_per_step[0], 0), cache)
-    return run_probe(cfg, p.prompts, p.completions, p.projection_dim, p.seed, parameters=p.parameters)
+    return run_probe(cfg, spec.probe)
 
 
 def run_sweep(spec: SweepSpec, workers: int, with_probe: bool) -> tuple[list[SimpleNamespace], dict | None, float]:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
+from sweeps.spec import ProbeSpec
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.models.base import Policy
@@ -168,39 +168,38 @@ def score_vectors(
     return np.stack(rows)
 
 
-def run_probe(
-    cfg: TrialConfig,
-    prompts: int,
-    completions: int,
-    projection_dim: int = 512,
-    seed: int = 0,
-    n_boot: int = 200,
-    parameters: str = "all",
-) -> dict:
+def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
     """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` starts from.
 
     Args:
-        cfg: the task, model, temperature and max_new_tokens (group size and budget are unused).
-        prompts, completions: K and M (M >= 4); the cost is K * M samples.
-        projection_dim: D; score vectors of larger policies are count-sketched to D dimensions.
-        parameters: ``all``, ``lm_head`` or ``last_layers:K`` (workers.scores.select_parameters): scores over a
-            subset, for models too large for full-parameter scores (a different G*: see README).
+        cfg: the policy (task, model, LoRA, temperature and max_new_tokens, device); group size and budget unused.
+        probe: the spec's probe section: K = ``prompts`` and M = ``completions`` (M >= 4; the cost is K * M samples);
+            ``projection_dim`` D (score vectors of larger policies are count-sketched to D dimensions); ``seed``;
+            ``parameters`` (``all``, ``lm_head``, ``last_layers:K`` or ``lora``, workers.scores.select_parameters:
+            scores over a subset, for models too large for full-parameter scores, a different G*: see README).
+        n_boot: bootstrap resamples of the prompts for g_star_ci95 (0: none).
     Returns:
         JSON-ready dict with tau2, sigma2, kappa, g_star, g_star_ci95 (bootstrap over prompts),
         samples, seconds, message; g_star is None (with a reason) when tau2 is not positive.
     """
     start = time.perf_counter()
     task, policy, rng = setup(cfg)
-    return probe_policy(policy, task, cfg, rng, prompts, completions, projection_dim, seed, n_boot, parameters, start=start)
+    return probe_policy(policy, task, cfg, rng, probe, n_boot, start=start)
 
 
 def probe_policy(
-    policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.Generator, *args: Any, start: float | None = None
+    policy: Policy,
+    task: Task,
+    cfg: TrialConfig,
+    rng: np.random.Generator,
+    probe: ProbeSpec,
+    n_boot: int,
+    start: float | None = None,
 ) -> dict:
-    """run_probe(cfg, *args) at ``policy`` as it is now (a trial's current policy at a checkpoint:
-    probe.every): ``args`` are run_probe's (prompts, completions, projection_dim, seed, n_boot,
-    parameters), all given. Draws prompts from ``rng`` and puts the module back in its train/eval mode."""
-    prompts, completions, projection_dim, seed, n_boot, parameters = args
+    """run_probe(cfg, probe, n_boot) at ``policy`` as it is now (a trial's current policy at a checkpoint:
+    probe.every). Draws prompts from ``rng`` and puts the module back in its train/eval mode."""
+    prompts, completions, projection_dim = probe.prompts, probe.completions, probe.projection_dim
+    seed, parameters = probe.seed, probe.parameters
     start = time.perf_counter() if start is None else start
     was_training = policy.module.training
     policy.module.eval()

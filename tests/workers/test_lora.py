@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 
+from sweeps.spec import ProbeSpec
 from workers.batch import sample_batch, setup
 from workers.checkpoint import load_checkpoint
 from workers.engines.groupscale import TrialConfig, grpo_update, make_optimizer, train_trial
@@ -75,10 +76,10 @@ def test_the_probe_over_the_adapter_gives_a_finite_g_star(model_cache):
     lora = cfg(model_cache)
     preset_path("tiny-llama", make_task(lora.task), model_cache)  # built (or found) before either probe is timed
     start = time.perf_counter()
-    over_adapter = run_probe(lora, 32, 8, 512, 0, parameters="lora")
+    over_adapter = run_probe(lora, ProbeSpec(prompts=32, completions=8, parameters="lora"))
     adapter_s = time.perf_counter() - start
     start = time.perf_counter()
-    over_all = run_probe(cfg(model_cache, model={"preset": "tiny-llama"}), 32, 8, 512, 0, parameters="all")
+    over_all = run_probe(cfg(model_cache, model={"preset": "tiny-llama"}), ProbeSpec(prompts=32, completions=8, parameters="all"))
     all_s = time.perf_counter() - start
     adapter_g, all_g = over_adapter["g_star"], over_all["g_star"]
     print(
@@ -87,4 +88,7 @@ def test_the_probe_over_the_adapter_gives_a_finite_g_star(model_cache):
     assert over_adapter["g_star"] is not None and math.isfinite(over_adapter["g_star"]) and over_adapter["g_star"] >= 1
     assert over_adapter["tau2"] > 0 and over_adapter["sigma2"] > 0
     with pytest.raises(ValueError, match="needs a model with a LoRA adapter"):
-        run_probe(cfg(model_cache, model={"preset": "tiny-llama"}), 8, 4, 64, 0, parameters="lora")
+        run_probe(
+            cfg(model_cache, model={"preset": "tiny-llama"}),
+            ProbeSpec(prompts=8, completions=4, projection_dim=64, parameters="lora"),
+        )

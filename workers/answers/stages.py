@@ -42,10 +42,9 @@ def run_stages(
     plan = method.plan(spec, budget)
     base = TrialConfig.from_spec(spec, TrialPlan(min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0]), cache_dir)
     prepare(base, report)
-    p = spec.probe
     k, m = plan.probe.prompts, plan.probe.completions
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
-    probe = run_probe(base, k, m, p.projection_dim, p.seed, parameters=p.parameters)
+    probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}))
     spent = int(probe["samples"])
     pilot = None
     if plan.pilot is not None:

@@ -158,18 +158,7 @@ def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[
     forked torch RNG and its own prompt RNG, so that training goes on exactly as without it."""
     p = cfg.probe
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
-        out = probe_policy(
-            policy,
-            task,
-            cfg,
-            np.random.default_rng([p.seed, step]),
-            p.prompts,
-            p.completions,
-            p.projection_dim,
-            p.seed,
-            0,
-            p.parameters,
-        )
+        out = probe_policy(policy, task, cfg, np.random.default_rng([p.seed, step]), p, n_boot=0)
     return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
 
 
