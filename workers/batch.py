@@ -36,6 +36,7 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     if cfg.model.get("lora") and get_engine(cfg.engine).adds_lora:  # the TRL engine hands TRL a peft_config instead
         policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)
+    # a transformers model has it; the tabular policy's module (a torch Module of ours) has nothing to checkpoint
     if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)

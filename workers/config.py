@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from sweeps.engines import get_engine
 from sweeps.planner import TrialPlan, prompts_per_step
 from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
@@ -125,4 +127,4 @@ def _plain(section: Any) -> Any:
     """A section given to TrialConfig.flat as plain data: a model's fields as a dict, a dict copied, None as {}."""
     if section is None:
         return {}
-    return section.model_dump() if hasattr(section, "model_dump") else dict(section)
+    return section.model_dump() if isinstance(section, BaseModel) else dict(section)

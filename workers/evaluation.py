@@ -72,12 +72,11 @@ def evaluate(
         var = r.var(axis=1, ddof=1) if k > 1 else np.full(len(problems), r.var(ddof=1) if r.size > 1 else 0.0)
         metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
     module.train(was_training)
-    render = getattr(getattr(policy, "encoder", None), "render", str)
     extras = {c: v for c, v in extras.items() if len(v) == len(texts) and c not in ("step", "prompt", "completion", "reward")}
     samples = [
         {
             "step": step,
-            "prompt": render(problems[i // k].prompt),
+            "prompt": policy.render(problems[i // k].prompt),
             "completion": texts[i],
             "reward": float(r.flat[i]),
             **{column: values[i] for column, values in extras.items()},

@@ -262,7 +262,7 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
     model = policy.module
     model.train()
     opt = make_optimizer(cfg.grpo.optimizer, [p for p in model.parameters() if p.requires_grad], cfg.grpo.lr)
-    ignored = getattr(policy, "ignored_generation_config", None)
+    ignored = policy.ignored_generation_config
     if ignored:  # sampling follows the spec alone (workers.rollout)
         report.set_tags({"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))})
     state = _start(cfg, report, task, policy, opt, rng)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -16,6 +16,8 @@ class Policy(Protocol):
     """
 
     module: torch.nn.Module
+    # sampling fields of a model folder's generation_config that sampling does not apply (listed on the trial's run)
+    ignored_generation_config: dict[str, Any]
 
     def sample(self, prompts: list[str], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
         """One completion per prompt; with group_size G, prompts come as G adjacent copies of each."""
@@ -33,4 +35,8 @@ class Policy(Protocol):
         self, prompts: list[str], answers: list[str], *, max_new_tokens: int, temperature: float
     ) -> torch.Tensor:
         """(S,) probability that sampling returns exactly ``answers[i]`` (differentiable)."""
+        ...
+
+    def render(self, prompt: Any) -> str:
+        """The prompt as the model reads it (a chat prompt through its template), for tables of samples."""
         ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -53,6 +54,10 @@ class LMPolicy:
         if device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    def render(self, prompt: Any) -> str:
+        """The prompt as the model reads it: through its chat template (workers.models.prompts)."""
+        return self.encoder.render(prompt)
 
     def sample(self, prompts: Sequence[Prompt], *, max_new_tokens: int, temperature: float, group_size: int = 1) -> Rollout:
         was_training = self.module.training

@@ -15,6 +15,7 @@ from workers.models.presets import LM_PRESETS, preset_path
 from workers.models.tabular import TabularPolicy, TabularSoftmax
 from workers.progress import Report, say
 from workers.tasks import Task
+from workers.tasks.bandit import BanditTask
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -81,7 +82,7 @@ def load_policy(model: dict[str, Any], task: Task, cache_dir: Path, device: str 
     """
     preset = model.get("preset")
     if preset == "tabular":
-        if not hasattr(task, "initial_logits"):
+        if not isinstance(task, BanditTask):
             raise ValueError(f"preset 'tabular' needs task 'bandit', not {task.name!r}")
         return TabularPolicy(TabularSoftmax(task.initial_logits))
     if preset is not None and preset not in LM_PRESETS:

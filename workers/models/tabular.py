@@ -6,7 +6,8 @@ A prompt is a context index ("7"), a completion is one arm index ("3").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +26,11 @@ class TabularSoftmax(torch.nn.Module):
 @dataclass
 class TabularPolicy:
     module: TabularSoftmax
+    ignored_generation_config: dict = field(default_factory=dict)  # no generation_config: nothing ignored
+
+    def render(self, prompt: Any) -> str:
+        """The context's number (workers.models.base.Policy)."""
+        return str(prompt)
 
     def probs(self, contexts: torch.Tensor, temperature: float) -> torch.Tensor:
         """(S,) long contexts -> (S, K) action probabilities (differentiable)."""

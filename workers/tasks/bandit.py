@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from sweeps.components import VarianceComponents
+from workers.models.tabular import TabularPolicy
 from workers.tasks.base import Problem
 
 
@@ -100,7 +101,8 @@ class BanditTask:
 
     def expected_reward(self, policy, problems: list[Problem], *, max_new_tokens: int, temperature: float) -> torch.Tensor:
         """V(x) = sum_a pi(a|x) p[x, a], exact and differentiable. Needs the tabular policy."""
-        if not hasattr(policy, "probs"):
+
+        if not isinstance(policy, TabularPolicy):
             raise ValueError("the bandit task needs model: {preset: tabular}")
         ctx = torch.tensor([int(q.prompt) for q in problems])
         return (policy.probs(ctx, temperature) * torch.as_tensor(self._tables[1], dtype=torch.float32)[ctx]).sum(dim=1)
