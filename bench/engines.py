@@ -25,8 +25,8 @@ import torch
 
 from sweeps.fit import fit_law
 from workers.config import TrialConfig
-from workers.engines.groupscale import train_trial
-from workers.engines.trl import train_trial_trl, trl_arguments
+from workers.engines import trainer
+from workers.engines.trl import trl_arguments
 from workers.models.presets import preset_path
 from workers.tasks import make_task
 
@@ -34,6 +34,8 @@ TASK = {"name": "arithmetic", "max_operand": 49}
 GROUPS, BUDGET, SEEDS = (2, 4, 8, 16, 32), 64, (0, 1)
 WARMUP = 3
 RECIPE = {"learning_rate": 2e-4, "lr_scheduler_type": "constant", "loss_type": "dapo", "scale_rewards": "none", "beta": 0.0}
+RECIPES = {"groupscale": {}, "trl": RECIPE}  # engine -> its trl: section (groupscale's settings are the config's own)
+STEP_MARKER = {"groupscale": "reward_mean", "trl": "loss"}  # a metric each engine reports once per optimizer step
 
 
 def config(engine: str, g: int, seed: int, steps: int, cache: Path) -> TrialConfig:
@@ -50,21 +52,20 @@ def config(engine: str, g: int, seed: int, steps: int, cache: Path) -> TrialConf
         eval_prompts=128,
         cache_dir=str(cache),
         engine=engine,
-        trl=RECIPE if engine == "trl" else {},
+        trl=RECIPES[engine],
     )
 
 
 def run(engine: str, g: int, seed: int, steps: int, cache: Path) -> tuple[float, float]:
     """(median seconds per step, final gap) of one trial."""
     stamps: list[float] = []
-    marker = "reward_mean" if engine == "groupscale" else "loss"
-    trainer = train_trial if engine == "groupscale" else train_trial_trl
+    marker = STEP_MARKER[engine]
 
     def clock(metrics: dict, step: int) -> None:
         if marker in metrics:
             stamps.append(time.perf_counter())
 
-    result = trainer(config(engine, g, seed, steps, cache), clock)
+    result = trainer(engine)(config(engine, g, seed, steps, cache), clock)
     assert result.status == "succeeded", result
     return float(np.median(np.diff(stamps)[WARMUP:])), result.metrics["gap"]
 
@@ -112,7 +113,7 @@ def engine_trl_seconds(steps: int, cache: Path) -> float:
     engine.evaluate = timed
     try:
         start = time.perf_counter()
-        train_trial_trl(config("trl", 4, 0, steps, cache))
+        trainer("trl")(config("trl", 4, 0, steps, cache), lambda m, s: None)
         return time.perf_counter() - start - sum(spent)
     finally:
         engine.evaluate = evaluate
