@@ -32,9 +32,8 @@ def task_key(spec: SweepSpec) -> str:
     """
     task = spec.task
     options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
-    if task.name in ("jsonl", "dataset"):
-        files = [task.path, *([task.eval_path] if getattr(task, "eval_path", None) else [])]
-        digest = short_digest(content_digest(*files) + json.dumps(options, sort_keys=True))
+    if task.data_files:
+        digest = short_digest(content_digest(*task.data_files) + json.dumps(options, sort_keys=True))
         return f"{getattr(task, 'label', None) or task.name}:{digest}"
     defaults = type(task).model_validate({"name": task.name}).model_dump(exclude={"name"}, mode="json")
     return task.name if options == defaults else f"{task.name}:{short_digest(json.dumps(options, sort_keys=True))}"

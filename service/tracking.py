@@ -298,7 +298,7 @@ def dataset_input(spec: SweepSpec, key: str) -> DatasetInput:
     task = spec.task
     options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
     name, digest = key.rsplit(":", 1) if ":" in key else (key, short_digest(json.dumps(options, sort_keys=True)))
-    paths = [p for p in (getattr(task, "path", None), getattr(task, "eval_path", None)) if p]
+    paths = task.data_files
     if paths:
         source_type, source = "local", {"uri": str(paths[0]), **({"eval_uri": str(paths[1])} if len(paths) > 1 else {})}
     else:

@@ -20,7 +20,7 @@ def eval_completions(spec: SweepSpec, prompts: int | None = None) -> int:
     (bandit, arithmetic, exact_match data: one sampled completion each for the logged sample), else
     prompts x eval.samples_per_prompt."""
     prompts = spec.eval.prompts if prompts is None else prompts
-    exact = spec.task.name in ("bandit", "arithmetic") or getattr(spec.task, "exact_expected_reward", False)
+    exact = spec.task.exact_expected_reward
     return prompts * (1 if exact else spec.eval.samples_per_prompt)
 
 

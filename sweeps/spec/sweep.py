@@ -91,7 +91,7 @@ class SweepSpec(StrictModel):
     @classmethod
     def _measure_fits_task(cls, v: MeasureSpec, info: ValidationInfo) -> MeasureSpec:
         task = info.data.get("task")
-        if v.kind == "gradient_mse" and not getattr(task, "exact_expected_reward", True):
+        if v.kind == "gradient_mse" and task is not None and not task.exact_expected_reward:
             raise ValueError(
                 "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
                 "arithmetic, bandit, jsonl with reward exact_match, or dataset with one exact_match reward"

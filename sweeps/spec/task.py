@@ -20,6 +20,16 @@ class ArithmeticTaskSpec(StrictModel):
     name: Literal["arithmetic"]
     max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
 
+    @property
+    def exact_expected_reward(self) -> bool:
+        """Always: the expected reward is computed exactly by teacher forcing."""
+        return True
+
+    @property
+    def data_files(self) -> list[str]:
+        """None: the task generates its problems."""
+        return []
+
 
 class BanditTaskSpec(StrictModel):
     """Tabular softmax contextual bandit with Bernoulli rewards (THEORY.md check instance: 20, 6, 0)."""
@@ -28,6 +38,16 @@ class BanditTaskSpec(StrictModel):
     contexts: int = Field(20, ge=1, le=10_000, description="M, contexts (uniform)")
     arms: int = Field(6, ge=2, le=1_000, description="K, arms per context")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="numpy default_rng seed of logits and success rates")
+
+    @property
+    def exact_expected_reward(self) -> bool:
+        """Always: the expected reward is a sum over the arms."""
+        return True
+
+    @property
+    def data_files(self) -> list[str]:
+        """None: the task generates its problems."""
+        return []
 
 
 class JsonlTaskSpec(StrictModel):
@@ -41,6 +61,11 @@ class JsonlTaskSpec(StrictModel):
     @property
     def exact_expected_reward(self) -> bool:
         return self.reward == "exact_match"
+
+    @property
+    def data_files(self) -> list[str]:
+        """The lines file (its content is part of the task's identity)."""
+        return [self.path]
 
 
 class RewardSpec(StrictModel):
@@ -141,6 +166,11 @@ class DatasetTaskSpec(StrictModel):
     def exact_expected_reward(self) -> bool:
         """One exact_match term: the expected reward is computed exactly by teacher forcing."""
         return len(self.rewards) == 1 and self.rewards[0].name == "exact_match"
+
+    @property
+    def data_files(self) -> list[str]:
+        """The data file and the held-out one when given (their content is part of the task's identity)."""
+        return [self.path, *([self.eval_path] if self.eval_path else [])]
 
 
 TaskSpec = Annotated[ArithmeticTaskSpec | BanditTaskSpec | JsonlTaskSpec | DatasetTaskSpec, Field(discriminator="name")]
