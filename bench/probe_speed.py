@@ -38,7 +38,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as cache:
         cfg = TrialConfig.from_spec(spec, TrialPlan(2, 2, 0), Path(cache))
-        task, policy, rng = setup(cfg)
+        task, policy, rng = setup(cfg.policy)
         policy.module.eval()
         problems = task.sample_train(PROMPTS, rng)
         ro = policy.sample(

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweeps.engines import get_engine
 from workers import algos
-from workers.config import TrialConfig
+from workers.config import PolicyConfig, TrialConfig
 from workers.models.base import Policy
 from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
@@ -25,19 +24,23 @@ from workers.tasks import Problem, Task, make_task
 from workers.tasks.base import RewardTerms, completion_ids_of
 
 
-def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
-    """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora)."""
+def setup(cfg: PolicyConfig) -> tuple[Task, Policy, np.random.Generator]:
+    """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora).
+
+    Raises:
+        ValueError: a GPU asked for where there is none; an unknown task or preset, or a preset that does not fit it.
+    """
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
-    if cfg.model.get("lora") and get_engine(cfg.engine).adds_lora:  # the TRL engine hands TRL a peft_config instead
+    if cfg.model.get("lora") and cfg.adds_lora:  # the TRL engine hands TRL a peft_config instead
         policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)
     # a transformers model has it; the tabular policy's module (a torch Module of ours) has nothing to checkpoint
-    if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
+    if cfg.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)
 

@@ -27,7 +27,7 @@ from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
 from workers.batch import setup
-from workers.config import TrialConfig
+from workers.config import PolicyConfig
 from workers.models.base import Policy
 from workers.tasks.base import ExactComponents, Task, completion_ids_of
 
@@ -168,11 +168,11 @@ def score_vectors(
     return np.stack(rows)
 
 
-def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
-    """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` starts from.
+def run_probe(cfg: PolicyConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
+    """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` describes (a trial's: ``TrialConfig.policy``).
 
     Args:
-        cfg: the policy (task, model, LoRA, temperature and max_new_tokens, device); group size and budget unused.
+        cfg: the policy (task, model, LoRA, device) and its sampling (temperature, max_new_tokens).
         probe: the spec's probe section: K = ``prompts`` and M = ``completions`` (M >= 4; the cost is K * M samples);
             ``projection_dim`` D (score vectors of larger policies are count-sketched to D dimensions); ``seed``;
             ``parameters`` (``all``, ``lm_head``, ``last_layers:K`` or ``lora``, workers.scores.select_parameters:
@@ -190,7 +190,7 @@ def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
 def probe_policy(
     policy: Policy,
     task: Task,
-    cfg: TrialConfig,
+    cfg: PolicyConfig,
     rng: np.random.Generator,
     probe: ProbeSpec,
     n_boot: int,
@@ -213,9 +213,9 @@ def probe_policy(
     sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
-    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
     rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
-    scores = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params).reshape(prompts, completions, -1)
+    scores = score_vectors(policy, ro, cfg.temperature, sketch, params).reshape(prompts, completions, -1)
     policy.module.train(was_training)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
@@ -247,6 +247,6 @@ def probe_policy(
         ),
     }
     if isinstance(task, ExactComponents):
-        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
+        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}
     return out

@@ -71,7 +71,7 @@ PROBE_TOLERANCE = {"g_star": 0.05, "sigma2": 0.07, "kappa": 0.05, "tau2": 0.12}
 
 @pytest.mark.parametrize("seed", range(6))
 def test_probe_estimates_within_the_stated_tolerances_with_4096_samples(seed):
-    out = run_probe(bandit_cfg(seed=seed), ProbeSpec(prompts=256, completions=16))
+    out = run_probe(bandit_cfg(seed=seed).policy, ProbeSpec(prompts=256, completions=16))
     assert out["samples"] <= 4096
     for key, tol in PROBE_TOLERANCE.items():
         assert out[key] == pytest.approx(out["exact"][key], rel=tol), key
@@ -117,7 +117,7 @@ def test_probe_runs_on_a_language_model(model_cache):
         steps=1,
         cache_dir=str(model_cache),
     )
-    out = run_probe(cfg, ProbeSpec(prompts=24, completions=6, projection_dim=256), n_boot=50)
+    out = run_probe(cfg.policy, ProbeSpec(prompts=24, completions=6, projection_dim=256), n_boot=50)
     assert out["samples"] == 144 and out["projection_dim"] == 256  # ~100k parameters sketched to 256
     assert out["sigma2"] > 0 and out["kappa"] > 0
     # G* is the components' 1 + sqrt(kappa / tau2), or None with the reason when tau2 <= 0

@@ -44,7 +44,7 @@ def run_stages(
     prepare(base, report)
     k, m = plan.probe.prompts, plan.probe.completions
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
-    probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}))
+    probe = run_probe(base.policy, spec.probe.model_copy(update={"prompts": k, "completions": m}))
     spent = int(probe["samples"])
     pilot = None
     if plan.pilot is not None:

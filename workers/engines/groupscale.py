@@ -158,7 +158,7 @@ def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[
     forked torch RNG and its own prompt RNG, so that training goes on exactly as without it."""
     p = cfg.probe
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
-        out = probe_policy(policy, task, cfg, np.random.default_rng([p.seed, step]), p, n_boot=0)
+        out = probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
     return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
 
 
@@ -178,7 +178,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     """
     if cfg.measure.kind != "outcome":
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure.kind!r}: use workers.measures.run_measure")
-    task, policy, rng = setup(cfg)
+    task, policy, rng = setup(cfg.policy)
     try:
         return _train(cfg, run_report(report), task, policy, rng)
     finally:

@@ -331,7 +331,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     missing = missing_package(cfg.trl)
     if missing is not None:
         return TrialResult("failed", reason=f"trl.{missing[0]}: {missing[1]}")
-    task, policy, _ = setup(cfg)
+    task, policy, _ = setup(cfg.policy)
     try:
         data, problems = _dataset(task)
         args = GRPOConfig(**trl_arguments(cfg), reward_weights=reward_weights(task))
