@@ -1,5 +1,9 @@
-"""A worker that Ray's memory monitor killed, on a real local Ray head whose kill threshold sits 2 GiB above what the
+"""A worker that Ray's memory monitor killed, on a real local Ray head whose kill threshold sits MARGIN above what the
 machine uses now: the trial that grew says out of memory, and the next trial runs on a new worker with its own result.
+
+Ray's monitor reads the whole machine's memory, so what other processes use moves the threshold's headroom: MARGIN is
+a quarter of the memory (6 GiB here), far above what a test suite run beside this one grows by (with 2 GiB, a suite
+running beside it pushed the machine over the threshold after the kill, and the next trial was killed too).
 
 Before: the killed worker was kept warm, and every later call on it raised the same OutOfMemoryError (13 of 16 trials
 after one such kill failed with that stale message)."""
@@ -19,14 +23,15 @@ from workers.models.presets import preset_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a Ray head of its own, a chat-tiny trial and a bandit trial (~60 s)
 
-# A user's reward that grows by 128 MiB a step up to 6 GiB; it runs in the trial's reward process and stops when the
-# trial's worker is gone (its parent changes), so nothing outlives the kill.
-HOG = """
+MARGIN = min(6 << 30, psutil.virtual_memory().total // 4)
+# A user's reward that grows by 128 MiB a step up to twice MARGIN; it runs in the trial's reward process and stops when
+# the trial's worker is gone (its parent changes), so nothing outlives the kill.
+HOG = f"""
 import os, time
 
 def hog(completions, **kwargs):
     parent, held = os.getppid(), []
-    while len(held) < 48 and os.getppid() == parent:
+    while len(held) < {2 * MARGIN >> 27} and os.getppid() == parent:
         held.append(bytearray(b"x" * (128 << 20)))
         time.sleep(0.05)
     return [0.0] * len(completions)
@@ -36,7 +41,7 @@ def hog(completions, **kwargs):
 @pytest.fixture
 def backend(tmp_path, monkeypatch):
     memory = psutil.virtual_memory()
-    threshold = (memory.total - memory.available + (2 << 30)) / memory.total
+    threshold = (memory.total - memory.available + MARGIN) / memory.total
     monkeypatch.setenv("RAY_memory_usage_threshold", f"{threshold:.4f}")  # read by the head's raylet at its start
     monkeypatch.setenv("RAY_memory_monitor_refresh_ms", "100")
     b = RayBackend(Settings(data_dir=tmp_path / "data", ray_num_cpus=1, trial_retries=0))
