@@ -34,7 +34,7 @@ def task_key(spec: SweepSpec) -> str:
     options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
     if task.data_files:
         digest = short_digest(content_digest(*task.data_files) + json.dumps(options, sort_keys=True))
-        return f"{getattr(task, 'label', None) or task.name}:{digest}"
+        return f"{task.label or task.name}:{digest}"
     defaults = type(task).model_validate({"name": task.name}).model_dump(exclude={"name"}, mode="json")
     return task.name if options == defaults else f"{task.name}:{short_digest(json.dumps(options, sort_keys=True))}"
 

@@ -183,7 +183,7 @@ def _recommend(source: _Span, candidates: list[int]) -> tuple[int, Bound | None]
 
 def _passrate(spec: SweepSpec, probe: dict, candidates: list[int]) -> PassRate:
     """The pass-rate rule's G on the start probe's pass rate p (reward mean over the task's max reward)."""
-    p = None if probe.get("reward_mean") is None else probe["reward_mean"] / float(getattr(spec.task, "max_reward", 1.0))
+    p = None if probe.get("reward_mean") is None else probe["reward_mean"] / spec.task.max_reward
     return PassRate(p=p, epsilon=spec.answer.epsilon, group_size=passrate_group_size(p, spec.answer.epsilon, candidates))
 
 

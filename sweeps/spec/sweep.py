@@ -182,8 +182,9 @@ class SweepSpec(StrictModel):
 
         task, model = self.task, self.model
         if isinstance(task, JsonlTaskSpec | DatasetTaskSpec):
-            update: dict[str, Any] = {k: absolute(getattr(task, k, None)) for k in ("path", "eval_path")}
+            update: dict[str, Any] = {"path": absolute(task.path)}
             if isinstance(task, DatasetTaskSpec):
+                update["eval_path"] = absolute(task.eval_path)
                 rewards = []
                 for r in task.rewards:
                     file, _, name = (r.function or "").rpartition(":")

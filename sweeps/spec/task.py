@@ -30,6 +30,16 @@ class ArithmeticTaskSpec(StrictModel):
         """None: the task generates its problems."""
         return []
 
+    @property
+    def label(self) -> None:
+        """No label: the task's name is its label (DatasetTaskSpec has one)."""
+        return None
+
+    @property
+    def max_reward(self) -> float:
+        """The built-in rewards are in [0, 1]."""
+        return 1.0
+
 
 class BanditTaskSpec(StrictModel):
     """Tabular softmax contextual bandit with Bernoulli rewards (THEORY.md check instance: 20, 6, 0)."""
@@ -49,6 +59,16 @@ class BanditTaskSpec(StrictModel):
         """None: the task generates its problems."""
         return []
 
+    @property
+    def label(self) -> None:
+        """No label: the task's name is its label (DatasetTaskSpec has one)."""
+        return None
+
+    @property
+    def max_reward(self) -> float:
+        """The built-in rewards are in [0, 1]."""
+        return 1.0
+
 
 class JsonlTaskSpec(StrictModel):
     """Your data, the simple way: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
@@ -66,6 +86,16 @@ class JsonlTaskSpec(StrictModel):
     def data_files(self) -> list[str]:
         """The lines file (its content is part of the task's identity)."""
         return [self.path]
+
+    @property
+    def label(self) -> None:
+        """No label: the task's name is its label (DatasetTaskSpec has one)."""
+        return None
+
+    @property
+    def max_reward(self) -> float:
+        """The built-in rewards are in [0, 1]."""
+        return 1.0
 
 
 class RewardSpec(StrictModel):
