@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sweeps.spec.grpo import GRPOSpec
+from sweeps.spec.task import BanditTaskSpec
 from sweeps.trl_steps import structure_for
 
 
@@ -28,7 +29,7 @@ def trl_sections(recipe: dict[str, Any] | None, data: dict[str, Any]) -> None:
     # settings that differ from groupscale's defaults (a stored spec holds every field, at its default)
     changed = sorted(k for k, v in (grpo or GRPOSpec()).model_dump().items() if v != GRPOSpec.model_fields[k].default)
     refused = [
-        (getattr(task, "name", None) == "bandit", "task bandit (a tabular policy; TRL trains language models)"),
+        (isinstance(task, BanditTaskSpec), "task bandit (a tabular policy; TRL trains language models)"),
         (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
         (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
         (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
