@@ -14,20 +14,19 @@ from sweeps.spec.base import (
 )
 
 
-class ArithmeticTaskSpec(StrictModel):
-    """Prompts ``a+b=`` with 0 <= a, b <= max_operand; reward 1 for the exact sum, else 0."""
-
-    name: Literal["arithmetic"]
-    max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
+class BuiltinRewardTaskSpec(StrictModel):
+    """What every task spec says (DatasetTaskSpec has its own), for the tasks scored by a built-in reward: no label,
+    rewards in [0, 1]; those that generate their problems (arithmetic, bandit) have no data files and an exact
+    expected reward (teacher forcing; a sum over the bandit's arms)."""
 
     @property
     def exact_expected_reward(self) -> bool:
-        """Always: the expected reward is computed exactly by teacher forcing."""
+        """Whether the expected reward is computed exactly (here: always)."""
         return True
 
     @property
     def data_files(self) -> list[str]:
-        """None: the task generates its problems."""
+        """The files whose content is part of the task's identity (here: none, the task generates its problems)."""
         return []
 
     @property
@@ -41,7 +40,14 @@ class ArithmeticTaskSpec(StrictModel):
         return 1.0
 
 
-class BanditTaskSpec(StrictModel):
+class ArithmeticTaskSpec(BuiltinRewardTaskSpec):
+    """Prompts ``a+b=`` with 0 <= a, b <= max_operand; reward 1 for the exact sum, else 0."""
+
+    name: Literal["arithmetic"]
+    max_operand: int = Field(49, ge=9, le=999, description="largest operand (inclusive)")
+
+
+class BanditTaskSpec(BuiltinRewardTaskSpec):
     """Tabular softmax contextual bandit with Bernoulli rewards (THEORY.md check instance: 20, 6, 0)."""
 
     name: Literal["bandit"]
@@ -49,28 +55,8 @@ class BanditTaskSpec(StrictModel):
     arms: int = Field(6, ge=2, le=1_000, description="K, arms per context")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="numpy default_rng seed of logits and success rates")
 
-    @property
-    def exact_expected_reward(self) -> bool:
-        """Always: the expected reward is a sum over the arms."""
-        return True
 
-    @property
-    def data_files(self) -> list[str]:
-        """None: the task generates its problems."""
-        return []
-
-    @property
-    def label(self) -> None:
-        """No label: the task's name is its label (DatasetTaskSpec has one)."""
-        return None
-
-    @property
-    def max_reward(self) -> float:
-        """The built-in rewards are in [0, 1]."""
-        return 1.0
-
-
-class JsonlTaskSpec(StrictModel):
+class JsonlTaskSpec(BuiltinRewardTaskSpec):
     """Your data, the simple way: one {"prompt": ..., "answer": ...} object a line; a fixed share held out."""
 
     name: Literal["jsonl"]
@@ -86,16 +72,6 @@ class JsonlTaskSpec(StrictModel):
     def data_files(self) -> list[str]:
         """The lines file (its content is part of the task's identity)."""
         return [self.path]
-
-    @property
-    def label(self) -> None:
-        """No label: the task's name is its label (DatasetTaskSpec has one)."""
-        return None
-
-    @property
-    def max_reward(self) -> float:
-        """The built-in rewards are in [0, 1]."""
-        return 1.0
 
 
 class RewardSpec(StrictModel):
