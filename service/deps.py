@@ -76,7 +76,7 @@ def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler |
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
     422 shape (field path + reason). Returns preflight's warnings."""
     try:
-        warnings = preflight(spec, settings, scheduler.cluster_resources() if scheduler else None)
+        warnings = preflight(spec, settings, scheduler.cluster_nodes() if scheduler else None)
         if scheduler is not None:
             check_rewards_on_cluster(spec, scheduler.run_task)
             check_engine_on_cluster(spec, scheduler.run_task, settings.model_cache_dir)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from service.scheduler.placement import fits_a_node, shape
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -32,13 +33,13 @@ class SpecError(ValueError):
         self.loc, self.msg = loc, msg
 
 
-def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | None) -> list[str]:
+def preflight(spec: SweepSpec, settings: Settings, nodes: list[dict[str, float]] | None) -> list[str]:
     """Raise SpecError for the first problem found; return the warnings (what is accepted but likely a mistake)
     when the sweep can run.
 
     Args:
-        cluster: the Ray cluster's total resources ({"CPU": .., "GPU": ..}), or None when unknown
-            (the resource checks are skipped).
+        nodes: each alive node's total resources ({"CPU": .., "GPU": ..}), or None when the cluster is unknown
+            (the resource check is skipped, as it is with ``settings.autoscaling``).
     """
     if spec.n_trials > settings.max_trials:
         raise SpecError(
@@ -51,13 +52,8 @@ def preflight(spec: SweepSpec, settings: Settings, cluster: dict[str, float] | N
             ("steps",),
             f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial (GROUPSCALE_MAX_STEPS)",
         )
-    if cluster is not None:  # a request the cluster can never meet would leave a trial pending forever
-        for field, key, low in (("cpus_per_trial", "CPU", "more than 0"), ("gpus_per_trial", "GPU", "0")):
-            asked, have = getattr(spec.resources, field), cluster.get(key, 0.0)
-            if asked > have:
-                raise SpecError(
-                    ("resources", field), f"{field}={asked:g} but the cluster has {have:g} {key}s; allowed: {low} to {have:g}"
-                )
+    if nodes is not None and not settings.autoscaling:  # a shape no node holds would leave a trial pending forever
+        check_fits_a_node(spec.resources.cpus_per_trial, spec.resources.gpus_per_trial, nodes)
     if spec.task.name == "jsonl":
         check_under_root(spec.task.path, settings.data_root, ("task", "path"), "data", "GROUPSCALE_DATA_ROOT")
         check_task_file(spec.task.path)
@@ -93,6 +89,24 @@ def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], w
             "allowed: paths under it",
         )
     return resolved
+
+
+def check_fits_a_node(cpus: float, gpus: float, nodes: list[dict[str, float]]) -> None:
+    """A trial of ``cpus`` CPUs and ``gpus`` GPUs runs on one node (Ray places its bundle there): some alive node must
+    hold both. Raises SpecError naming the field over the largest node (most GPUs, then CPUs) and that node."""
+    if fits_a_node(cpus, gpus, nodes):
+        return
+    largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
+    have_cpus, have_gpus = largest.get("CPU", 0.0), largest.get("GPU", 0.0)
+    field = "gpus_per_trial" if gpus > have_gpus else "cpus_per_trial"
+    most = max((n.get("CPU", 0.0) for n in nodes if n.get("GPU", 0.0) >= gpus), default=0.0)
+    allowed = f"allowed: more than 0 to {most:g}" if field == "cpus_per_trial" else f"allowed: 0 to {have_gpus:g}"
+    raise SpecError(
+        ("resources", field),
+        f"cpus_per_trial={cpus:g} and gpus_per_trial={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
+        f"largest node has {shape(have_cpus, have_gpus)}; {allowed} (a trial runs on one node; "
+        "GROUPSCALE_AUTOSCALING=1 lets it wait for an autoscaler's node)",
+    )
 
 
 REWARD_CHECK_S = 60.0  # the reward check at submit: loading and calling every reward on the cluster

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
         "worker_idle_s of the start starts warm (default: the local head's CPUs, at most 4; 0 on a cluster at RAY_ADDRESS)",
     )
     worker_idle_s: float = Field(300.0, ge=0, description="an idle warm worker is stopped after this long (s)")
+    autoscaling: bool = Field(
+        False,
+        description="the cluster has an autoscaler (KubeRay, Ray's cluster launcher): a trial shape that no node of the "
+        "cluster holds now is accepted and waits as demand the autoscaler sees, instead of a 422 at submit",
+    )
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
 
     @field_validator("api_token")

@@ -60,7 +60,11 @@ def _checks(request: Request, store: Any, scheduler: Any, tracking: Any) -> dict
         def ray_ok() -> tuple[bool, str, Any]:
             if scheduler is None or not scheduler.healthy():
                 return False, "not connected", None
-            return True, f"{scheduler.cluster_resources()}", scheduler.pool()
+            missing = scheduler.missing_shapes()
+            if missing and not scheduler.ctx.settings.autoscaling:  # nothing will add the node: trials wait for ever
+                return False, "trials wait for a node no alive node matches: " + "; ".join(missing), scheduler.pool()
+            waiting = f"; waiting for the autoscaler: {'; '.join(missing)}" if missing else ""
+            return True, f"{scheduler.cluster_resources()}{waiting}", scheduler.pool()
 
         def mlflow_ok() -> tuple[bool, str, Any]:
             if tracking is None:

@@ -41,7 +41,8 @@ from service.results import fit_from_trials
 from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.context import Backend, Context, Outcome, Work
 from service.scheduler.faults import Faults
-from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob
+from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
+from service.scheduler.placement import Waiting, fits_a_node, store_reasons
 from service.scheduler.reconcile import reconcile
 from service.settings import Settings
 from service.store import LrTuning, Store, Sweep, Trial
@@ -72,7 +73,9 @@ class Scheduler:
         self._wake = threading.Event()  # set by the API when it stored new work: no poll sleep before it starts
         self._thread: threading.Thread | None = None
         self._resources: dict[str, float] = {}
+        self._nodes: list[dict[str, float]] = []
         self._resources_at = 0.0
+        self.waiting = Waiting()  # the in-flight trials whose workers wait for a node (service.scheduler.placement)
         self.faults = Faults()  # what keeps failing: /v1/health shows it
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -111,10 +114,20 @@ class Scheduler:
 
     def cluster_resources(self) -> dict[str, float]:
         """Total cluster resources (cached for RESOURCES_TTL_S)."""
-        if time.monotonic() - self._resources_at > RESOURCES_TTL_S or not self._resources:
-            self._resources = self.ctx.backend.total_resources() if self.ctx.backend.connected() else {}
-            self._resources_at = time.monotonic()
+        self._read_cluster()
         return self._resources
+
+    def cluster_nodes(self) -> list[dict[str, float]]:
+        """Each alive node's total resources (cached for RESOURCES_TTL_S): a trial's shape must fit one of them."""
+        self._read_cluster()
+        return self._nodes
+
+    def _read_cluster(self) -> None:
+        if time.monotonic() - self._resources_at > RESOURCES_TTL_S or not self._resources:
+            connected = self.ctx.backend.connected()
+            self._resources = self.ctx.backend.total_resources() if connected else {}
+            self._nodes = self.ctx.backend.nodes() if connected else []
+            self._resources_at = time.monotonic()
 
     def pool(self) -> dict[str, int]:
         """The warm workers: how many run a trial, are idle, or are still starting."""
@@ -136,6 +149,11 @@ class Scheduler:
 
     def healthy(self) -> bool:
         return self.ctx.backend.connected() and bool(self.cluster_resources().get("CPU"))
+
+    def missing_shapes(self) -> list[str]:
+        """The trial shapes that no node has placed for over a minute, with how many trials wait (/v1/health): a
+        shape the cluster lost (its only node died) or, with an autoscaler, one it has not added yet."""
+        return self.waiting.missing()
 
     # -- the loop ------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -163,6 +181,7 @@ class Scheduler:
             self.probes.record_progress(self.ctx, self.inflight)  # before collecting: ended jobs' last stages too
             for handle in ended:
                 self.collect(handle)
+        self.place()  # before launching: what waits for a node holds nothing, and idle workers make room for it
         self.fail_over_budget()  # before launching: a spent budget's pending trials never start
         self.launch(self.jobs["probe"])
         self.launch(self.jobs["tune"])
@@ -241,38 +260,70 @@ class Scheduler:
                 sweep.error = f"queued: its MLflow parent run could not be made ({fault.count} tries): {fault.message}"
 
     # -- launching -------------------------------------------------------------------------------
+    def place(self) -> None:
+        """Find the in-flight trials whose workers wait for a node (new, or restarted after their node died): they hold
+        no resources; idle warm workers are stopped at once so that Ray can place them, and their reasons say so."""
+        trials = {trial_actor_name(w.id): w for w in self.inflight.values() if w.kind == "trial"}
+        late = {trials[n].id: s for n, s in self.ctx.backend.unplaced().items() if n in trials}
+        self.waiting.seconds = late
+        self.waiting.shapes = {w.id: (w.cpus, w.gpus) for w in trials.values() if w.id in late}
+        if late and self.ctx.backend.idle_resources().get("CPU", 0.0) > 0:
+            self.ctx.backend.reap_idle(0)  # every idle worker: which node each holds is Ray's to know, not ours
+        changed = self.waiting.reasons()
+        if changed:
+            with self.ctx.store.session() as s:
+                store_reasons(s, changed)
+
     def _free(self) -> tuple[float, float]:
         """CPUs and GPUs free: what the cluster reports available (other users' work on a shared cluster
-        shows there), but never more than its total less what this controller has in flight (the
-        cluster's figure lags a launch by a moment)."""
+        shows there), but never more than its total less what this controller's work holds or will be placed on
+        first (the cluster's figure lags a launch by a moment; a worker waiting for a node that some alive node
+        holds keeps its room, one waiting for a shape the cluster lost does not)."""
         total, avail = self.cluster_resources(), self.ctx.backend.available_resources()
         idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or evicted
         avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
-        ours = [sum(w.cpus for w in self.inflight.values()), sum(w.gpus for w in self.inflight.values())]
-        return tuple(min(total.get(k, 0.0) - used, avail.get(k, 0.0)) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
+        nodes = self.cluster_nodes()
+        held = [w for w in self.inflight.values() if w.id not in self.waiting.seconds or fits_a_node(w.cpus, w.gpus, nodes)]
+        ours = [sum(w.cpus for w in held), sum(w.gpus for w in held)]
+        return tuple(max(min(total.get(k, 0.0) - used, avail.get(k, 0.0)), 0.0) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
 
     def launch(self, job: TrialJob | ProbeJob | TuningJob) -> None:
         """Start the job kind's ready rows in order while resources are free; with nothing in flight one
-        always starts (the cluster queues it). Stops at the first row that does not fit, so order holds.
+        always starts (the cluster queues it). A row that does not fit holds back the later rows of its shape or
+        larger (order holds within a shape), never those of a smaller shape: a sweep waiting for a GPU does not
+        stop a CPU sweep behind it. With an autoscaler, one trial of a shape no node holds starts as demand it sees.
         Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
         started = {w.id for w in self.inflight.values()}
         with self.ctx.store.read() as s:
             rows = [r for r in job.ready(self.ctx, s) if r.id not in started]
         free: tuple[float, float] | None = None
+        blocked: list[tuple[float, float]] = []
         for i, ready in enumerate(rows):
             cpus, gpus = ready.spec.resources.cpus_per_trial, ready.spec.resources.gpus_per_trial
+            if any(cpus >= c - 1e-9 and gpus >= g - 1e-9 for c, g in blocked):
+                continue
             free = free or self._free()
-            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9):
-                running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
-                job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])  # the next to start, made ready
-                return
+            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9) and not self._demand(cpus, gpus):
+                if not blocked:  # the next to start, made ready
+                    running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
+                    job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])
+                blocked.append((cpus, gpus))
+                continue
             if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
                 self._make_room(cpus, gpus, free)
             handle = job.launch(self.ctx, ready)
             if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
                 continue
             self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus)
-            free = (free[0] - cpus, free[1] - gpus)
+            free = (max(free[0] - cpus, 0.0), max(free[1] - gpus, 0.0))  # a GPU trial waiting as demand holds no GPU
+
+    def _demand(self, cpus: float, gpus: float) -> bool:
+        """With GROUPSCALE_AUTOSCALING, whether to start a trial of a shape that no alive node holds so that it waits as
+        demand the autoscaler sees: yes while none of that shape is in flight (one asks; the node it brings takes the
+        next ones through the free resources)."""
+        if not self.ctx.settings.autoscaling or fits_a_node(cpus, gpus, self.cluster_nodes()):
+            return False
+        return not any((w.cpus, w.gpus) == (cpus, gpus) for w in self.inflight.values())
 
     def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
         """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle

@@ -28,6 +28,8 @@ NAMESPACE = "groupscale"  # named detached actors are found again by a restarted
 WORKER_PREFIX = "worker-"
 TRIAL_SLOTS = 4  # threads of a worker's default concurrency group: its trial's run() and the attaches of restarts
 CONTROL = "control"  # a worker's concurrency group of its own for current(): liveness never waits for those slots
+UNPLACED_S = 5.0  # a busy worker that has not answered a liveness question for this long is not placed (no node yet)
+STARTING_S = 60.0  # likewise a new worker that has not finished its imports
 WORKER_ANSWER_S = 120.0  # a worker that neither answers nor is known dead by then is killed (a restart takes seconds)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 log = logging.getLogger("groupscale.scheduler")
@@ -131,6 +133,8 @@ class _Worker:
     trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
     idle_since: float = field(default_factory=time.monotonic)
     started: Any = None  # ref of the worker's first answer: ready once its imports are done
+    ping: Any = None  # ref of the last liveness question to a busy worker, unanswered yet
+    asked: float = field(default_factory=time.monotonic)  # when ``ping`` (or, before the first answer, the start) was sent
 
 
 class RayBackend:
@@ -171,6 +175,35 @@ class RayBackend:
     def available_resources(self) -> dict[str, float]:
         """What the cluster has free now, other users' work on a shared cluster included."""
         return dict(ray.available_resources()) if ray.is_initialized() else {}
+
+    @outside_transaction
+    def nodes(self) -> list[dict[str, float]]:
+        """Each alive node's total resources ({"CPU": .., "GPU": .., ...}): the shapes a trial can be placed on."""
+        return [dict(n["Resources"]) for n in ray.nodes() if n["Alive"]] if ray.is_initialized() else []
+
+    @outside_transaction
+    def unplaced(self) -> dict[str, float]:
+        """Trial name -> seconds its worker has not answered: waiting for a node to be placed on (a new worker that
+        no node can hold yet, one Ray restarts after its node died) or restarting. Such a worker holds no resources.
+
+        A busy worker is asked ``current()`` (in its own concurrency group, answered while a trial trains); an answer
+        ready within UNPLACED_S of the question means it is placed, and the next question is sent. A new worker's first
+        answer comes after its imports (torch, transformers: seconds), so it has STARTING_S."""
+        now, late = time.monotonic(), {}
+        for w in self._workers.values():
+            if w.trial is None:
+                continue
+            ref = w.started if w.ping is None else w.ping
+            if ref is not None:
+                ready, _ = ray.wait([ref], timeout=0)
+                if not ready:
+                    if now - w.asked >= (STARTING_S if ref is w.started else UNPLACED_S):
+                        late[w.trial] = now - w.asked
+                    continue
+            if w.started is not None and ref is w.started:
+                w.started = None  # placed once: from now on, asked
+            w.ping, w.asked = _current(w.handle), now
+        return late
 
     # -- trials, on a pool of warm workers ------------------------------------------------------
     @outside_transaction

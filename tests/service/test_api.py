@@ -188,7 +188,7 @@ def test_preflight_refuses_more_cpus_than_the_cluster_has():
 
     spec = SweepSpec.model_validate({**SPEC, "resources": {"cpus_per_trial": 64}})
     with pytest.raises(SpecError) as e:
-        preflight(spec, Settings(), {"CPU": 2.0})
+        preflight(spec, Settings(), [{"CPU": 2.0}])
     assert e.value.loc == ("resources", "cpus_per_trial") and "allowed: more than 0 to 2" in e.value.msg
 
 

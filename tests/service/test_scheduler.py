@@ -35,6 +35,8 @@ class FakeBackend:
 
     def __init__(self, cpus=2.0, gpus=0.0, busy_elsewhere=0.0):
         self.total = {"CPU": cpus, "GPU": gpus}
+        self.node_list = [dict(self.total)]  # one node holding everything, unless a test splits it
+        self.late: dict[str, float] = {}  # trial actor name -> seconds its worker has waited for a node
         self.busy_elsewhere = busy_elsewhere  # another user's work on a shared cluster
         self.work: dict[str, Work] = {}
         self.alive: dict[str, str] = {}  # trial actor name -> handle
@@ -61,6 +63,12 @@ class FakeBackend:
             "CPU": self.total["CPU"] - used - self.busy_elsewhere - held["CPU"],
             "GPU": self.total["GPU"] - held["GPU"],
         }
+
+    def nodes(self):
+        return [dict(n) for n in self.node_list]
+
+    def unplaced(self):
+        return {n: s for n, s in self.late.items() if n in self.alive}
 
     def start_trial(self, name, args, cpus, gpus):
         same = [w for w in self.idle if w[:2] == [cpus, gpus]]
@@ -205,7 +213,7 @@ class FakeTracking:
 for cls, calls in (
     (
         FakeBackend,
-        "connect total_resources available_resources start_trial attach_trial trial_names prewarm evict_idle "
+        "connect total_resources available_resources nodes unplaced start_trial attach_trial trial_names prewarm evict_idle "
         "reap_idle pool start_task progress wait result kill_trial cancel",
     ),
     (
@@ -780,3 +788,69 @@ def test_a_cancel_between_reading_an_lr_tuning_and_launching_it_launches_nothing
         lifecycle.cancel_sweep(s, s.get(Sweep, sid))
     assert [job.launch(sched.ctx, r) for r in ready] == [None] * len(ready)
     assert not backend.running("run_tune_lr")
+
+
+# -- trials and nodes (service.scheduler.placement) ----------------------------------------------------------------
+
+
+def test_a_shape_no_node_holds_is_refused_naming_the_largest_node_unless_an_autoscaler_adds_nodes():
+    from service.preflight import SpecError, preflight
+    from sweeps.spec import SweepSpec
+
+    three = [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0, "GPU": 0.0}]  # 3 CPUs in all, 1 on each node
+    two_cpus = SweepSpec.model_validate({**SPEC, "resources": {"cpus_per_trial": 2}})
+    with pytest.raises(SpecError) as e:
+        preflight(two_cpus, Settings(), three)
+    assert e.value.loc == ("resources", "cpus_per_trial")
+    assert "fit no node of the cluster (3 alive); its largest node has 1 CPU; allowed: more than 0 to 1" in e.value.msg
+    gpu = SweepSpec.model_validate({**SPEC, "resources": {"cpus_per_trial": 2, "gpus_per_trial": 1}})
+    with pytest.raises(SpecError) as e:  # the GPU node has 1 CPU: the field over it is the CPUs
+        preflight(gpu, Settings(), [{"CPU": 8.0}, {"CPU": 1.0, "GPU": 1.0}])
+    assert e.value.loc == ("resources", "cpus_per_trial")
+    assert "largest node has 1 CPU and 1 GPU; allowed: more than 0 to 1" in e.value.msg
+    assert preflight(two_cpus, Settings(), [*three, {"CPU": 2.0}]) == []
+    assert preflight(gpu, Settings(autoscaling=True), three) == []  # it waits for the autoscaler's node
+
+
+def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(env):
+    store, backend, _, sched = env
+    sched.ctx.settings.autoscaling = True
+    big = submit(store, group_sizes=[2], seeds=[0, 1], resources={"cpus_per_trial": 1, "gpus_per_trial": 1})
+    small = submit(store, group_sizes=[2], seeds=[0])
+    tick(sched)
+    (gpu_trial,) = [h for h in backend.running() if backend.work[h].gpus == 1]  # one asks the autoscaler for a node
+    assert statuses(store, big).count(TrialStatus.RUNNING) == 1 and statuses(store, small) == [TrialStatus.RUNNING]
+    backend.late[backend.work[gpu_trial].name] = 185.0
+    tick(sched)
+    with store.read() as s:
+        reasons = {t.status: t.reason for t in s.get(Sweep, big).trials}
+    assert reasons[TrialStatus.RUNNING] == "waiting for a node with 1 CPU and 1 GPU for 3m"
+    assert sched.missing_shapes() == ["1 CPU and 1 GPU (1 trial, 3m)"]
+    backend.late.clear()  # the node came: placed
+    tick(sched)
+    with store.read() as s:
+        assert {t.reason for t in s.get(Sweep, big).trials} == {None}
+    assert sched.missing_shapes() == []
+
+
+def test_a_trial_whose_node_died_gets_the_room_of_idle_workers_at_once(env):
+    """3 one-CPU nodes, one lost: the lost trial's worker waits for a node while an idle warm worker holds a CPU. It is
+    stopped at once (not after worker_idle_s), nothing new takes the room, and once placed the trial counts again."""
+    store, backend, _, sched = env
+    backend.total = {"CPU": 3.0, "GPU": 0.0}
+    backend.node_list = [{"CPU": 1.0}] * 3
+    sid = submit(store, group_sizes=[2, 4, 8], seeds=[0, 1])
+    tick(sched)
+    assert len(backend.running()) == 3
+    first, lost = backend.running()[0], backend.running()[2]
+    backend.total, backend.node_list = {"CPU": 2.0, "GPU": 0.0}, [{"CPU": 1.0}] * 2  # a node died
+    backend.late[backend.work[lost].name] = 6.0
+    backend.finish(first)  # its worker goes idle, warm, on a surviving node
+    tick(sched)
+    assert not backend.idle  # the idle worker was stopped for the lost trial
+    # the lost trial keeps its room (Ray places it there): nothing new starts on it meanwhile
+    assert len(backend.running()) == 2 and statuses(store, sid).count(TrialStatus.RUNNING) == 2
+    backend.late.clear()
+    backend.finish(backend.running()[0])
+    tick(sched, 2)
+    assert len(backend.running()) == 2 and statuses(store, sid).count(TrialStatus.SUCCEEDED) == 2

@@ -34,7 +34,14 @@ class Task(Protocol):
         ...
 
     def eval_problems(self, n: int) -> list[Problem]:
-        """The held-out evaluation problems (a fixed set)."""
+        """The held-out evaluation problems: the same list for every trial, machine and seed (the split is fixed).
+
+        The rule (spec ``eval.prompts`` = n): the held-out split in its fixed order, cycled to n problems when the
+        split is smaller, for a task whose expected reward is exact (arithmetic, jsonl: a repeat only weights the
+        mean); at most n, each once, for a dataset task, whose eval samples completions (a repeat would count one
+        prompt's samples as independent prompts in the standard error); every context once for the bandit, whose
+        held-out set is its context distribution (n is ignored).
+        """
         ...
 
     def train_support(self) -> tuple[list[Problem], np.ndarray]:

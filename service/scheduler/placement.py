@@ -1,0 +1,75 @@
+"""Trials and nodes: whether a trial's shape fits a node, which in-flight trials wait for one, and what they say.
+
+A trial runs on one node (its worker actor asks for ``cpus_per_trial`` CPUs and ``gpus_per_trial`` GPUs, which Ray
+places on a single node). Its worker can wait for a node: when it is new and no node has the room yet, when Ray
+restarts it after its node died, or, with an autoscaler, until a node of its shape is added. Such a worker holds no
+resources, so the loop does not count it, stops idle warm workers at once (their room lets Ray place it, instead of
+after GROUPSCALE_WORKER_IDLE_S) and writes in the trial's ``reason`` what it waits for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from service.lifecycle import TrialStatus
+from service.store import Trial
+
+WAITING = "waiting for a node with "  # the start of the reason of a trial whose worker waits (cleared once placed)
+UNHEALTHY_S = 60.0  # a shape waited for this long, without an autoscaler to add it, makes /v1/health say so
+
+
+def shape(cpus: float, gpus: float) -> str:
+    """'2 CPUs and 1 GPU', '1 CPU': a trial's shape as the reason and the errors say it."""
+    parts = [f"{cpus:g} CPU{'' if cpus == 1 else 's'}"] + ([f"{gpus:g} GPU{'' if gpus == 1 else 's'}"] if gpus else [])
+    return " and ".join(parts)
+
+
+def fits_a_node(cpus: float, gpus: float, nodes: list[dict[str, float]]) -> bool:
+    """Whether some node's total resources ({"CPU": .., "GPU": ..}) hold a trial of this shape."""
+    return any(n.get("CPU", 0.0) >= cpus - 1e-9 and n.get("GPU", 0.0) >= gpus - 1e-9 for n in nodes)
+
+
+def duration(seconds: float) -> str:
+    """'45s', '3m', '2h05m': how long a trial has waited, at the precision a reason needs."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    return f"{s // 60}m" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+@dataclass
+class Waiting:
+    """The in-flight trials whose workers wait for a node, as the last tick found them."""
+
+    seconds: dict[str, float] = field(default_factory=dict)  # trial id -> seconds waited
+    shapes: dict[str, tuple[float, float]] = field(default_factory=dict)  # trial id -> (cpus, gpus)
+    _written: dict[str, str] = field(default_factory=dict)  # trial id -> the reason stored last
+
+    def reasons(self) -> dict[str, str | None]:
+        """Trial id -> the reason to store now (None: clear it, the trial's worker was placed), for the trials whose
+        reason changed since the last call."""
+        now = {t: WAITING + f"{shape(*self.shapes[t])} for {duration(s)}" for t, s in self.seconds.items()}
+        changed: dict[str, str | None] = {t: r for t, r in now.items() if self._written.get(t) != r}
+        changed |= {t: None for t in self._written if t not in now}
+        self._written = now
+        return changed
+
+    def missing(self) -> list[str]:
+        """The shapes trials have waited for longer than UNHEALTHY_S, e.g. ['1 CPU and 1 GPU (2 trials, 3m)']."""
+        long = [(self.shapes[t], s) for t, s in self.seconds.items() if s >= UNHEALTHY_S]
+        by_shape: dict[tuple[float, float], list[float]] = {}
+        for sh, s in long:
+            by_shape.setdefault(sh, []).append(s)
+        return [
+            f"{shape(*sh)} ({len(w)} trial{'' if len(w) == 1 else 's'}, {duration(max(w))})" for sh, w in sorted(by_shape.items())
+        ]
+
+
+def store_reasons(session, changed: dict[str, str | None]) -> None:  # noqa: ANN001 - a store session
+    """Write the changed reasons of running trials (a trial that ended meanwhile keeps its own reason)."""
+    for trial_id, reason in changed.items():
+        trial = session.get(Trial, trial_id)
+        if trial is None or trial.status != TrialStatus.RUNNING:
+            continue
+        if reason is not None or (trial.reason or "").startswith(WAITING):
+            trial.reason = reason
