@@ -8,16 +8,16 @@ still written to is removed.
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from service.lifecycle import SWEEP_TERMINAL
+from service.settings import Settings
 from service.store import Sweep
 from service.tracking import Tracking
 from sweeps.spec import SweepSpec
+from workers import storage
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def purge_sweep(s: Session, sweep: Sweep, spec: SweepSpec | None) -> Leftovers:
     return left
 
 
-def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, database_url: str) -> tuple[int, list[str]]:
+def clean_up(left: Leftovers, tracking: Tracking | None, settings: Settings) -> tuple[int, list[str]]:
     """Move every run of the sweep to MLflow's deleted stage (``mlflow gc`` removes them for good): the parent, the
     trials' runs and every other child of the parent (runs made ahead for trials that never started, tuning runs);
     remove the checkpoints and the Optuna studies. Returns (runs deleted, ids of the runs that could not be, each
@@ -72,14 +72,14 @@ def clean_up(left: Leftovers, tracking: Tracking | None, data_dir: Path, databas
             log.exception("MLflow run %s of a deleted sweep could not be deleted", run_id)
             failed.append(run_id)
     for trial_id in left.trial_ids:
-        shutil.rmtree(data_dir.resolve() / "checkpoints" / trial_id, ignore_errors=True)
+        storage.delete(settings.checkpoint_dir(trial_id))
     if left.study_prefix:
         import optuna
 
-        storage = optuna.storages.RDBStorage(database_url)
-        for name in optuna.get_all_study_names(storage):
+        studies = optuna.storages.RDBStorage(settings.resolved_database_url)
+        for name in optuna.get_all_study_names(studies):
             if name == left.study_prefix or name.startswith(left.study_prefix + "-"):
-                optuna.delete_study(study_name=name, storage=storage)
+                optuna.delete_study(study_name=name, storage=studies)
     return len(runs) - len(failed), failed
 
 

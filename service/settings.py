@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.client import bearer_token
+from workers.storage import join
 
 # Ray's own default is 512 MB and 5 files for its system logs, and no rotation at all for the workers' stdout and
 # stderr unless RAY_ROTATION_MAX_BYTES is set where they start (ray/_private/workers/default_worker.py, Ray 2.60).
@@ -23,6 +24,12 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(Path(".groupscale"), description="SQLite store, MLflow data, model cache")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite under data_dir")
+    storage_uri: str | None = Field(
+        None,
+        description="where trials keep checkpoints and the workers' resume state, reached from every node: a folder "
+        "or a pyarrow file system URI (s3://bucket/prefix, gs://..., with the file system's own credentials in the "
+        "environment); default data_dir (one machine, or a POSIX path every node mounts)",
+    )
     mlflow_tracking_uri: str | None = Field(
         None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "GROUPSCALE_MLFLOW_TRACKING_URI")
     )
@@ -79,6 +86,21 @@ class Settings(BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'groupscale.db').resolve()}"
+
+    @property
+    def storage(self) -> str:
+        """GROUPSCALE_STORAGE_URI, or the data dir's absolute path (a workers.storage location)."""
+        return self.storage_uri or str(self.data_dir.resolve())
+
+    def checkpoint_dir(self, trial_id: str) -> str:
+        """The trial's checkpoint folder, a workers.storage location (a resume on any node reads it)."""
+        return join(self.storage, "checkpoints", trial_id)
+
+    @property
+    def worker_state_dir(self) -> str:
+        """Where each warm worker writes the trial it runs, a workers.storage location (a restart on another node
+        finds it: workers.entry.TrialWorker)."""
+        return join(self.storage, "workers")
 
     @property
     def model_cache_dir(self) -> Path:

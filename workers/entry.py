@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import socket
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from workers import storage
 from workers.checkpoint import has_checkpoint
 from workers.config import TrialConfig
 from workers.measures import MEASURES, measure_function, run_measure
@@ -141,6 +143,18 @@ def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) 
     return monitor
 
 
+def attempt_tags(attempt: int) -> dict[str, str]:
+    """The MLflow tags saying where attempt ``attempt`` (1 for the first start) of a trial runs: its Ray node's id (in
+    a Ray worker) and host, as ``groupscale.attempt.<n>.node_id`` / ``.host`` and as the run's latest
+    ``groupscale.node_id`` / ``groupscale.host``."""
+    import ray
+
+    where = {"host": socket.gethostname()}
+    if ray.is_initialized():
+        where["node_id"] = ray.get_runtime_context().get_node_id()
+    return {f"groupscale.attempt.{attempt}.{k}": v for k, v in where.items()} | {f"groupscale.{k}": v for k, v in where.items()}
+
+
 def run_trial(
     config: dict[str, Any], tracking_uri: str | None = None, run_id: str | None = None, worker_starts: int = 1
 ) -> dict[str, Any]:
@@ -158,8 +172,11 @@ def run_trial(
     if tracking_uri and run_id:
         from workers.tracking import RunLogger
 
-        resume = has_checkpoint(cfg.checkpoint_dir)
-        logger = RunLogger(tracking_uri, run_id, resume=resume)
+        resume = has_checkpoint(cfg.checkpoint_dir) or worker_starts > 1
+        # the steps the run already holds are read on every start, not only from a checkpoint: a resume from an older
+        # checkpoint, or from none (a node's disk lost with it), logs no step twice (the run was made a moment ago)
+        logger = RunLogger(tracking_uri, run_id, resume=True)
+        logger.set_tags(attempt_tags(worker_starts))
         if worker_starts > 1:
             logger({"worker_starts": float(worker_starts)}, 0)
     monitor = _system_metrics(tracking_uri, run_id, resume) if logger is not None else None
@@ -241,10 +258,10 @@ def run_tune_lr(
 
 def worker_starts(checkpoint_dir: str | Path) -> int:
     """How many times a worker process started the trial whose checkpoints are in ``checkpoint_dir``
-    (``<checkpoint_dir>/starts``, written by count_start); 0 when none did. The controller reads it to
-    report Ray's restarts."""
+    (``<checkpoint_dir>/starts``, written by count_start; a workers.storage location); 0 when none did. The controller
+    reads it to report Ray's restarts."""
     try:
-        return int((Path(checkpoint_dir) / "starts").read_text() or 0)
+        return int(storage.read_text(storage.join(checkpoint_dir, "starts")) or 0)
     except (OSError, ValueError):
         return 0
 
@@ -255,9 +272,7 @@ def count_start(checkpoint_dir: str | None) -> int:
     if not checkpoint_dir:
         return 1
     starts = worker_starts(checkpoint_dir) + 1
-    path = Path(checkpoint_dir) / "starts"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(str(starts))
+    storage.write_text(storage.join(checkpoint_dir, "starts"), str(starts))
     return starts
 
 
@@ -279,14 +294,15 @@ class TrialWorker:
         importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
         importlib.import_module("workers.system_metrics")  # and the system metrics
         self.name = name
-        self._state = Path(state_dir) / f"{name}.json"
+        self._state = storage.join(state_dir, f"{name}.json")  # workers.storage: every node reaches it
         self._lock = threading.Condition()
         self._trial: str | None = None
         self._done = threading.Event()
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
         self._set_title()
-        saved = json.loads(self._state.read_text()) if self._state.is_file() else None
+        text = storage.read_text(self._state)
+        saved = json.loads(text) if text else None
         if saved and not saved.get("done"):  # restarted by Ray mid-trial: resume it from its checkpoint
             self._start(saved["trial"], saved["args"])
 
@@ -347,10 +363,7 @@ class TrialWorker:
         return self._trial, self._done.is_set()
 
     def _save(self, trial: str, args: list, done: bool) -> None:
-        self._state.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"trial": trial, "args": args, "done": done, "pid": os.getpid()}))
-        tmp.replace(self._state)
+        storage.write_text(self._state, json.dumps({"trial": trial, "args": args, "done": done, "pid": os.getpid()}))
 
     def _set_title(self) -> None:
         """``ps`` shows ``ray::trial-<id>`` while a trial runs here, ``ray::<worker name>`` otherwise (Ray

@@ -158,10 +158,13 @@ class RunLogger:
         mlflow_call(self.client.log_batch, self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
     def flush(self, final: bool = False) -> None:
+        """Send the buffered points. An intermediate flush tries once and, when MLflow is away, keeps the points for the
+        next one: training goes on meanwhile (retrying here paused a trial for a minute while `up` restarted). The
+        final flush retries for MLFLOW_RETRY_S, then raises: the trial ends only once every point is stored."""
         while self._buffer:  # log_batch takes at most 1000 metrics per call
             chunk = self._buffer[:1000]
             try:
-                mlflow_call(self.client.log_batch, self.run_id, metrics=chunk)
+                mlflow_call(self.client.log_batch, self.run_id, metrics=chunk, retry_s=None if final else 0)
             except Exception:
                 if final:
                     raise

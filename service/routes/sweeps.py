@@ -152,7 +152,7 @@ def cancel_sweep(
                 left = purge_sweep(s, sweep, _readable(store, sweep))
             except PurgeRefused as e:
                 raise HTTPException(409, str(e)) from None
-        runs, failed = clean_up(left, tracking, settings.data_dir, settings.resolved_database_url)  # after the commit
+        runs, failed = clean_up(left, tracking, settings)  # after the commit
         return {"id": sweep_id, "deleted": True, "mlflow_runs_deleted": runs, "mlflow_runs_not_deleted": failed}
     with store.session() as s:
         sweep = _get(store, s, sweep_id)

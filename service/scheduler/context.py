@@ -11,7 +11,6 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from service.settings import Settings
@@ -171,5 +170,6 @@ class Context:
         """The trials with a run prepared and not yet taken."""
         return list(self._prepared)
 
-    def checkpoint_dir(self, trial_id: str) -> Path:
-        return self.settings.data_dir.resolve() / "checkpoints" / trial_id
+    def checkpoint_dir(self, trial_id: str) -> str:
+        """The trial's checkpoint folder (GROUPSCALE_STORAGE_URI/checkpoints/<id>, a workers.storage location)."""
+        return self.settings.checkpoint_dir(trial_id)

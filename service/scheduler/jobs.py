@@ -9,7 +9,6 @@ The loop (service.scheduler.loop) gives every kind the same free-resource check.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from sweeps.engines import get_engine
 from sweeps.finite import finite_or_none
 from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
+from workers import storage
 from workers.config import TrialConfig
 from workers.entry import run_answer_task, run_probe_task, run_tune_lr, worker_starts
 
@@ -229,7 +229,7 @@ class TrialJob:
             run_id = trial.mlflow_run_id
         if run_id and ctx.tracking:  # once the freed worker runs the next trial: MLflow's latency is not idle time
             ctx.defer(ctx.tracking.end_trial, run_id, status, reason if stored else "cancelled")
-        shutil.rmtree(ckpt, ignore_errors=True)  # ended: nothing left to resume
+        storage.delete(ckpt)  # ended: nothing left to resume
 
     def stop(self, ctx: Context, work: Work, handle: Any) -> None:
         ctx.backend.kill_trial(trial_actor_name(work.id))

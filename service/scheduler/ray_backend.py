@@ -22,6 +22,7 @@ import ray
 
 from service.settings import Settings
 from service.store import outside_transaction
+from workers import storage
 from workers.entry import TrialWorker
 
 NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it
@@ -142,7 +143,7 @@ class RayBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.state_dir = settings.data_dir.resolve() / "workers"  # what each worker runs (workers.entry.TrialWorker)
+        self.state_dir = settings.worker_state_dir  # what each worker runs (workers.entry.TrialWorker), in storage
         self._workers: dict[str, _Worker] = {}
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
         self._session: Path | None = None  # the session folder of the local head it started (removed with it)
@@ -156,9 +157,16 @@ class RayBackend:
             self._session = connect_ray(self.settings)
             self._connected = True
         if not self.settings.ray_address:  # a fresh local head: no worker of an earlier run can be alive
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            storage.delete(self.state_dir)
 
     def disconnect(self) -> None:
+        """Leave the cluster. On a cluster of its own (RAY_ADDRESS) the idle warm workers are stopped first: detached,
+        they would hold their CPUs and GPUs on a shared cluster after the controller is gone (running trials go on)."""
+        if self.settings.ray_address and ray.is_initialized():
+            try:
+                self.reap_idle(0)
+            except Exception:  # noqa: BLE001 - a stop goes on; the next controller's idle timeout reaps them
+                log.warning("stopping the idle workers failed", exc_info=True)
         if self._connected:
             disconnect_ray()
             if self._session is not None:
@@ -232,7 +240,7 @@ class RayBackend:
             max_restarts=self.settings.trial_retries,
             max_task_retries=-1,
             max_concurrency=TRIAL_SLOTS,
-        ).remote(str(self.state_dir), name)
+        ).remote(self.state_dir, name)
         self._workers[name] = _Worker(handle, cpus, gpus, started=_current(handle))
         return self._workers[name]
 
@@ -303,7 +311,7 @@ class RayBackend:
             ray.kill(w.handle, no_restart=True)
         except ValueError:  # already gone
             pass
-        (self.state_dir / f"{worker_name}.json").unlink(missing_ok=True)
+        storage.delete(storage.join(self.state_dir, f"{worker_name}.json"))
 
     @outside_transaction
     def trial_names(self) -> set[str]:

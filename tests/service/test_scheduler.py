@@ -4,6 +4,7 @@ cancel in each state, restart reconciliation, retries, and the race of a cancel 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -428,7 +429,7 @@ def test_a_worker_that_died_after_its_retries_fails_saying_so(env):
     sid = submit(store, group_sizes=[2], seeds=[0])
     tick(sched)
     (tid,) = _trial_ids(store, sid)
-    ckpt = sched.ctx.checkpoint_dir(tid)
+    ckpt = Path(sched.ctx.checkpoint_dir(tid))
     ckpt.mkdir(parents=True)
     (ckpt / "starts").write_text("3")  # Ray restarted the worker twice, then it died a third time
     backend.die(backend.running()[0])
@@ -493,7 +494,7 @@ def test_a_worker_lost_before_the_trials_retries_ran_out_resumes_it_elsewhere(en
     sid = submit(store, group_sizes=[2], seeds=[0])
     tick(sched)
     (tid,) = _trial_ids(store, sid)
-    ckpt = sched.ctx.checkpoint_dir(tid)
+    ckpt = Path(sched.ctx.checkpoint_dir(tid))
     ckpt.mkdir(parents=True)
     (ckpt / "starts").write_text("1")  # the worker had used its restarts on earlier trials
     backend.die(backend.running()[0])

@@ -125,3 +125,25 @@ def test_a_retried_run_creation_makes_one_run(mlflow_uri, monkeypatch):
     runs = MlflowClient(mlflow_uri).search_runs([experiment_id])
     assert [r.info.run_id for r in runs] == [run.info.run_id]
     assert runs[0].data.tags["groupscale.kind"] == "trial" and runs[0].info.run_name == "trial"
+
+
+def test_a_periodic_flush_tries_once_and_keeps_the_points_the_final_one_retries(monkeypatch):
+    """MLflow away (`up` restarting): a trial's periodic send must not hold training up (before: it retried for a minute
+    before the next step); its points wait for the next send, and the final send retries until the server is back."""
+    logger = RunLogger("http://127.0.0.1:9", "run", flush_every=1000)  # nothing listens on port 9
+    calls: list[int] = []
+
+    def log_batch(run_id, metrics=()):
+        calls.append(len(metrics))
+        if len(calls) < 4:
+            raise MlflowException("connection refused", error_code=INTERNAL_ERROR)
+
+    monkeypatch.setattr(logger.client, "log_batch", log_batch)
+    for step in range(1, 6):
+        logger({"reward_mean": step / 10}, step)
+    logger.flush()
+    assert calls == [5] and len(logger._buffer) == 5  # one try, nothing lost
+    logger.flush()
+    assert calls == [5, 5]
+    logger.flush(final=True)  # retried: the third try of this call succeeds
+    assert calls == [5, 5, 5, 5] and logger._buffer == []

@@ -30,6 +30,7 @@ import torch
 
 from sweeps.engines.trl import coerce
 from sweeps.trl_steps import structure_for
+from workers import storage
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.config import TrialConfig
@@ -64,6 +65,16 @@ SWEEP_SETS = (
 )
 
 
+def output_dir(cfg: TrialConfig) -> Path:
+    """Where TRL writes its checkpoint-N folders: the trial's checkpoint folder, or, when that is a remote storage
+    location (GROUPSCALE_STORAGE_URI s3://...), a local copy of it under the cache that MirrorCheckpoints uploads."""
+    if not cfg.checkpoint_dir:
+        return Path(cfg.cache_dir) / "trl-unsaved"
+    if storage.is_remote(cfg.checkpoint_dir):
+        return storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir))
+    return Path(cfg.checkpoint_dir)
+
+
 def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
     """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring)."""
     structure = structure_for(cfg.trl, cfg.samples_per_step)
@@ -72,7 +83,7 @@ def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
         "num_generations": cfg.group_size,
         "max_steps": cfg.steps,
         "seed": cfg.seed,
-        "output_dir": str(cfg.checkpoint_dir or Path(cfg.cache_dir) / "trl-unsaved"),
+        "output_dir": str(output_dir(cfg)),
         "logging_steps": 1,
         "report_to": "none",
         "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
@@ -198,31 +209,30 @@ EVALS = "groupscale-evals.json"  # the gap at each eval checkpoint done so far, 
 
 def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: RunReport) -> tuple[dict, list]:
     """The held-out eval before training (reported at step 0 and kept in output_dir), or the kept one on a resume."""
-    kept = Path(cfg.checkpoint_dir or "") / INITIAL
-    if resume is not None and kept.is_file():
+    kept = storage.read_text(storage.join(cfg.checkpoint_dir, INITIAL)) if cfg.checkpoint_dir else None
+    if resume is not None and kept:
         step = int(resume.rsplit("-", 1)[-1])
         report({"resumed_from_step": float(step)}, step)
-        return json.loads(kept.read_text()), []
+        return json.loads(kept), []
     initial, samples = evaluate(policy, task, cfg, 0)
     report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
     if cfg.checkpoint_dir:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(initial))
+        storage.write_text(storage.join(cfg.checkpoint_dir, INITIAL), json.dumps(initial))
     return initial, samples
 
 
 def _kept_evals(cfg: TrialConfig, resume: str | None) -> dict[int, dict[str, float]]:
     """The gap (and gap_se) of the eval checkpoints up to the resumed step: step -> values ({} for a fresh trial)."""
-    kept = Path(cfg.checkpoint_dir or "") / EVALS
-    if resume is None or not kept.is_file():
+    kept = storage.read_text(storage.join(cfg.checkpoint_dir, EVALS)) if cfg.checkpoint_dir and resume else None
+    if not kept:
         return {}
-    step = int(resume.rsplit("-", 1)[-1])
-    return {int(s): v for s, v in json.loads(kept.read_text()).items() if int(s) <= step}  # later ones run again
+    step = int(str(resume).rsplit("-", 1)[-1])
+    return {int(s): v for s, v in json.loads(kept).items() if int(s) <= step}  # later ones run again
 
 
 def _keep_evals(cfg: TrialConfig, at: dict[int, dict[str, float]]) -> None:
     if cfg.checkpoint_dir:
-        (Path(cfg.checkpoint_dir) / EVALS).write_text(json.dumps(at))
+        storage.write_text(storage.join(cfg.checkpoint_dir, EVALS), json.dumps(at))
 
 
 def last_complete_checkpoint(output_dir: str | Path) -> str | None:
@@ -282,8 +292,16 @@ def _callbacks(
             saved = state.stateful_callbacks.setdefault(SIGNAL, self.state())["attributes"]
             rewards.generations, rewards.silent = saved["generations"], saved["silent"]
 
+    class MirrorCheckpoints(TrainerCallback):
+        """A remote checkpoint folder gets each checkpoint once TRL has written it (trainer_state.json last, which
+        last_complete_checkpoint checks) and loses the one TRL rotated out."""
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            storage.mirror(args.output_dir, str(cfg.checkpoint_dir), last="trainer_state.json", only="checkpoint-")
+
     assert SignalCount.__name__ == SIGNAL
-    return [Measure(), SignalCount()]
+    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir))
+    return [Measure(), SignalCount(), *([MirrorCheckpoints()] if remote else [])]
 
 
 def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
@@ -350,6 +368,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
             peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
         )
         trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
+        if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # resumed on a node without the local copy
+            storage.download(cfg.checkpoint_dir, args.output_dir)
         resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
         initial, samples = _initial(policy, task, cfg, resume, report)
         at.update(_kept_evals(cfg, resume))
