@@ -6,7 +6,7 @@ its own) with its own temp dir; the head's GCS port is a free one of tests.ports
 ``stop()``; nothing here runs ``ray stop``, which would end every Ray process on the machine.
 
 Run as ``python -m tests.cluster NODES CPUS TEMP_DIR``: answers with {address, nodes: [node_id, ...]} in JSON, then
-takes ``kill I``, ``actors NAMESPACE`` and ``stop`` on stdin and answers each; an answer is a line starting with
+takes ``kill I``, ``add``, ``actors NAMESPACE`` and ``stop`` on stdin and answers each; an answer is a line starting with
 ANSWER (Ray prints other lines there).
 """
 
@@ -72,6 +72,12 @@ class LocalCluster:
         """SIGKILL node ``index`` (not the head): its raylet and every process it started, as a machine lost."""
         assert self._ask(f"kill {index}") == f"killed {index}"
 
+    def add(self) -> str:
+        """Start one more node of the same shape (a lost machine back, or a new one); returns its node id."""
+        node_id = self._ask("add")
+        self.node_ids.append(node_id)
+        return node_id
+
     def named_actors(self, namespace: str) -> list[str]:
         """The names of the live named actors of ``namespace`` (a controller's detached workers)."""
         return json.loads(self._ask(f"actors {namespace}"))
@@ -103,6 +109,9 @@ def _serve(nodes: int, cpus: int, temp_dir: Path) -> None:
         if verb == "kill":
             cluster.remove_node(members[int(args[0])], allow_graceful=False)  # SIGKILL, not a drain
             print(f"{ANSWER}killed {args[0]}", flush=True)
+        elif verb == "add":
+            members.append(cluster.add_node(num_cpus=cpus, temp_dir=str(temp_dir / f"node-{len(members)}")))
+            print(ANSWER + members[-1].node_id, flush=True)
         elif verb == "actors":
             import ray
 

@@ -151,9 +151,9 @@ class Scheduler:
         return self.ctx.backend.connected() and bool(self.cluster_resources().get("CPU"))
 
     def missing_shapes(self) -> list[str]:
-        """The trial shapes that no node has placed for over a minute, with how many trials wait (/v1/health): a
-        shape the cluster lost (its only node died) or, with an autoscaler, one it has not added yet."""
-        return self.waiting.missing()
+        """The trial shapes no alive node holds that trials have waited for over a minute, with how many wait
+        (/v1/health): a shape the cluster lost (its only node died) or, with an autoscaler, one it has not added yet."""
+        return self.waiting.missing(self.cluster_nodes())
 
     # -- the loop ------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -267,7 +267,7 @@ class Scheduler:
         late = {trials[n].id: s for n, s in self.ctx.backend.unplaced().items() if n in trials}
         self.waiting.seconds = late
         self.waiting.shapes = {w.id: (w.cpus, w.gpus) for w in trials.values() if w.id in late}
-        if late and self.ctx.backend.idle_resources().get("CPU", 0.0) > 0:
+        if late and any(v > 0 for v in self.ctx.backend.idle_resources().values()):
             self.ctx.backend.reap_idle(0)  # every idle worker: which node each holds is Ray's to know, not ours
         changed = self.waiting.reasons()
         if changed:

@@ -30,6 +30,7 @@ WORKER_PREFIX = "worker-"
 TRIAL_SLOTS = 4  # threads of a worker's default concurrency group: its trial's run() and the attaches of restarts
 CONTROL = "control"  # a worker's concurrency group of its own for current(): liveness never waits for those slots
 UNPLACED_S = 5.0  # a busy worker that has not answered a liveness question for this long is not placed (no node yet)
+PING_EVERY_S = 2.0  # a busy worker that answered is asked again after this long (not at every tick)
 STARTING_S = 60.0  # likewise a new worker that has not finished its imports
 WORKER_ANSWER_S = 120.0  # a worker that neither answers nor is known dead by then is killed (a restart takes seconds)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -210,6 +211,8 @@ class RayBackend:
                     continue
             if w.started is not None and ref is w.started:
                 w.started = None  # placed once: from now on, asked
+            elif ref is not None and now - w.asked < PING_EVERY_S:
+                continue  # answered a moment ago: asked again later
             w.ping, w.asked = _current(w.handle), now
         return late
 

@@ -21,12 +21,13 @@ def _node_of(client: MlflowClient, run_id: str | None, attempt: int) -> str | No
 
 
 @pytest.mark.slow
-def test_a_node_lost_for_good_mid_sweep_restarts_its_trial_elsewhere_from_s3_and_logs_each_step_once(tmp_path, s3_bucket):
+@pytest.mark.parametrize("comes_back", [False, True], ids=["never-back", "a-node-comes-back"])
+def test_a_node_lost_mid_sweep_restarts_its_trial_elsewhere_from_s3_and_logs_each_step_once(tmp_path, s3_bucket, comes_back):
     """Three 1-CPU nodes, each with a warm worker (GROUPSCALE_WARM_WORKERS=3); two trials take two of them, the third
-    idles. The node of one trial is SIGKILLed and never comes back: Ray restarts its worker only where a CPU is free,
-    which the idle worker holds, so the controller must stop that worker at once (before: after
-    GROUPSCALE_WORKER_IDLE_S, 300 s). The restarted worker, on a node that never saw the lost node's disk, resumes the
-    trial from the S3 server's checkpoint, and the trial's run holds each step once."""
+    idles. The node of one trial is SIGKILLed and never comes back (or a fresh node joins 2 s later): Ray restarts its
+    worker only where a CPU is free, which the idle worker holds, so the controller must stop that worker at once
+    (before: after GROUPSCALE_WORKER_IDLE_S, 300 s). The restarted worker, on a node that never saw the lost node's
+    disk, resumes the trial from the S3 server's checkpoint, and the trial's run holds each step once."""
     cluster = LocalCluster(tmp_path, nodes=3, cpus=1)
     env = {"RAY_ADDRESS": cluster.address, "GROUPSCALE_STORAGE_URI": s3_bucket, "GROUPSCALE_WARM_WORKERS": "3"}
     (tmp_path / "stack").mkdir()
@@ -57,6 +58,9 @@ def test_a_node_lost_for_good_mid_sweep_restarts_its_trial_elsewhere_from_s3_and
         lost, index = ready[0]
         cluster.kill(index)
         killed_at = time.monotonic()
+        if comes_back:
+            time.sleep(2)
+            cluster.add()
         while (node := _node_of(client, lost["mlflow_run_id"], 2)) is None:
             assert time.monotonic() - killed_at < 120, stack.http.get(f"/v1/sweeps/{sid}/trials").json()
             time.sleep(0.5)
