@@ -22,6 +22,7 @@ from workers import algos
 from workers.batch import Batch, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import TrialConfig
+from workers.distributed import all_sum, sum_gradients
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
@@ -102,7 +103,8 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
     """
     ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
     parts = micro_batches(mask.shape[0], cfg.grpo.micro_batch_size)
-    n_seqs, n_tokens = mask.shape[0], float(mask.sum())
+    # on several processes ``batch`` is this rank's groups (workers.distributed.shard); the normalisers are the step's
+    n_seqs, n_tokens = all_sum([float(mask.shape[0]), float(mask.sum())])
     with torch.no_grad():
         old_logp = (
             torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if cfg.grpo.inner_steps > 1 else None
@@ -131,7 +133,9 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
             low, high = low + clip.clip_frac_low * tokens, high + clip.clip_frac_high * tokens
         ratio = torch.cat(ratios)
         if prev is not None:
-            overshoot.append(algos.compute_momentum_overshoot(prev[0], ratio, prev[1], mask))
+            overshoot.append(_overshoot(prev[0], ratio, prev[1], mask, n_tokens))
+        sum_gradients(model.parameters())  # the step's gradient: the ranks' shares summed (identity on one process)
+        loss_sum, kl_sum, ent_sum, low, high = all_sum([loss_sum, kl_sum, ent_sum, low, high])
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grpo.max_grad_norm))
         values = {"loss": loss_sum, "kl": kl_sum / max(n_tokens, 1.0), "grad_norm": grad_norm}
         bad = [k for k, v in values.items() if not math.isfinite(v)]
@@ -142,7 +146,7 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
     if cfg.grpo.inner_steps > 1:  # where did the last step leave the clipped tokens?
         with torch.no_grad():
             after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) - old_logp)
-        overshoot.append(algos.compute_momentum_overshoot(prev[0], after, prev[1], mask))
+        overshoot.append(_overshoot(prev[0], after, prev[1], mask, n_tokens))
     n = max(n_tokens, 1.0)
     return UpdateStats(
         **values,
@@ -151,6 +155,13 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         clip_frac_high=high / n,
         momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
     )
+
+
+def _overshoot(before: torch.Tensor, after: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, n_tokens: float) -> float:
+    """algos.compute_momentum_overshoot over the step's tokens when this rank holds a share of them: the ranks'
+    counts of overshooting tokens summed, over the step's n_tokens."""
+    local = algos.compute_momentum_overshoot(before, after, clipped, mask) * float(mask.sum())
+    return all_sum([local])[0] / max(n_tokens, 1.0)
 
 
 def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
