@@ -58,9 +58,7 @@ class Waiting:
         """The shapes no alive node holds that trials have waited for longer than UNHEALTHY_S, e.g.
         ['1 CPU and 1 GPU (2 trials, 3m)'] (a shape some node holds only waits for room)."""
         long = [
-            (self.shapes[t], s)
-            for t, s in self.seconds.items()
-            if s >= UNHEALTHY_S and not fits_a_node(*self.shapes[t], nodes)
+            (self.shapes[t], s) for t, s in self.seconds.items() if s >= UNHEALTHY_S and not fits_a_node(*self.shapes[t], nodes)
         ]
         by_shape: dict[tuple[float, float], list[float]] = {}
         for sh, s in long:
