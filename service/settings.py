@@ -9,12 +9,13 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.client import bearer_token
-from workers.storage import join
+from workers.storage import is_remote, join
 
 # Ray's own default is 512 MB and 5 files for its system logs, and no rotation at all for the workers' stdout and
 # stderr unless RAY_ROTATION_MAX_BYTES is set where they start (ray/_private/workers/default_worker.py, Ray 2.60).
 RAY_ROTATION_MAX_BYTES = 100 * 1024 * 1024
 RAY_ROTATION_BACKUP_COUNT = 5
+STORAGE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")  # pyarrow.fs.FileSystem.from_uri's (pyarrow 25)
 
 
 class Settings(BaseSettings):
@@ -76,6 +77,24 @@ class Settings(BaseSettings):
         "cluster holds now is accepted and waits as demand the autoscaler sees, instead of a 422 at submit",
     )
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body accepted (bytes)")
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        """Blank: the default. A URI of a file system pyarrow takes (STORAGE_SCHEMES), or a folder, made absolute
+        (every node reads the same path); anything else is a ValueError naming what is allowed."""
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not is_remote(value):
+            return str(Path(value.removeprefix("file://")).resolve())
+        scheme = value.split("://", 1)[0].lower()
+        if scheme not in STORAGE_SCHEMES:
+            raise ValueError(
+                f"{value!r}: {scheme}:// is not a file system groupscale can keep checkpoints in; allowed: a folder, or a "
+                f"URI of {', '.join(s + '://' for s in STORAGE_SCHEMES)}"
+            )
+        return value
 
     @field_validator("api_token")
     @classmethod

@@ -32,6 +32,7 @@ from service.mlflow_app import NAME as MLFLOW_APP
 from service.scheduler.ray_backend import connect_ray, disconnect_ray, remove_session
 from service.settings import Settings
 from service.tracking import redact
+from workers import storage
 
 
 def same_database(a: str, b: str) -> bool:
@@ -47,6 +48,27 @@ def same_database(a: str, b: str) -> bool:
         ub.port or default_port,
         ub.database,
     )
+
+
+def check_storage(settings: Settings) -> None:
+    """Write, read and delete one object where trials keep their checkpoints (GROUPSCALE_STORAGE_URI), before anything
+    starts: a missing bucket or wrong credentials are said now, not by the first trial's checkpoint.
+
+    Raises:
+        StackConfigError: naming GROUPSCALE_STORAGE_URI and the file system's own error.
+    """
+    probe = storage.join(settings.storage, f".groupscale-check-{os.getpid()}")
+    try:
+        storage.write_text(probe, "ok")
+        back = storage.read_text(probe)
+        storage.delete(probe)
+    except Exception as e:  # noqa: BLE001 - any file system error (pyarrow's OSError, ArrowInvalid) is the answer
+        raise StackConfigError(
+            f"GROUPSCALE_STORAGE_URI={settings.storage}: checkpoints cannot be written there ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:300]}); check the bucket or folder and its credentials (AWS_ACCESS_KEY_ID, ...)"
+        ) from None
+    if back != "ok":
+        raise StackConfigError(f"GROUPSCALE_STORAGE_URI={settings.storage}: an object written there read back as {back!r}")
 
 
 def check_databases(settings: Settings, mlflow_backend: str | None) -> None:
@@ -240,6 +262,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     backend = configured.mlflow_backend_uri  # GROUPSCALE_MLFLOW_BACKEND_URI; default SQLite under data_dir
     mlflow_backend = backend or f"sqlite:///{data_dir / 'mlflow.db'}"
     check_databases(configured, None if env_uri else mlflow_backend)  # before anything starts
+    check_storage(configured)
     claim_port(host, port, "--port")
     if not env_uri:
         claim_port("127.0.0.1", mlflow_port, "--mlflow-port", data_dir.resolve())

@@ -1,6 +1,7 @@
 """Stopping what `up` started: SIGTERM, then SIGKILL after the grace period, with the bounds README states."""
 
 import inspect
+import os
 import signal
 import subprocess
 import sys
@@ -31,3 +32,28 @@ def test_the_shutdown_bounds_are_readmes():
     assert stack.SHUTDOWN_GRACE_S == 30
     assert inspect.signature(stack.stop_process_group).parameters["grace_s"].default == 10.0
     assert "timeout_graceful_shutdown=SHUTDOWN_GRACE_S" in inspect.getsource(stack.run_stack)
+
+
+def test_up_refuses_a_storage_uri_no_file_system_takes_naming_the_setting(tmp_path):
+    env = {**os.environ, "GROUPSCALE_STORAGE_URI": "ftp://host/checkpoints"}
+    r = subprocess.run(
+        [sys.executable, "-m", "service", "up", "--data-dir", str(tmp_path), "--port", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "GROUPSCALE_STORAGE_URI: 'ftp://host/checkpoints': ftp:// is not a file system" in r.stderr
+    assert "allowed: a folder, or a URI of s3://" in r.stderr
+
+
+def test_storage_where_checkpoints_cannot_be_written_stops_up_before_anything_starts(s3_bucket, tmp_path):
+    from service.lifetime import StackConfigError
+    from service.settings import Settings
+    from workers import storage
+
+    stack.check_storage(Settings(data_dir=tmp_path, storage_uri=s3_bucket))  # a bucket that exists: nothing left in it
+    assert storage.listing(s3_bucket) == {}
+    with pytest.raises(StackConfigError, match=r"GROUPSCALE_STORAGE_URI=s3://no-such-bucket-x: checkpoints cannot be written"):
+        stack.check_storage(Settings(data_dir=tmp_path, storage_uri="s3://no-such-bucket-x"))
