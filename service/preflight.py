@@ -100,11 +100,15 @@ def check_fits_a_node(cpus: float, gpus: float, nodes: list[dict[str, float]]) -
     have_cpus, have_gpus = largest.get("CPU", 0.0), largest.get("GPU", 0.0)
     field = "gpus_per_trial" if gpus > have_gpus else "cpus_per_trial"
     most = max((n.get("CPU", 0.0) for n in nodes if n.get("GPU", 0.0) >= gpus), default=0.0)
-    allowed = f"allowed: more than 0 to {most:g}" if field == "cpus_per_trial" else f"allowed: 0 to {have_gpus:g}"
+    if field == "cpus_per_trial":
+        allowed = f"allowed: more than 0 to {most:g}"
+    else:
+        allowed = f"allowed: 0 to {have_gpus:g}" if have_gpus else "allowed: 0 (no node of the cluster has a GPU)"
+    described = shape(have_cpus, have_gpus) if have_gpus or not gpus else f"{shape(have_cpus, 0)} and no GPU"
     raise SpecError(
         ("resources", field),
         f"cpus_per_trial={cpus:g} and gpus_per_trial={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
-        f"largest node has {shape(have_cpus, have_gpus)}; {allowed} (a trial runs on one node; "
+        f"largest node has {described}; {allowed} (a trial runs on one node; "
         "GROUPSCALE_AUTOSCALING=1 lets it wait for an autoscaler's node)",
     )
 

@@ -88,7 +88,10 @@ class Settings(BaseSettings):
         value = value.strip()
         if not is_remote(value):
             return str(Path(value.removeprefix("file://")).resolve())
-        scheme = value.split("://", 1)[0].lower()
+        scheme, rest = value.split("://", 1)
+        if not rest.partition("?")[0].strip("/"):
+            raise ValueError(f"{value!r} names no bucket or host; allowed: a folder, or a URI such as s3://bucket/prefix")
+        scheme = scheme.lower()
         if scheme not in STORAGE_SCHEMES:
             raise ValueError(
                 f"{value!r}: {scheme}:// is not a file system groupscale can keep checkpoints in; allowed: a folder, or a "

@@ -64,11 +64,12 @@ def check_storage(settings: Settings) -> None:
         storage.delete(probe)
     except Exception as e:  # noqa: BLE001 - any file system error (pyarrow's OSError, ArrowInvalid) is the answer
         raise StackConfigError(
-            f"GROUPSCALE_STORAGE_URI={settings.storage}: checkpoints cannot be written there ({type(e).__name__}: "
-            f"{str(e).splitlines()[0][:300]}); check the bucket or folder and its credentials (AWS_ACCESS_KEY_ID, ...)"
+            f"GROUPSCALE_STORAGE_URI: {settings.storage!r}: checkpoints cannot be written there ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:300]}); check that the bucket or folder exists and the credentials "
+            "(AWS_ACCESS_KEY_ID, ...) may write to it"
         ) from None
     if back != "ok":
-        raise StackConfigError(f"GROUPSCALE_STORAGE_URI={settings.storage}: an object written there read back as {back!r}")
+        raise StackConfigError(f"GROUPSCALE_STORAGE_URI: {settings.storage!r}: an object written there read back as {back!r}")
 
 
 def check_databases(settings: Settings, mlflow_backend: str | None) -> None:

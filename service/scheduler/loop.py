@@ -265,9 +265,12 @@ class Scheduler:
         no resources; idle warm workers are stopped at once so that Ray can place them, and their reasons say so."""
         trials = {trial_actor_name(w.id): w for w in self.inflight.values() if w.kind == "trial"}
         late = {trials[n].id: s for n, s in self.ctx.backend.unplaced().items() if n in trials}
+        nodes = self.cluster_nodes()
+        late |= self.waiting.no_node([w for w in trials.values() if not fits_a_node(w.cpus, w.gpus, nodes)], late)
         self.waiting.seconds = late
         self.waiting.shapes = {w.id: (w.cpus, w.gpus) for w in trials.values() if w.id in late}
-        if late and any(v > 0 for v in self.ctx.backend.idle_resources().values()):
+        roomy = any(fits_a_node(*self.waiting.shapes[t], nodes) for t in late)  # idle workers may hold its room
+        if roomy and any(v > 0 for v in self.ctx.backend.idle_resources().values()):
             self.ctx.backend.reap_idle(0)  # every idle worker: which node each holds is Ray's to know, not ours
         changed = self.waiting.reasons()
         if changed:

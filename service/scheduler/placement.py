@@ -9,6 +9,7 @@ after GROUPSCALE_WORKER_IDLE_S) and writes in the trial's ``reason`` what it wai
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from service.lifecycle import TrialStatus
@@ -44,6 +45,15 @@ class Waiting:
     seconds: dict[str, float] = field(default_factory=dict)  # trial id -> seconds waited
     shapes: dict[str, tuple[float, float]] = field(default_factory=dict)  # trial id -> (cpus, gpus)
     _written: dict[str, str] = field(default_factory=dict)  # trial id -> the reason stored last
+    _since: dict[str, float] = field(default_factory=dict)  # trial id -> when it was first seen with no node of its shape
+
+    def no_node(self, works: list, late: dict[str, float]) -> dict[str, float]:  # noqa: ANN001 - context.Work
+        """Trial id -> seconds waited, for the in-flight trials whose shape no alive node holds (they wait by
+        definition, from their launch: said at once, not after the backend's STARTING_S); those ``late`` already
+        has keep its figure."""
+        now = time.monotonic()
+        self._since = {w.id: self._since.get(w.id, now) for w in works}
+        return {t: now - since for t, since in self._since.items() if t not in late}
 
     def reasons(self) -> dict[str, str | None]:
         """Trial id -> the reason to store now (None: clear it, the trial's worker was placed), for the trials whose
@@ -69,10 +79,13 @@ class Waiting:
 
 
 def store_reasons(session, changed: dict[str, str | None]) -> None:  # noqa: ANN001 - a store session
-    """Write the changed reasons of running trials (a trial that ended meanwhile keeps its own reason)."""
+    """Write the changed reasons: a running trial's wait, or no wait (cleared, on a trial that ended or was cancelled
+    meanwhile too; a reason of its own, such as a failure's, is kept)."""
     for trial_id, reason in changed.items():
         trial = session.get(Trial, trial_id)
-        if trial is None or trial.status != TrialStatus.RUNNING:
+        if trial is None:
             continue
-        if reason is not None or (trial.reason or "").startswith(WAITING):
+        if reason is None and (trial.reason or "").startswith(WAITING):
+            trial.reason = None
+        elif reason is not None and trial.status == TrialStatus.RUNNING:
             trial.reason = reason

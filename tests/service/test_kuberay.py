@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERAY = ROOT / "docker" / "kuberay"
-K8S_VERSION = "1.33"  # a Kubernetes release KubeRay 1.5 supports
+K8S_VERSION = "1.33"  # a Kubernetes release KubeRay 1.6 supports
 
 # KubeRay's RayCluster spec (ray-operator/config/crd/bases/ray.io_rayclusters.yaml, ray.io/v1), the fields these
 # manifests use, with their types, enums and required fields as the CRD documents them; written out here with

@@ -809,6 +809,10 @@ def test_a_shape_no_node_holds_is_refused_naming_the_largest_node_unless_an_auto
         preflight(gpu, Settings(), [{"CPU": 8.0}, {"CPU": 1.0, "GPU": 1.0}])
     assert e.value.loc == ("resources", "cpus_per_trial")
     assert "largest node has 1 CPU and 1 GPU; allowed: more than 0 to 1" in e.value.msg
+    with pytest.raises(SpecError) as e:  # no GPU anywhere: said so
+        preflight(gpu, Settings(), [{"CPU": 2.0, "GPU": 0.0}])
+    assert e.value.loc == ("resources", "gpus_per_trial")
+    assert "its largest node has 2 CPUs and no GPU; allowed: 0 (no node of the cluster has a GPU)" in e.value.msg
     assert preflight(two_cpus, Settings(), [*three, {"CPU": 2.0}]) == []
     assert preflight(gpu, Settings(autoscaling=True), three) == []  # it waits for the autoscaler's node
 
@@ -821,6 +825,9 @@ def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(
     tick(sched)
     (gpu_trial,) = [h for h in backend.running() if backend.work[h].gpus == 1]  # one asks the autoscaler for a node
     assert statuses(store, big).count(TrialStatus.RUNNING) == 1 and statuses(store, small) == [TrialStatus.RUNNING]
+    tick(sched)
+    with store.read() as s:  # said from the next tick: no node of its shape is alive (not after the backend's 60 s)
+        assert {t.reason for t in s.get(Sweep, big).trials} == {None, "waiting for a node with 1 CPU and 1 GPU for 0s"}
     backend.late[backend.work[gpu_trial].name] = 185.0
     tick(sched)
     with store.read() as s:
@@ -828,6 +835,8 @@ def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(
     assert reasons[TrialStatus.RUNNING] == "waiting for a node with 1 CPU and 1 GPU for 3m"
     assert sched.missing_shapes() == ["1 CPU and 1 GPU (1 trial, 3m)"]
     backend.late.clear()  # the node came: placed
+    backend.node_list.append({"CPU": 4.0, "GPU": 1.0})
+    sched._resources_at = 0.0  # the cluster is read again now (its cache lasts RESOURCES_TTL_S)
     tick(sched)
     with store.read() as s:
         assert {t.reason for t in s.get(Sweep, big).trials} == {None}

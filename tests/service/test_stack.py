@@ -34,8 +34,15 @@ def test_the_shutdown_bounds_are_readmes():
     assert "timeout_graceful_shutdown=SHUTDOWN_GRACE_S" in inspect.getsource(stack.run_stack)
 
 
-def test_up_refuses_a_storage_uri_no_file_system_takes_naming_the_setting(tmp_path):
-    env = {**os.environ, "GROUPSCALE_STORAGE_URI": "ftp://host/checkpoints"}
+@pytest.mark.parametrize(
+    "uri, says",
+    [
+        ("ftp://host/checkpoints", "'ftp://host/checkpoints': ftp:// is not a file system"),
+        ("s3://", "'s3://' names no bucket or host; allowed: a folder, or a URI such as s3://bucket/prefix"),
+    ],
+)
+def test_up_refuses_a_storage_uri_no_file_system_takes_naming_the_setting(tmp_path, uri, says):
+    env = {**os.environ, "GROUPSCALE_STORAGE_URI": uri}
     r = subprocess.run(
         [sys.executable, "-m", "service", "up", "--data-dir", str(tmp_path), "--port", "1"],
         capture_output=True,
@@ -44,8 +51,7 @@ def test_up_refuses_a_storage_uri_no_file_system_takes_naming_the_setting(tmp_pa
         timeout=120,
     )
     assert r.returncode == 2, r.stderr
-    assert "GROUPSCALE_STORAGE_URI: 'ftp://host/checkpoints': ftp:// is not a file system" in r.stderr
-    assert "allowed: a folder, or a URI of s3://" in r.stderr
+    assert f"GROUPSCALE_STORAGE_URI: {says}" in r.stderr
 
 
 def test_storage_where_checkpoints_cannot_be_written_stops_up_before_anything_starts(s3_bucket, tmp_path):
@@ -55,5 +61,5 @@ def test_storage_where_checkpoints_cannot_be_written_stops_up_before_anything_st
 
     stack.check_storage(Settings(data_dir=tmp_path, storage_uri=s3_bucket))  # a bucket that exists: nothing left in it
     assert storage.listing(s3_bucket) == {}
-    with pytest.raises(StackConfigError, match=r"GROUPSCALE_STORAGE_URI=s3://no-such-bucket-x: checkpoints cannot be written"):
+    with pytest.raises(StackConfigError, match=r"GROUPSCALE_STORAGE_URI: 's3://no-such-bucket-x': checkpoints cannot be written"):
         stack.check_storage(Settings(data_dir=tmp_path, storage_uri="s3://no-such-bucket-x"))
