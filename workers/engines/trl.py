@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,5 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         return TrialResult("failed", reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
     finally:
         task.close()  # the reward process of a dataset task
+        if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # the local copy: storage holds the checkpoints
+            shutil.rmtree(output_dir(cfg), ignore_errors=True)
