@@ -867,3 +867,25 @@ def test_a_trial_whose_node_died_gets_the_room_of_idle_workers_at_once(env):
     backend.finish(backend.running()[0])
     tick(sched, 2)
     assert len(backend.running()) == 2 and statuses(store, sid).count(TrialStatus.SUCCEEDED) == 2
+
+
+def test_a_cancelled_trial_loses_its_waiting_reason_and_a_failure_keeps_its_own(env):
+    store, backend, _, sched = env
+    sched.ctx.settings.autoscaling = True
+    sid = submit(store, group_sizes=[2], seeds=[0, 1], resources={"cpus_per_trial": 1, "gpus_per_trial": 1})
+    tick(sched, 2)
+    with store.read() as s:
+        assert {t.reason for t in s.get(Sweep, sid).trials} == {None, "waiting for a node with 1 CPU and 1 GPU for 0s"}
+    with store.session() as s:
+        assert lifecycle.cancel_sweep(s, s.get(Sweep, sid))
+    tick(sched, 3)
+    with store.read() as s:
+        assert [(t.status, t.reason) for t in s.get(Sweep, sid).trials] == [(TrialStatus.CANCELLED, None)] * 2
+    with store.session() as s:  # a reason of its own is never cleared by the placement
+        s.get(Sweep, sid).trials[0].reason = "the worker died 3 times"
+    from service.scheduler.placement import store_reasons
+
+    with store.session() as s:
+        store_reasons(s, {s.get(Sweep, sid).trials[0].id: None})
+    with store.read() as s:
+        assert s.get(Sweep, sid).trials[0].reason == "the worker died 3 times"
