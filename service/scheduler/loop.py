@@ -123,10 +123,14 @@ class Scheduler:
         return self._nodes
 
     def _read_cluster(self) -> None:
+        """The alive nodes, once per RESOURCES_TTL_S; the cluster's totals are their sum (Ray's cluster_resources)."""
         if time.monotonic() - self._resources_at > RESOURCES_TTL_S or not self._resources:
-            connected = self.ctx.backend.connected()
-            self._resources = self.ctx.backend.total_resources() if connected else {}
-            self._nodes = self.ctx.backend.nodes() if connected else []
+            self._nodes = self.ctx.backend.nodes() if self.ctx.backend.connected() else []
+            totals: dict[str, float] = {}
+            for node in self._nodes:
+                for key, value in node.items():
+                    totals[key] = totals.get(key, 0.0) + value
+            self._resources = totals
             self._resources_at = time.monotonic()
 
     def pool(self) -> dict[str, int]:

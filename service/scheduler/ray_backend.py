@@ -177,10 +177,6 @@ class RayBackend:
         return ray.is_initialized()
 
     @outside_transaction
-    def total_resources(self) -> dict[str, float]:
-        return dict(ray.cluster_resources()) if ray.is_initialized() else {}
-
-    @outside_transaction
     def available_resources(self) -> dict[str, float]:
         """What the cluster has free now, other users' work on a shared cluster included."""
         return dict(ray.available_resources()) if ray.is_initialized() else {}

@@ -35,8 +35,7 @@ class FakeBackend:
     """The Backend protocol in memory; the test ends work with finish / die."""
 
     def __init__(self, cpus=2.0, gpus=0.0, busy_elsewhere=0.0):
-        self.total = {"CPU": cpus, "GPU": gpus}
-        self.node_list = [dict(self.total)]  # one node holding everything, unless a test splits it
+        self.node_list = [{"CPU": cpus, "GPU": gpus}]  # one node holding everything, unless a test splits it
         self.late: dict[str, float] = {}  # trial actor name -> seconds its worker has waited for a node
         self.busy_elsewhere = busy_elsewhere  # another user's work on a shared cluster
         self.work: dict[str, Work] = {}
@@ -53,8 +52,9 @@ class FakeBackend:
     def connected(self):
         return True
 
-    def total_resources(self):
-        return dict(self.total)
+    @property
+    def total(self):
+        return {k: sum(n.get(k, 0.0) for n in self.node_list) for k in ("CPU", "GPU")}
 
     def available_resources(self):
         used = sum(w.cpus for w in self.work.values() if not w.ended and w.kind != "trial")
@@ -214,7 +214,7 @@ class FakeTracking:
 for cls, calls in (
     (
         FakeBackend,
-        "connect total_resources available_resources nodes unplaced start_trial attach_trial trial_names prewarm evict_idle "
+        "connect available_resources nodes unplaced start_trial attach_trial trial_names prewarm evict_idle "
         "reap_idle pool start_task progress wait result kill_trial cancel",
     ),
     (
@@ -847,13 +847,12 @@ def test_a_trial_whose_node_died_gets_the_room_of_idle_workers_at_once(env):
     """3 one-CPU nodes, one lost: the lost trial's worker waits for a node while an idle warm worker holds a CPU. It is
     stopped at once (not after worker_idle_s), nothing new takes the room, and once placed the trial counts again."""
     store, backend, _, sched = env
-    backend.total = {"CPU": 3.0, "GPU": 0.0}
     backend.node_list = [{"CPU": 1.0}] * 3
     sid = submit(store, group_sizes=[2, 4, 8], seeds=[0, 1])
     tick(sched)
     assert len(backend.running()) == 3
     first, lost = backend.running()[0], backend.running()[2]
-    backend.total, backend.node_list = {"CPU": 2.0, "GPU": 0.0}, [{"CPU": 1.0}] * 2  # a node died
+    backend.node_list = [{"CPU": 1.0}] * 2  # a node died
     backend.late[backend.work[lost].name] = 6.0
     backend.finish(first)  # its worker goes idle, warm, on a surviving node
     tick(sched)
