@@ -2,16 +2,14 @@
 the held-out gap at step 0 and at T, a killed trial resumed from its checkpoint to the same result, a failing reward
 failing the trial by its name, and an outcome that is a TrialOutcome."""
 
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.workers.test_trl_engine import RECIPE, Recorder, _config, chat  # noqa: F401 - chat: the fixture
+from tests.workers.test_trl_engine import RECIPE, Recorder, _config, _run, chat  # noqa: F401 - chat: the fixture
 from workers import storage
-from workers.config import TrialConfig
-from workers.engines import TRAINERS, trainer
-from workers.engines.base import TrialOutcome, TrialResult
+from workers.engines import TRAINERS
+from workers.engines.base import TrialOutcome
 
 ENGINE_SETTINGS = {"groupscale": {"engine": "groupscale", "trl": {}, "lr": 3e-4}, "trl": {"engine": "trl", "trl": RECIPE}}
 BROKEN = "def broken(completions, **kwargs):\n    raise RuntimeError('the grader is down')\n"
@@ -24,22 +22,6 @@ def engine(request):
 
 def _trial(chat, folder: Path, engine: str, **over):  # noqa: F811 - chat: the fixture
     return _config(chat, folder, **{**ENGINE_SETTINGS[engine], **over})
-
-
-def _run(cfg: TrialConfig, report: Recorder) -> TrialResult | BaseException:
-    """The engine's own trainer (workers.engines.trainer), in a thread, as a worker runs it; its exception returned."""
-    out: list = []
-
-    def target() -> None:
-        try:
-            out.append(trainer(cfg.engine)(cfg, report))
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out.append(e)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    return out[0]
 
 
 class KilledAt(Recorder):

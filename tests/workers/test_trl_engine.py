@@ -14,8 +14,9 @@ from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
 from workers.config import TrialConfig
+from workers.engines import trainer
 from workers.engines.base import TrialResult
-from workers.engines.trl import silent_generation, train_trial_trl, trained_settings, trl_arguments
+from workers.engines.trl import silent_generation, trained_settings, trl_arguments
 from workers.models.presets import preset_path
 
 TRL_NAMES = (
@@ -56,11 +57,13 @@ class Recorder:
 
 
 def _run(cfg: TrialConfig, report: Recorder) -> TrialResult | BaseException:
+    """The trial's engine's own trainer (workers.engines.trainer), in a thread as a worker runs it; its exception
+    returned."""
     out: list = []
 
     def target() -> None:
         try:
-            out.append(train_trial_trl(cfg, report))
+            out.append(trainer(cfg.engine)(cfg, report))
         except BaseException as e:  # noqa: BLE001 - handed to the test
             out.append(e)
 
