@@ -36,15 +36,18 @@ def save_checkpoint(folder: str | Path, state: dict[str, Any]) -> None:
 
 def load_checkpoint(folder: str | Path | None) -> dict[str, Any] | None:
     """The last checkpoint in folder, or None when there is none."""
-    if folder is None or not storage.exists(storage.join(folder, FILE)):
+    if folder is None:
         return None
     import torch
 
-    if not storage.is_remote(folder):
-        return torch.load(Path(folder) / FILE, weights_only=False)
-    with tempfile.TemporaryDirectory() as local:
-        storage.download_file(storage.join(folder, FILE), Path(local) / FILE)
-        return torch.load(Path(local) / FILE, weights_only=False)
+    try:
+        if not storage.is_remote(folder):
+            return torch.load(Path(folder) / FILE, weights_only=False)
+        with tempfile.TemporaryDirectory() as local:  # one GET: no separate look for the object first
+            storage.download_file(storage.join(folder, FILE), Path(local) / FILE)
+            return torch.load(Path(local) / FILE, weights_only=False)
+    except FileNotFoundError:
+        return None
 
 
 def has_checkpoint(folder: str | Path | None) -> bool:
