@@ -9,13 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.scheduler.placement import fits_a_node, shape
+from service.scheduler.placement import bundles_on, fits, shape
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from sweeps.answer import AnswerPlan
 from sweeps.engines import ENGINES, get_engine
-from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, SweepSpec
+from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, ResourcesSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
 from workers.entry import check_rewards_task
 from workers.rewards import math_verify_available
@@ -53,7 +53,7 @@ def preflight(spec: SweepSpec, settings: Settings, nodes: list[dict[str, float]]
             f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial (GROUPSCALE_MAX_STEPS)",
         )
     if nodes is not None and not settings.autoscaling:  # a shape no node holds would leave a trial pending forever
-        check_fits_a_node(spec.resources.cpus_per_trial, spec.resources.gpus_per_trial, nodes)
+        check_fits(spec.resources, nodes)
     if spec.task.name == "jsonl":
         check_under_root(spec.task.path, settings.data_root, ("task", "path"), "data", "GROUPSCALE_DATA_ROOT")
         check_task_file(spec.task.path)
@@ -91,24 +91,35 @@ def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], w
     return resolved
 
 
-def check_fits_a_node(cpus: float, gpus: float, nodes: list[dict[str, float]]) -> None:
-    """A trial of ``cpus`` CPUs and ``gpus`` GPUs runs on one node (Ray places its bundle there): some alive node must
-    hold both. Raises SpecError naming the field over the largest node (most GPUs, then CPUs) and that node."""
-    if fits_a_node(cpus, gpus, nodes):
+def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]]) -> None:
+    """A trial's processes fit the alive nodes: one process of ``cpus_per_process`` CPUs and ``gpus_per_process`` GPUs
+    on one node (Ray places its bundle there), P of them over the nodes together (a placement group's bundles).
+    Raises SpecError naming the field over the largest node (most GPUs, then CPUs) and that node."""
+    cpus, gpus, p = res.cpus_per_process, res.gpus_per_process, res.num_processes
+    if fits(nodes, p * cpus, p * gpus, p):
         return
     largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
     have_cpus, have_gpus = largest.get("CPU", 0.0), largest.get("GPU", 0.0)
-    field = "gpus_per_trial" if gpus > have_gpus else "cpus_per_trial"
+    described = shape(have_cpus, have_gpus) if have_gpus or not gpus else f"{shape(have_cpus, 0)} and no GPU"
+    if p > 1 and fits(nodes, cpus, gpus):  # each process fits a node; all of them do not
+        room = sum(bundles_on(n, cpus, gpus) for n in nodes)
+        raise SpecError(
+            ("resources", "num_processes"),
+            f"num_processes={p} of {shape(cpus, gpus)} each do not fit the cluster ({len(nodes)} alive nodes hold "
+            f"{room} such processes; its largest node has {described}); allowed: 1 to {room}, or smaller processes "
+            "(GROUPSCALE_AUTOSCALING=1 lets a trial wait for an autoscaler's nodes)",
+        )
+    unit = "process" if p > 1 else "trial"
+    field = f"gpus_per_{unit}" if gpus > have_gpus else f"cpus_per_{unit}"
     most = max((n.get("CPU", 0.0) for n in nodes if n.get("GPU", 0.0) >= gpus), default=0.0)
-    if field == "cpus_per_trial":
+    if field.startswith("cpus"):
         allowed = f"allowed: more than 0 to {most:g}"
     else:
         allowed = f"allowed: 0 to {have_gpus:g}" if have_gpus else "allowed: 0 (no node of the cluster has a GPU)"
-    described = shape(have_cpus, have_gpus) if have_gpus or not gpus else f"{shape(have_cpus, 0)} and no GPU"
     raise SpecError(
         ("resources", field),
-        f"cpus_per_trial={cpus:g} and gpus_per_trial={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
-        f"largest node has {described}; {allowed} (a trial runs on one node; "
+        f"cpus_per_{unit}={cpus:g} and gpus_per_{unit}={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
+        f"largest node has {described}; {allowed} (a {unit} runs on one node; "
         "GROUPSCALE_AUTOSCALING=1 lets it wait for an autoscaler's node)",
     )
 

@@ -42,10 +42,12 @@ TRIAL_RUN_STATUS = {
 
 
 def _spec_params(spec: SweepSpec) -> dict:
-    """Parameters every run of a spec carries (task, model, T, measure and groupscale's GRPO settings; an engine-trl
-    trial's run gets TRL's, as TRL ran them, from its worker: workers.engines.trl.trained_settings)."""
+    """Parameters every run of a spec carries (task, model, T, measure, the processes of each trial as ``world_size``,
+    and groupscale's GRPO settings; an engine-trl trial's run gets TRL's, as TRL ran them, from its worker:
+    workers.engines.trl.trained_settings)."""
     own = get_engine(spec.engine).run_params(spec)
-    return {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind, **own}
+    about = {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind}
+    return {**about, "world_size": spec.resources.num_processes, **own}
 
 
 def redact(uri: str) -> str:

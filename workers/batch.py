@@ -14,6 +14,7 @@ import torch
 
 from workers import algos
 from workers.config import PolicyConfig, TrialConfig
+from workers.distributed import all_rows, rank_groups, world
 from workers.models.base import Policy
 from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
@@ -105,6 +106,9 @@ def sample_batch(
 ) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
 
+    On several processes (workers.distributed) each rank samples and scores its share of the N groups (its
+    ``rank_groups``) and the batch holds those; advantages are computed on the step's N groups (rewards gathered).
+
     Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
     ``step`` is the optimizer step this batch is for (1-based); reward functions see ``step - 1`` steps done
     and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
@@ -114,7 +118,12 @@ def sample_batch(
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
     n, g = cfg.prompts_per_step, cfg.group_size
-    problems = task.sample_train(n, rng)
+    rank, world_size = world()
+    problems = task.sample_train(n, rng)  # every rank draws the step's N prompts: the prompt RNG stays equal on all
+    mine = rank_groups(n, rank, world_size)  # this rank's groups (all of them on one process)
+    # a rank's own draws (a stochastic task's rewards) come from a generator of its own, so the shared one stays shared
+    draws = rng if world_size == 1 else np.random.default_rng([cfg.seed, step, rank])
+    problems = problems[mine]
     expanded = [p for p in problems for _ in range(g)]
     t0 = time.perf_counter()
     chunk = max(g, (cfg.grpo.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
@@ -131,19 +140,37 @@ def sample_batch(
         group_size=g,
     )
     t1 = time.perf_counter()
-    scored = score_completions(task, expanded, ro, rng, trainer_state(cfg, task, max(0, step - 1), log_history))
-    rewards = torch.as_tensor(scored.rewards).view(n, g)
+    scored = score_completions(task, expanded, ro, draws, trainer_state(cfg, task, max(0, step - 1), log_history))
+    rewards = torch.as_tensor(scored.rewards).view(len(problems), g)
     values = None
     if cfg.grpo.advantage in algos.NEEDS_VALUES:
         with torch.no_grad():
             values = task.expected_reward(
                 policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
             )
-        values = values.float().cpu() * cfg.grpo.reward_scale
-    adv = algos.compute_advantages(rewards * cfg.grpo.reward_scale, cfg.grpo.advantage, values).reshape(-1)
+        values = all_rows(values.float().cpu() * cfg.grpo.reward_scale)
+    # advantages over the step's N groups (a batch-level normaliser sees every rank's), then this rank's rows
+    adv = algos.compute_advantages(all_rows(rewards) * cfg.grpo.reward_scale, cfg.grpo.advantage, values)
+    adv = adv[mine].reshape(-1)
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{key}": float(np.nanmean(v)) for key, v in scored.per_function.items() if not np.isnan(v).all()}
     extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
     return Batch(
         problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
+    )
+
+
+def shard(batch: Batch, rank: int, world_size: int) -> Batch:
+    """The part of a step's batch (N groups of G, advantages already computed on all of it) that ``rank`` trains on."""
+    groups = rank_groups(len(batch.problems), rank, world_size)
+    g = batch.rewards.shape[1]
+    rows = slice(groups.start * g, groups.stop * g)
+    return Batch(
+        problems=batch.problems[groups],
+        rollout=batch.rollout.rows(rows),
+        rewards=batch.rewards[groups],
+        advantages=batch.advantages[rows],
+        seconds_generate=batch.seconds_generate,
+        seconds_score=batch.seconds_score,
+        reward_metrics=dict(batch.reward_metrics),
     )

@@ -67,7 +67,8 @@ class TrialConfig:
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0  # steps; 0 disables
     device: str = "cpu"  # or cuda (bf16 autocast)
-    num_threads: int = 1
+    num_threads: int = 1  # torch threads of each process
+    num_processes: int = 1  # P: the trial's ranks (workers.distributed); each trains whole groups of the step
     engine: str = "groupscale"  # or trl: TRL's GRPOTrainer on the recipe ``trl`` (workers.engines.trl)
     trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig fields of engine trl
 
@@ -151,8 +152,9 @@ class TrialConfig:
             cache_dir=str(cache_dir),
             checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
             checkpoint_every=spec.checkpoint_every,
-            device="cuda" if spec.resources.gpus_per_trial > 0 else "cpu",
-            num_threads=max(1, int(spec.resources.cpus_per_trial)),
+            device="cuda" if spec.resources.gpus_per_process > 0 else "cpu",
+            num_threads=max(1, int(spec.resources.cpus_per_process)),
+            num_processes=spec.resources.num_processes,
             engine=spec.engine,
             trl=spec.trl_recipe,
         )

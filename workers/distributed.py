@@ -11,11 +11,30 @@ gradient (THEORY.md: the step's estimator does not depend on how its B completio
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from workers.batch import Batch
+COLLECTIVE_TIMEOUT_S = 3 * 3600.0  # a rank waits this long for the others (rank 0's held-out evaluation included)
+
+
+def join(master: str, rank: int, world_size: int, device: str, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Join a trial's process group of ``world_size`` ranks at ``master`` (``tcp://host:port``, rank 0's address):
+    NCCL on CUDA (each rank's one visible GPU), gloo on CPU. A rank that dies closes its connections, and the
+    others' next collective raises (RuntimeError) instead of waiting ``timeout_s``."""
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        torch.cuda.set_device(0)  # Ray shows each rank its own GPU as device 0
+    dist.init_process_group(backend, init_method=master, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
+
+
+def leave() -> None:
+    """Leave the trial's process group (nothing without one): a warm process can join the next trial's."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def world() -> tuple[int, int]:
@@ -23,6 +42,14 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def seed_rank(seed: int) -> None:
+    """Give rank r > 0 a sampling RNG of its own (from (seed, r)), after the model is built from ``seed`` on every rank
+    (the same weights and LoRA initialisation); rank 0 keeps ``seed``'s stream, so one process is unchanged."""
+    rank, _ = world()
+    if rank:
+        torch.manual_seed(int(np.random.SeedSequence([seed, rank]).generate_state(1, dtype=np.uint64)[0]))
 
 
 def rank_groups(n_groups: int, rank: int, world_size: int) -> slice:
@@ -37,22 +64,6 @@ def rank_groups(n_groups: int, rank: int, world_size: int) -> slice:
     base, extra = divmod(n_groups, world_size)
     start = rank * base + min(rank, extra)
     return slice(start, start + base + (1 if rank < extra else 0))
-
-
-def shard(batch: Batch, rank: int, world_size: int) -> Batch:
-    """The part of a step's batch (N groups of G, advantages already computed on all of it) that ``rank`` trains on."""
-    groups = rank_groups(len(batch.problems), rank, world_size)
-    g = batch.rewards.shape[1]
-    rows = slice(groups.start * g, groups.stop * g)
-    return Batch(
-        problems=batch.problems[groups],
-        rollout=batch.rollout.rows(rows),
-        rewards=batch.rewards[groups],
-        advantages=batch.advantages[rows],
-        seconds_generate=batch.seconds_generate,
-        seconds_score=batch.seconds_score,
-        reward_metrics=dict(batch.reward_metrics),
-    )
 
 
 def all_sum(values: list[float]) -> list[float]:
@@ -75,3 +86,50 @@ def sum_gradients(params: Iterable[torch.nn.Parameter]) -> None:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+
+
+def all_gather(obj: Any) -> list[Any]:
+    """Each rank's ``obj`` (picklable: a few numbers, a small tensor), in rank order; ``[obj]`` on one process."""
+    rank, world_size = world()
+    if world_size == 1:
+        return [obj]
+    parts: list[Any] = [None] * world_size
+    dist.all_gather_object(parts, obj)
+    return parts
+
+
+def all_rows(t: torch.Tensor) -> torch.Tensor:
+    """The step's (N, ...) tensor on every rank from each rank's rows (its groups, rank_groups order); ``t`` itself on
+    one process. For small per-group values (rewards, values): advantages that normalise over the batch see it all."""
+    if world()[1] == 1:
+        return t
+    return torch.cat([part.to(t.device) for part in all_gather(t.cpu())])
+
+
+def first_failure(failure: Any) -> Any:
+    """The failure of the lowest rank that had one (None when none had): every rank learns of it at the same point, so
+    all stop together instead of the others waiting on a collective the failed one never reaches."""
+    return next((f for f in all_gather(failure) if f is not None), None)
+
+
+SUMMED = ("tokens_per_s",)  # the trial's throughput: the ranks' own add up
+MAXED = ("cuda_max_memory_gib", "time_generate_s", "time_score_s", "time_update_s")  # a step waits for its slowest rank
+
+
+def reduce_metrics(metrics: dict[str, float], completions: float) -> dict[str, float]:
+    """One step's metrics over the ranks, each rank's computed on its own ``completions``: SUMMED summed, MAXED the
+    maximum, any other the mean over the ranks that have it weighted by their completions (a mean over completions,
+    tokens or groups alike: every group has G completions). The metrics themselves on one process."""
+    if world()[1] == 1:
+        return metrics
+    parts = all_gather((metrics, completions))
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for m, _ in parts for k in m):
+        have = [(m[key], w) for m, w in parts if key in m]
+        if key in SUMMED:
+            out[key] = sum(v for v, _ in have)
+        elif key in MAXED:
+            out[key] = max(v for v, _ in have)
+        else:
+            out[key] = sum(v * w for v, w in have) / max(sum(w for _, w in have), 1e-12)
+    return out

@@ -132,8 +132,9 @@ class TrialJob:
             return None
         args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, run_id)
         try:
+            res = spec.resources
             return ctx.backend.start_trial(
-                trial_actor_name(ready.id), args, spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+                trial_actor_name(ready.id), args, res.cpus_per_process, res.gpus_per_process, res.num_processes
             )
         except Exception:
             _unlaunch(ctx, Trial, ready.id, TrialStatus.PENDING, attempts_back=True)
@@ -198,7 +199,8 @@ class TrialJob:
         checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
         with ctx.store.read() as s:
             spec = ctx.store.spec(s.get(Trial, work.id).sweep)
-            fresh = get_engine(spec.engine).one_process_per_trial(spec)
+            # a trial of several processes holds a placement group of its own; vLLM's GPU memory is not given back
+            fresh = spec.resources.num_processes > 1 or get_engine(spec.engine).one_process_per_trial(spec)
         if outcome.died or fresh:  # gone for good (Ray's restarts used up), or vLLM's GPU memory: never reused
             ctx.backend.kill_trial(trial_actor_name(work.id))
         else:
@@ -371,7 +373,7 @@ def _start_task(
     backend refuses it, the row goes back to ``back`` (queued or pending) for the next tick and the error is raised.
     ``report``: ``fn`` takes a ``report`` callback (workers.progress), read by Backend.progress."""
     try:
-        return ctx.backend.start_task(fn, args, res.cpus_per_trial, res.gpus_per_trial, retries, report=report)
+        return ctx.backend.start_task(fn, args, res.cpus_per_process, res.gpus_per_process, retries, report=report)
     except Exception:
         _unlaunch(ctx, table, row_id, back)
         raise

@@ -42,7 +42,7 @@ from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.context import Backend, Context, Outcome, Work
 from service.scheduler.faults import Faults
 from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
-from service.scheduler.placement import Waiting, fits_a_node, store_reasons
+from service.scheduler.placement import Waiting, fits, store_reasons
 from service.scheduler.reconcile import reconcile
 from service.settings import Settings
 from service.store import LrTuning, Store, Sweep, Trial
@@ -270,10 +270,10 @@ class Scheduler:
         trials = {trial_actor_name(w.id): w for w in self.inflight.values() if w.kind == "trial"}
         late = {trials[n].id: s for n, s in self.ctx.backend.unplaced().items() if n in trials}
         nodes = self.cluster_nodes()
-        late |= self.waiting.no_node([w for w in trials.values() if not fits_a_node(w.cpus, w.gpus, nodes)], late)
+        late |= self.waiting.no_node([w for w in trials.values() if not fits(nodes, w.cpus, w.gpus, w.processes)], late)
         self.waiting.seconds = late
-        self.waiting.shapes = {w.id: (w.cpus, w.gpus) for w in trials.values() if w.id in late}
-        roomy = any(fits_a_node(*self.waiting.shapes[t], nodes) for t in late)  # idle workers may hold its room
+        self.waiting.shapes = {w.id: (w.cpus, w.gpus, w.processes) for w in trials.values() if w.id in late}
+        roomy = any(fits(nodes, *self.waiting.shapes[t]) for t in late)  # idle workers may hold its room
         if roomy and any(v > 0 for v in self.ctx.backend.idle_resources().values()):
             self.ctx.backend.reap_idle(0)  # every idle worker: which node each holds is Ray's to know, not ours
         changed = self.waiting.reasons()
@@ -290,7 +290,7 @@ class Scheduler:
         idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or evicted
         avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
         nodes = self.cluster_nodes()
-        held = [w for w in self.inflight.values() if w.id not in self.waiting.seconds or fits_a_node(w.cpus, w.gpus, nodes)]
+        held = [w for w in self.inflight.values() if w.id not in self.waiting.seconds or fits(nodes, w.cpus, w.gpus, w.processes)]
         ours = [sum(w.cpus for w in held), sum(w.gpus for w in held)]
         return tuple(max(min(total.get(k, 0.0) - used, avail.get(k, 0.0)), 0.0) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
 
@@ -306,31 +306,33 @@ class Scheduler:
         free: tuple[float, float] | None = None
         blocked: list[tuple[float, float]] = []
         for i, ready in enumerate(rows):
-            cpus, gpus = ready.spec.resources.cpus_per_trial, ready.spec.resources.gpus_per_trial
+            res = ready.spec.resources
+            procs = res.num_processes if job.kind == "trial" else 1  # a probe or an lr tuning runs on one process
+            cpus, gpus = procs * res.cpus_per_process, procs * res.gpus_per_process
             if any(cpus >= c - 1e-9 and gpus >= g - 1e-9 for c, g in blocked):
                 continue
             free = free or self._free()
-            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9) and not self._demand(cpus, gpus):
+            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9) and not self._demand(cpus, gpus, procs):
                 if not blocked:  # the next to start, made ready
                     running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
                     job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])
                 blocked.append((cpus, gpus))
                 continue
-            if not (job.kind == "trial" and self.ctx.backend.has_idle(cpus, gpus)):
+            if not (job.kind == "trial" and procs == 1 and self.ctx.backend.has_idle(cpus, gpus)):
                 self._make_room(cpus, gpus, free)
             handle = job.launch(self.ctx, ready)
             if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
                 continue
-            self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus)
+            self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus, procs)
             free = (max(free[0] - cpus, 0.0), max(free[1] - gpus, 0.0))  # a GPU trial waiting as demand holds no GPU
 
-    def _demand(self, cpus: float, gpus: float) -> bool:
+    def _demand(self, cpus: float, gpus: float, processes: int) -> bool:
         """With GROUPSCALE_AUTOSCALING, whether to start a trial of a shape that no alive node holds so that it waits as
         demand the autoscaler sees: yes while none of that shape is in flight (one asks; the node it brings takes the
         next ones through the free resources)."""
-        if not self.ctx.settings.autoscaling or fits_a_node(cpus, gpus, self.cluster_nodes()):
+        if not self.ctx.settings.autoscaling or fits(self.cluster_nodes(), cpus, gpus, processes):
             return False
-        return not any((w.cpus, w.gpus) == (cpus, gpus) for w in self.inflight.values())
+        return not any((w.cpus, w.gpus, w.processes) == (cpus, gpus, processes) for w in self.inflight.values())
 
     def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
         """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle

@@ -1,7 +1,8 @@
 """Trials and nodes: whether a trial's shape fits a node, which in-flight trials wait for one, and what they say.
 
-A trial runs on one node (its worker actor asks for ``cpus_per_trial`` CPUs and ``gpus_per_trial`` GPUs, which Ray
-places on a single node). Its worker can wait for a node: when it is new and no node has the room yet, when Ray
+A one-process trial runs on one node (its worker actor asks for ``cpus_per_trial`` CPUs and ``gpus_per_trial`` GPUs,
+which Ray places on a single node); a trial of P processes is a placement group of P such bundles, on one node when one
+holds them all, else spread. Its worker can wait for a node: when it is new and no node has the room yet, when Ray
 restarts it after its node died, or, with an autoscaler, until a node of its shape is added. Such a worker holds no
 resources, so the loop does not count it, stops idle warm workers at once (their room lets Ray place it, instead of
 after GROUPSCALE_WORKER_IDLE_S) and writes in the trial's ``reason`` what it waits for.
@@ -19,15 +20,24 @@ WAITING = "waiting for a node with "  # the start of the reason of a trial whose
 UNHEALTHY_S = 60.0  # a shape waited for this long, without an autoscaler to add it, makes /v1/health say so
 
 
-def shape(cpus: float, gpus: float) -> str:
-    """'2 CPUs and 1 GPU', '1 CPU': a trial's shape as the reason and the errors say it."""
+def shape(cpus: float, gpus: float, processes: int = 1) -> str:
+    """'2 CPUs and 1 GPU', '1 CPU', '2 processes of 1 CPU and 1 GPU': a trial's shape (``cpus`` and ``gpus`` in all) as
+    the reason and the errors say it."""
+    cpus, gpus = cpus / processes, gpus / processes
     parts = [f"{cpus:g} CPU{'' if cpus == 1 else 's'}"] + ([f"{gpus:g} GPU{'' if gpus == 1 else 's'}"] if gpus else [])
-    return " and ".join(parts)
+    return ("" if processes == 1 else f"{processes} processes of ") + " and ".join(parts)
 
 
-def fits_a_node(cpus: float, gpus: float, nodes: list[dict[str, float]]) -> bool:
-    """Whether some node's total resources ({"CPU": .., "GPU": ..}) hold a trial of this shape."""
-    return any(n.get("CPU", 0.0) >= cpus - 1e-9 and n.get("GPU", 0.0) >= gpus - 1e-9 for n in nodes)
+def bundles_on(node: dict[str, float], cpus: float, gpus: float) -> int:
+    """How many processes of ``cpus`` CPUs and ``gpus`` GPUs a node's total resources ({"CPU": .., "GPU": ..}) hold."""
+    fit = [node.get(kind, 0.0) / need for kind, need in (("CPU", cpus), ("GPU", gpus)) if need > 0]
+    return int(min(fit) + 1e-9) if fit else 10**9
+
+
+def fits(nodes: list[dict[str, float]], cpus: float, gpus: float, processes: int = 1) -> bool:
+    """Whether the alive nodes hold a trial of ``cpus`` CPUs and ``gpus`` GPUs in all, as ``processes`` equal bundles
+    (one process: some node holds it; several: their bundles fit the nodes together, as a PACK placement group)."""
+    return sum(bundles_on(n, cpus / processes, gpus / processes) for n in nodes) >= processes
 
 
 def duration(seconds: float) -> str:
@@ -43,7 +53,7 @@ class Waiting:
     """The in-flight trials whose workers wait for a node, as the last tick found them."""
 
     seconds: dict[str, float] = field(default_factory=dict)  # trial id -> seconds waited
-    shapes: dict[str, tuple[float, float]] = field(default_factory=dict)  # trial id -> (cpus, gpus)
+    shapes: dict[str, tuple[float, float, int]] = field(default_factory=dict)  # trial id -> (cpus, gpus, processes)
     _written: dict[str, str] = field(default_factory=dict)  # trial id -> the reason stored last
     _since: dict[str, float] = field(default_factory=dict)  # trial id -> when it was first seen with no node of its shape
 
@@ -67,10 +77,8 @@ class Waiting:
     def missing(self, nodes: list[dict[str, float]]) -> list[str]:
         """The shapes no alive node holds that trials have waited for longer than UNHEALTHY_S, e.g.
         ['1 CPU and 1 GPU (2 trials, 3m)'] (a shape some node holds only waits for room)."""
-        long = [
-            (self.shapes[t], s) for t, s in self.seconds.items() if s >= UNHEALTHY_S and not fits_a_node(*self.shapes[t], nodes)
-        ]
-        by_shape: dict[tuple[float, float], list[float]] = {}
+        long = [(self.shapes[t], s) for t, s in self.seconds.items() if s >= UNHEALTHY_S and not fits(nodes, *self.shapes[t])]
+        by_shape: dict[tuple[float, float, int], list[float]] = {}
         for sh, s in long:
             by_shape.setdefault(sh, []).append(s)
         return [

@@ -55,7 +55,7 @@ def reconcile(ctx: Context, trials: TrialJob) -> dict[Any, Work]:
                     transition(s, trial, TrialStatus.PENDING)
             continue
         res = spec.resources
-        inflight[handle] = Work("trial", trial_id, sweep_id, res.cpus_per_trial, res.gpus_per_trial)
+        inflight[handle] = Work("trial", trial_id, sweep_id, res.cpus_per_trial, res.gpus_per_trial, res.num_processes)
         log.info("re-attached to trial %s", trial_id)
     trials.adopt_runs(ctx)
     for parent, g, b in tunings:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from sweeps.spec.base import (
     StrictModel,
@@ -103,17 +103,61 @@ class AnswerSpec(StrictModel):
 
 
 class ResourcesSpec(StrictModel):
-    gpus_per_trial: float = Field(0, ge=0, le=64, description="0, a fraction (trials share a GPU) or 1; a trial uses one GPU")
-    cpus_per_trial: float = Field(1, gt=0, le=256)
+    """What a trial asks Ray for: ``num_processes`` processes (accelerate's name for P: the ranks of one
+    torch.distributed group, one Ray placement group of P bundles), each with ``cpus_per_process`` CPUs and
+    ``gpus_per_process`` GPUs. ``cpus_per_trial`` and ``gpus_per_trial`` are the whole trial's (P times a process's):
+    for a one-process trial the same numbers, the names specs used before processes were counted. Give either name;
+    the other is derived (a process's default: 1 CPU, no GPU)."""
+
+    num_processes: int = Field(
+        1, ge=1, le=512, description="processes of one trial (torch.distributed ranks; groups are split over them whole)"
+    )
+    gpus_per_trial: float = Field(0, ge=0, le=512, description="the trial's GPUs: num_processes x gpus_per_process")
+    cpus_per_trial: float = Field(1, gt=0, le=512 * 256, description="the trial's CPUs: num_processes x cpus_per_process")
+    gpus_per_process: float = Field(0, ge=0, description="0, a fraction (processes share a GPU) or 1")
+    cpus_per_process: float = Field(1, gt=0, le=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_process(cls, data: Any) -> Any:
+        """Fill the names not given from those given: per trial = P x per process."""
+        if not isinstance(data, dict) or not isinstance(data.get("num_processes", 1), int):
+            return data  # the fields' own validation says what is wrong
+        p, data = data.get("num_processes", 1), dict(data)
+        for kind, default in (("cpus", 1.0), ("gpus", 0.0)):
+            trial, process = data.get(f"{kind}_per_trial"), data.get(f"{kind}_per_process")
+            if not all(v is None or isinstance(v, int | float) and not isinstance(v, bool) for v in (trial, process)):
+                continue  # a wrong type is the field's error
+            if trial is not None and process is not None:
+                if abs(trial - p * process) > 1e-9 * max(1.0, abs(trial)):
+                    raise ValueError(
+                        f"resources.{kind}_per_trial={trial:g} is not num_processes x {kind}_per_process = {p} x "
+                        f"{process:g}; give one of the two ({kind}_per_process for each process, {kind}_per_trial for "
+                        "the whole trial)"
+                    )
+                continue
+            process = (default if trial is None else trial / p) if process is None else process
+            if kind == "gpus" and process > 1:
+                continue  # the field given says it is too many (gpus_per_trial's or gpus_per_process's own check)
+            data[f"{kind}_per_process"], data[f"{kind}_per_trial"] = float(process), float(p * process)
+        return data
 
     @field_validator("gpus_per_trial")
     @classmethod
+    def _one_gpu_each(cls, v: float, info: ValidationInfo) -> float:
+        p = info.data.get("num_processes", 1)
+        if v > p:
+            raise ValueError(
+                f"gpus_per_trial={v:g}: each process uses one GPU at most (a trial of num_processes={p} would reserve {v:g} "
+                f"and use {p}); allowed: 0 to {p} (num_processes gives a trial more processes, each with its GPU)"
+            )
+        return v
+
+    @field_validator("gpus_per_process")
+    @classmethod
     def _one_gpu(cls, v: float) -> float:
         if v > 1:
-            raise ValueError(
-                f"gpus_per_trial={v:g}: a trial runs on one GPU (it would reserve {v:g} and use 1); "
-                "allowed: 0 to 1 (a fraction shares a GPU between trials)"
-            )
+            raise ValueError(f"gpus_per_process={v:g}: a process uses one GPU; allowed: 0 to 1 (num_processes for more)")
         return v
 
 

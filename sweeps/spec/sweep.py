@@ -130,6 +130,23 @@ class SweepSpec(StrictModel):
                 )
         return sorted(v)
 
+    @field_validator("resources")
+    @classmethod
+    def _groups_for_every_process(cls, v: ResourcesSpec, info: ValidationInfo) -> ResourcesSpec:
+        groups, budgets = info.data.get("group_sizes"), info.data.get("samples_per_step")
+        if v.num_processes == 1 or not groups or not budgets:
+            return v
+        short = [(g, b) for b in budgets for g in groups if b // g < v.num_processes]
+        if short:
+            g, b = short[0]
+            allowed = [g for g in valid_group_sizes(b) if b // g >= v.num_processes]
+            raise ValueError(
+                f"num_processes={v.num_processes}: G={g} at B={b} gives {b // g} groups, and each process trains whole "
+                f"groups (at least one); allowed at B={b}: G in {allowed or 'none'} (B / G >= num_processes), or fewer "
+                "processes"
+            )
+        return v
+
     @field_validator("tune_lr")
     @classmethod
     def _tune_lr_needs_training(cls, v: TuneLRSpec | None, info: ValidationInfo) -> TuneLRSpec | None:

@@ -26,8 +26,9 @@ class Died(Exception):
 
 
 class Work:
-    def __init__(self, kind, name, cpus, gpus):
-        self.kind, self.name, self.cpus, self.gpus = kind, name, cpus, gpus
+    def __init__(self, kind, name, cpus, gpus, processes=1):
+        self.kind, self.name, self.cpus, self.gpus = kind, name, cpus, gpus  # the work's in all
+        self.processes = processes
         self.value, self.error, self.ended = None, None, False
 
 
@@ -71,15 +72,15 @@ class FakeBackend:
     def unplaced(self):
         return {n: s for n, s in self.late.items() if n in self.alive}
 
-    def start_trial(self, name, args, cpus, gpus):
-        same = [w for w in self.idle if w[:2] == [cpus, gpus]]
+    def start_trial(self, name, args, cpus, gpus, processes=1):
+        same = [w for w in self.idle if w[:2] == [cpus, gpus]] if processes == 1 else []
         if same:
             self.idle.remove(same[0])
             self.reused += 1
         else:
             self.new_workers += 1
         handle = f"h{next(self._ids)}"
-        self.work[handle] = Work("trial", name, cpus, gpus)
+        self.work[handle] = Work("trial", name, cpus * processes, gpus * processes, processes)
         self.alive[name] = handle
         return handle
 
@@ -815,6 +816,42 @@ def test_a_shape_no_node_holds_is_refused_naming_the_largest_node_unless_an_auto
     assert "its largest node has 2 CPUs and no GPU; allowed: 0 (no node of the cluster has a GPU)" in e.value.msg
     assert preflight(two_cpus, Settings(), [*three, {"CPU": 2.0}]) == []
     assert preflight(gpu, Settings(autoscaling=True), three) == []  # it waits for the autoscaler's node
+
+
+def test_a_trial_of_several_processes_fits_the_nodes_together_or_is_refused_naming_how_many_do():
+    """P processes are a placement group of P bundles: two 1-CPU nodes hold 2 processes of 1 CPU (spread), not 3; a
+    process bigger than every node is the process's field."""
+    from service.preflight import SpecError, preflight
+    from sweeps.spec import SweepSpec
+
+    two = [{"CPU": 1.0}, {"CPU": 1.0}]
+    assert preflight(SweepSpec.model_validate({**SPEC, "resources": {"num_processes": 2}}), Settings(), two) == []
+    with pytest.raises(SpecError) as e:
+        preflight(SweepSpec.model_validate({**SPEC, "group_sizes": [2, 4], "resources": {"num_processes": 3}}), Settings(), two)
+    assert e.value.loc == ("resources", "num_processes")
+    assert "num_processes=3 of 1 CPU each do not fit the cluster (2 alive nodes hold 2 such processes" in e.value.msg
+    assert "allowed: 1 to 2" in e.value.msg
+    big = SweepSpec.model_validate({**SPEC, "resources": {"num_processes": 2, "cpus_per_process": 2}})
+    with pytest.raises(SpecError) as e:
+        preflight(big, Settings(), two)
+    assert e.value.loc == ("resources", "cpus_per_process")
+    assert "cpus_per_process=2 and gpus_per_process=0 fit no node" in e.value.msg
+
+
+def test_a_trial_of_two_processes_holds_both_and_starts_a_placement_group_of_its_own(env):
+    """A 2-process trial takes 2 of the 2 CPUs (one runs at a time), is started with its per-process shape and
+    P = 2, never on a warm worker, and its worker is stopped when it ends (its placement group with it)."""
+    store, backend, _, sched = env
+    sched.prewarm()
+    sid = submit(store, group_sizes=[2, 4], seeds=[0], resources={"num_processes": 2})
+    tick(sched)
+    (h,) = backend.running()
+    assert (backend.work[h].cpus, backend.work[h].processes) == (2.0, 2)  # 1 CPU for each of 2 processes
+    assert statuses(store, sid).count(TrialStatus.RUNNING) == 1 and backend.reused == 0
+    backend.finish(h)
+    tick(sched, 2)
+    assert statuses(store, sid).count(TrialStatus.SUCCEEDED) == 1 and statuses(store, sid).count(TrialStatus.RUNNING) == 1
+    assert backend.work[h].name not in backend.released  # not kept warm: killed with its placement group
 
 
 def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(env):

@@ -26,6 +26,37 @@ def test_group_size_not_dividing_budget_names_field_and_valid_sizes():
 
 
 @pytest.mark.parametrize(
+    "resources, per_process, per_trial",
+    [
+        ({}, (1.0, 0.0), (1.0, 0.0)),
+        ({"cpus_per_trial": 4, "gpus_per_trial": 1}, (4.0, 1.0), (4.0, 1.0)),  # one process: the same numbers
+        ({"num_processes": 2}, (1.0, 0.0), (2.0, 0.0)),  # a process's default, times P
+        ({"num_processes": 4, "gpus_per_process": 1, "cpus_per_process": 2}, (2.0, 1.0), (8.0, 4.0)),
+        ({"num_processes": 2, "gpus_per_trial": 2, "cpus_per_trial": 6}, (3.0, 1.0), (6.0, 2.0)),  # the trial's, split
+        ({"num_processes": 2, "cpus_per_trial": 4, "cpus_per_process": 2}, (2.0, 0.0), (4.0, 0.0)),  # both, agreeing
+    ],
+)
+def test_resources_per_process_and_per_trial_are_one_fact(resources, per_process, per_trial):
+    """A trial of P processes: cpus_per_trial = P x cpus_per_process (likewise GPUs), whichever was given; the stored
+    spec, read again, is the same spec."""
+    res = SweepSpec.model_validate(spec(resources=resources)).resources
+    assert (res.cpus_per_process, res.gpus_per_process) == per_process
+    assert (res.cpus_per_trial, res.gpus_per_trial) == per_trial
+    stored = SweepSpec.model_validate(spec(resources=resources))
+    assert SweepSpec.model_validate(stored.model_dump()) == stored
+
+
+def test_processes_that_disagree_or_outnumber_the_groups_are_refused_naming_what_is_allowed():
+    (err,) = errors(spec(resources={"num_processes": 2, "cpus_per_trial": 3, "cpus_per_process": 1}))
+    assert err["loc"] == ("resources",)
+    assert "cpus_per_trial=3 is not num_processes x cpus_per_process = 2 x 1" in err["msg"]
+    (err,) = errors(spec(group_sizes=[2, 4, 8], samples_per_step=[16], resources={"num_processes": 4}))
+    assert err["loc"] == ("resources",)  # G=8 at B=16: 2 groups for 4 processes
+    assert "G=8 at B=16 gives 2 groups" in err["msg"] and "allowed at B=16: G in [2, 4]" in err["msg"]
+    assert SweepSpec.model_validate(spec(group_sizes=[2, 4], samples_per_step=[16], resources={"num_processes": 4}))
+
+
+@pytest.mark.parametrize(
     "over, loc, words",
     [
         ({"group_sizes": [1, 2]}, ("group_sizes", 0), "greater than or equal to 2"),

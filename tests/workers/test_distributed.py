@@ -1,7 +1,9 @@
 """A trial on several processes (workers.distributed): the split keeps groups whole, and one step of groupscale's
 update on 2 processes (gloo, CPU) leaves the parameters that a 1-process step on the same batch leaves."""
 
+import os
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,9 +11,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.ports import free_port
-from workers.batch import sample_batch, setup
+from workers.batch import sample_batch, setup, shard
 from workers.config import TrialConfig
-from workers.distributed import rank_groups, shard
+from workers.distributed import rank_groups
 from workers.engines.groupscale import grpo_update, make_optimizer
 from workers.models.presets import preset_path
 from workers.tasks import make_task
@@ -31,11 +33,11 @@ def _one_step(rank: int, world_size: int, port: int, config: dict, out: str) -> 
     """Spawned: rank ``rank`` of ``world_size`` samples the step's whole batch (same seed everywhere), takes its
     groups and makes one update; rank 0 saves the parameters and the update's statistics."""
     torch.set_num_threads(1)
-    if world_size > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     cfg = TrialConfig(**config)
     task, policy, rng = setup(cfg.policy)
-    batch = sample_batch(policy, task, cfg, rng)
+    batch = sample_batch(policy, task, cfg, rng)  # before the process group: the whole batch, as one process samples it
+    if world_size > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     opt = make_optimizer(cfg.grpo.optimizer, [p for p in policy.module.parameters() if p.requires_grad], cfg.grpo.lr)
     stats = grpo_update(policy, None, opt, shard(batch, rank, world_size), cfg)
     if rank == 0:
@@ -93,3 +95,81 @@ def test_two_processes_take_the_step_one_process_takes_on_the_same_batch(model_c
     assert apart <= 1e-4 * moved, (apart, moved)  # a wrong normaliser or a missing gradient sum is off by ~moved
     for key in ("loss", "grad_norm", "entropy", "clip_frac_low", "clip_frac_high", "momentum_overshoot_frac"):
         assert b["stats"][key] == pytest.approx(a["stats"][key], rel=1e-5, abs=1e-7), key
+
+
+def _trial(rank: int, world_size: int, port: int, config: dict, out: str, crash_at: int) -> None:
+    """Spawned: rank ``rank`` runs the whole trial (workers.engines.groupscale.train_trial) in a process group and
+    saves its parameters after the last step and its result. ``crash_at``: rank 0's process dies when step
+    ``crash_at`` is reported (before that step's checkpoint), as a killed worker does."""
+    from workers.distributed import join, leave
+    from workers.engines import groupscale
+
+    torch.set_num_threads(1)
+    join(f"tcp://127.0.0.1:{port}", rank, world_size, "cpu", timeout_s=120)
+    finish = groupscale._finish
+
+    def keep_parameters(cfg, report, task, policy, state):  # noqa: ANN001, ANN202 - _finish's own
+        torch.save({k: v.detach().clone() for k, v in policy.module.state_dict().items()}, f"{out}.params.{rank}")
+        return finish(cfg, report, task, policy, state)
+
+    def report(metrics: dict, step: int) -> None:
+        if step == crash_at and "reward_mean" in metrics:
+            os._exit(3)
+
+    groupscale._finish = keep_parameters
+    result = groupscale.train_trial(TrialConfig(**config), report)
+    torch.save(asdict(result), f"{out}.result.{rank}")
+    leave()
+
+
+def _spawn(world_size: int, config: dict, out: Path, crash_at: int = 0) -> list[int | None]:
+    """Run ``_trial`` on ``world_size`` spawned processes; their exit codes."""
+    ctx, port = mp.get_context("spawn"), free_port()
+    procs = [ctx.Process(target=_trial, args=(r, world_size, port, config, str(out), crash_at)) for r in range(world_size)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    return [p.exitcode for p in procs]
+
+
+def test_a_two_process_lora_trial_trains_only_the_adapter_and_resumes_to_the_same_result(model_cache, tmp_path):
+    """A whole trial on 2 processes (gloo): both ranks end with the same parameters, of which only LoRA's moved; rank
+    0's process killed at step 3 (rank 1's collective then raises: it does not wait) and both started again resume
+    from the checkpoint of step 2 to the parameters and metrics of the trial that never stopped."""
+    preset_path("tiny-llama", make_task(TASK), model_cache)
+    config = TrialConfig.flat(
+        task=TASK,
+        model={"preset": "tiny-llama", "lora": {"r": 4, "alpha": 8.0, "dropout": 0.0, "target_modules": "all-linear"}},
+        cache_dir=str(model_cache),
+        group_size=4,
+        samples_per_step=16,
+        seed=5,
+        steps=4,
+        max_new_tokens=6,
+        lr=0.005,  # every step has signal (at 0.05 the adapter breaks the model by step 3: zero gradients after)
+        eval_prompts=32,
+        eval_every=0,
+        checkpoint_every=2,
+        num_processes=2,
+        checkpoint_dir=str(tmp_path / "whole"),
+    ).to_dict()
+    assert _spawn(2, config, tmp_path / "whole") == [0, 0]
+    params = [torch.load(tmp_path / f"whole.params.{r}") for r in (0, 1)]
+    start = setup(TrialConfig(**config).policy)[1].module.state_dict()  # the adapter's initialisation included
+    for key in start:
+        assert torch.equal(params[0][key], params[1][key]), key  # the ranks' models never part
+    moved = {k for k in start if not torch.equal(params[0][k], start[k])}
+    assert moved and all("lora_" in k for k in moved), sorted(moved)[:5]
+
+    stopped = {**config, "checkpoint_dir": str(tmp_path / "stopped")}
+    codes = _spawn(2, stopped, tmp_path / "stopped", crash_at=3)
+    assert codes[0] == 3 and codes[1] not in (0, None), codes  # rank 1 raised (a closed connection), did not hang
+    assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["step"] == 2
+    assert _spawn(2, stopped, tmp_path / "stopped") == [0, 0]
+    again = torch.load(tmp_path / "stopped.params.0")
+    for key in start:
+        assert torch.equal(again[key], params[0][key]), key
+    whole, resumed = (torch.load(tmp_path / f"{name}.result.0", weights_only=False) for name in ("whole", "stopped"))
+    assert resumed["status"] == whole["status"] == "succeeded"
+    assert resumed["metrics"] == whole["metrics"]

@@ -204,10 +204,13 @@ def test_two_gpus_per_trial_is_refused_with_the_reason():
         "group_sizes": [2],
         "samples_per_step": [4],
     }
-    with pytest.raises(ValidationError, match="a trial runs on one GPU") as e:
+    with pytest.raises(ValidationError, match="each process uses one GPU at most .* allowed: 0 to 1") as e:
         SweepSpec.model_validate({**base, "resources": {"gpus_per_trial": 2}})
     assert e.value.errors()[0]["loc"] == ("resources", "gpus_per_trial")
     assert SweepSpec.model_validate({**base, "resources": {"gpus_per_trial": 0.5}}).resources.gpus_per_trial == 0.5
+    with pytest.raises(ValidationError, match="gpus_per_process=2: a process uses one GPU; allowed: 0 to 1") as e:
+        SweepSpec.model_validate({**base, "resources": {"num_processes": 2, "gpus_per_process": 2}})
+    assert [err["loc"] for err in e.value.errors()] == [("resources", "gpus_per_process")]
 
 
 def test_gradient_checkpointing_gives_the_same_update(policy):

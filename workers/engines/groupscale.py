@@ -22,7 +22,7 @@ from workers import algos
 from workers.batch import Batch, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.config import TrialConfig
-from workers.distributed import all_sum, sum_gradients
+from workers.distributed import all_gather, all_sum, first_failure, reduce_metrics, seed_rank, sum_gradients, world
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
@@ -190,6 +190,9 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialRe
     if cfg.measure.kind != "outcome":
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure.kind!r}: use workers.measures.run_measure")
     task, policy, rng = setup(cfg.policy)
+    seed_rank(cfg.seed)  # on several processes each rank samples its own completions (the model stays the same)
+    if world()[0] != 0:  # rank 0 logs; the others compute the same reduced metrics, for reward functions' log_history
+        report = lambda metrics, step: None  # noqa: E731
     try:
         return _train(cfg, run_report(report), task, policy, rng)
     finally:
@@ -218,13 +221,19 @@ class _Failed(Exception):
 @contextmanager
 def _guarded(cfg: TrialConfig, phase: _Phase) -> Iterator[None]:
     """Turn a failing reward function, a non-finite value (NonFiniteLogitsError is a FloatingPointError) or a GPU
-    out of memory inside ``phase`` into a failed TrialResult with the phase and the cause (raised as _Failed)."""
+    out of memory inside ``phase`` into a failed TrialResult with the phase and the cause (raised as _Failed). On
+    several processes every rank enters the same phases, and a failure on any rank fails all of them here (the first
+    rank's cause), so none waits on a collective the failed rank will not reach."""
+    failed = None
     try:
         yield
     except (RewardError, FloatingPointError) as e:
-        raise _Failed(TrialResult("failed", reason=f"{e} at {phase.label}", steps_done=phase.done)) from e
-    except torch.OutOfMemoryError as e:
-        raise _Failed(TrialResult("failed", reason=_oom_reason(cfg, phase.step, phase.where), steps_done=phase.done)) from e
+        failed = TrialResult("failed", reason=f"{e} at {phase.label}", steps_done=phase.done)
+    except torch.OutOfMemoryError:
+        failed = TrialResult("failed", reason=_oom_reason(cfg, phase.step, phase.where), steps_done=phase.done)
+    failed = first_failure(failed)
+    if failed is not None:
+        raise _Failed(failed)
 
 
 def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float]) -> dict[str, float]:
@@ -280,6 +289,7 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
     history = state["log_history"]  # the reported step metrics: trainer_state.log_history of reward functions
     counters = state["counters"]
     evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # G* over training time (the last: _finish)
+    lead = world()[0] == 0  # rank 0 evaluates, probes and saves (one process: always)
     constant = flat_by_construction(cfg.grpo, tabular=cfg.model.get("preset") == "tabular")  # not reported
     for step in range(state["step"] + 1, cfg.steps + 1):
         t0 = time.perf_counter()
@@ -287,19 +297,19 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             batch = sample_batch(policy, task, cfg, rng, step, history)
             t1 = time.perf_counter()
             upd = grpo_update(policy, ref, opt, batch, cfg)
-        metrics = _step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter()))
+        metrics = reduce_metrics(_step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter())), batch.rewards.numel())
         counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
         counters["reward_sum"] += metrics["reward_mean"]
         counters["trunc_sum"] += metrics["truncation_rate"]
         shown = {k: v for k, v in metrics.items() if k not in constant}
         report(shown, step)
         history.append({**shown, "step": step})
-        if step in evals:
+        if step in evals:  # on rank 0 (the others wait at _guarded's agreement)
             with _guarded(cfg, _Phase(f"the evaluation of step {step}", step, step, "the evaluation")):
-                mid, _ = evaluate(policy, task, cfg, step, history)
+                mid = evaluate(policy, task, cfg, step, history)[0] if lead else {}
             report(mid, step)
             counters.setdefault("evals", {})[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
-        if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as the policy moves
+        if lead and cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as the policy moves
             report(_probe_now(policy, task, cfg, step), step)
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
@@ -307,8 +317,10 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             # every point since the last flush).
             report.flush()
             state["step"] = step
-            saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state()}
-            save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
+            rngs = all_gather(torch.get_rng_state())  # each rank's sampling RNG (the model and optimizer are the same)
+            saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rng": rngs[0], "torch_rngs": rngs}
+            if lead:
+                save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
     return _finish(cfg, report, task, policy, state)
 
 
@@ -317,16 +329,18 @@ def _start(
 ) -> dict:
     """The trial's state before its first step to run: from its checkpoint (model, optimizer and RNG restored), or
     fresh after the eval before step 1. Keys step (the last done), counters, initial, samples, log_history."""
-    ckpt = load_checkpoint(cfg.checkpoint_dir)
+    ckpt = load_checkpoint(cfg.checkpoint_dir)  # every rank reads it (a storage location every node reaches)
+    rank, world_size = world()
     if ckpt is None:
         with _guarded(cfg, _Phase("the evaluation before step 1", 0, 0, "the evaluation")):
-            initial, samples = evaluate(policy, task, cfg, 0)
+            initial, samples = evaluate(policy, task, cfg, 0) if rank == 0 else ({}, [])
         report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
         counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
         return {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
     load_trainable_state(policy.module, ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
-    torch.set_rng_state(ckpt["torch_rng"])
+    rngs = ckpt.get("torch_rngs", [ckpt["torch_rng"]])
+    torch.set_rng_state(rngs[rank] if len(rngs) == world_size else ckpt["torch_rng"])  # other processes: a new split
     rng.bit_generator.state = ckpt["numpy_rng"]
     report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
     return {
@@ -344,8 +358,11 @@ def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, sta
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * t:
         reason = _no_signal_reason(counters["reward_sum"] / t, counters["trunc_sum"] / t)
         return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{t} steps without signal; {reason}", steps_done=t)
+    lead = world()[0] == 0
     with _guarded(cfg, _Phase(f"the final evaluation (step {t})", t, t, "the evaluation")):
-        final, last = evaluate(policy, task, cfg, t, state["log_history"])
+        final, last = evaluate(policy, task, cfg, t, state["log_history"]) if lead else ({}, [])
+    if not lead:
+        return TrialResult("succeeded", steps_done=t)  # rank 0's result is the trial's
     report(final, t)
     if state["samples"] + last:
         report.log_table(state["samples"] + last)
