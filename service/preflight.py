@@ -14,7 +14,7 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from sweeps.answer import AnswerPlan
-from sweeps.engines import ENGINES, get_engine
+from sweeps.engines import get_engine
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, ResourcesSpec, SweepSpec
 from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
 from workers.entry import check_rewards_task
@@ -357,12 +357,9 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
 
 def preflight_answer(spec: SweepSpec) -> AnswerPlan:
     """The plan `groupscale answer` will follow (its method's, sweeps.answer.METHODS); SpecError when it cannot run
-    this spec: engine trl (the answer trains with groupscale's trainer), or a budget below the smallest probe."""
+    this spec: a budget below the smallest probe."""
     from sweeps.answer import BudgetTooSmall, get_method
 
-    if not get_engine(spec.engine).answers:
-        allowed = ", ".join(name for name, engine in ENGINES.items() if engine.answers)
-        raise SpecError(("engine",), f"engine={spec.engine!r}: answer runs groupscale's own trainer; allowed: {allowed}")
     try:
         return get_method(spec.answer.method).plan(spec)
     except BudgetTooSmall as e:

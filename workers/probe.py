@@ -27,7 +27,7 @@ from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
 from workers.batch import setup
-from workers.config import PolicyConfig
+from workers.config import PolicyConfig, TrialConfig
 from workers.models.base import Policy
 from workers.tasks.base import ExactComponents, Task, completion_ids_of
 
@@ -250,3 +250,13 @@ def probe_policy(
         exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}
     return out
+
+
+def probe_during_training(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
+    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at a trial's current policy (``probe.every``, both
+    engines), with a forked torch RNG and its own prompt RNG (seeded by probe.seed and ``step``), so that training goes
+    on exactly as without it; no probe_g_star when tau2 <= 0 (G* beyond reach)."""
+    p = cfg.probe
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
+        out = probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
+    return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}

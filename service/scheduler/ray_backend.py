@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from service.settings import Settings
 from service.store import outside_transaction
@@ -130,8 +132,9 @@ class _Reporter:
 @dataclass
 class _Worker:
     handle: Any
-    cpus: float
+    cpus: float  # a process's
     gpus: float
+    processes: int = 1  # several: the worker is rank 0 of its trial, in a placement group of its own (never reused)
     trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
     idle_since: float = field(default_factory=time.monotonic)
     started: Any = None  # ref of the worker's first answer: ready once its imports are done
@@ -214,23 +217,33 @@ class RayBackend:
 
     # -- trials, on a pool of warm workers ------------------------------------------------------
     @outside_transaction
-    def start_trial(self, name: str, args: tuple, cpus: float, gpus: float) -> Any:
+    def start_trial(self, name: str, args: tuple, cpus: float, gpus: float, processes: int = 1) -> Any:
         """Run trial ``name`` on a warm worker of the same shape (an idle one, else a new one) and return
         the ref of its result. A worker already running ``name`` (launched just before a controller
-        crash) is attached to instead of starting it twice."""
+        crash) is attached to instead of starting it twice. A trial of several ``processes`` (each of ``cpus`` CPUs and
+        ``gpus`` GPUs) gets a new worker in a placement group of its own (workers.ranks)."""
         worker = next((w for w in self._workers.values() if w.trial == name), None)
-        if worker is None:
+        if worker is None and processes == 1:
             worker = next((w for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus)), None)
         if worker is None:
-            worker = self._new_worker(cpus, gpus)
+            worker = self._new_worker(cpus, gpus, processes)
         worker.trial = name
         return worker.handle.run.remote(name, *args)
 
-    def _new_worker(self, cpus: float, gpus: float) -> _Worker:
+    def _new_worker(self, cpus: float, gpus: float, processes: int = 1) -> _Worker:
         """A detached, named TrialWorker actor (it outlives the controller). A dead worker process is
         restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
-        the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts)."""
+        the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts).
+
+        With several processes the worker is rank 0 in bundle 0 of a detached placement group named after it, of
+        ``processes`` bundles of its shape (PACK: on one node when one holds them, else spread); the trial's other ranks
+        take the other bundles (workers.ranks). The group is removed with the worker (_kill_worker)."""
         name = f"{WORKER_PREFIX}{uuid.uuid4().hex[:12]}"
+        placed: dict[str, Any] = {}
+        if processes > 1:
+            bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+            pg = placement_group([bundle] * processes, strategy="PACK", name=name, lifetime="detached")
+            placed["scheduling_strategy"] = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
         handle = _TRIAL_WORKER.options(
             name=name,
             lifetime="detached",
@@ -239,8 +252,9 @@ class RayBackend:
             max_restarts=self.settings.trial_retries,
             max_task_retries=-1,
             max_concurrency=TRIAL_SLOTS,
+            **placed,
         ).remote(self.state_dir, name)
-        self._workers[name] = _Worker(handle, cpus, gpus, started=_current(handle))
+        self._workers[name] = _Worker(handle, cpus, gpus, processes, started=_current(handle))
         return self._workers[name]
 
     @outside_transaction
@@ -310,6 +324,11 @@ class RayBackend:
             ray.kill(w.handle, no_restart=True)
         except ValueError:  # already gone
             pass
+        if w.processes != 1:  # its placement group (a worker found again after a restart: processes unknown, 0)
+            try:
+                remove_placement_group(ray.util.get_placement_group(worker_name))
+            except ValueError:  # it had none, or it is gone
+                pass
         storage.delete(storage.join(self.state_dir, f"{worker_name}.json"))
 
     @outside_transaction
@@ -347,7 +366,7 @@ class RayBackend:
                     continue
                 except ray.exceptions.RayActorError:  # dead for good: its trial goes back to pending
                     continue
-                self._workers[name] = _Worker(handle, 0.0, 0.0, trial)  # shape unknown: never reused; stopped once idle
+                self._workers[name] = _Worker(handle, 0.0, 0.0, 0, trial)  # shape unknown: never reused; stopped once idle
             if pending and time.monotonic() > deadline:
                 for ref in pending:
                     name, handle = asks[ref]

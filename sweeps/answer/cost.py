@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sweeps.engines import get_engine
 from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 
@@ -25,11 +26,12 @@ def eval_completions(spec: SweepSpec, prompts: int | None = None) -> int:
 
 
 def trial_cost(spec: SweepSpec, length: int, samples_per_step: int, evals: int, eval_prompts: int | None = None) -> int:
-    """Sampled completions of a trial: ``length`` steps x B plus ``evals`` held-out evals (measure outcome),
-    or ``length`` gradient draws x B (measure gradient_mse, which has no eval)."""
+    """Sampled completions of a trial: what its engine samples for ``length`` steps at B (groupscale: length x B;
+    TRL: its generations, sweeps.engines) plus ``evals`` held-out evals (measure outcome), or ``length`` gradient
+    draws x B (measure gradient_mse, which has no eval)."""
     if spec.measure.kind == "gradient_mse":
         return length * samples_per_step
-    return length * samples_per_step + evals * eval_completions(spec, eval_prompts)
+    return get_engine(spec.engine).sampled(spec, length, samples_per_step) + evals * eval_completions(spec, eval_prompts)
 
 
 def grid_cost(spec: SweepSpec) -> int:

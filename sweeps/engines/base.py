@@ -14,14 +14,12 @@ class Engine(Protocol):
     engine needs is imported inside the method that needs it).
 
     name: the spec's ``engine:`` (its trainer: workers.engines.TRAINERS); cluster_check: ``"module:function"`` run on a
-    Ray worker at submit (None: nothing to check there); answers: whether ``groupscale answer`` trains with it;
-    adds_lora: whether the trial's policy gets its LoRA adapter from groupscale (else the engine hands the settings
-    to its trainer).
+    Ray worker at submit (None: nothing to check there); adds_lora: whether the trial's policy gets its LoRA adapter
+    from groupscale (else the engine hands the settings to its trainer).
     """
 
     name: ClassVar[str]
     cluster_check: ClassVar[str | None]
-    answers: ClassVar[bool]
     adds_lora: ClassVar[bool]
 
     def check_here(self, spec: SweepSpec) -> None:
@@ -39,6 +37,10 @@ class Engine(Protocol):
 
     def step_structure(self, spec: SweepSpec) -> list[str] | None:
         """How each budget B is split into optimizer steps, one line per B (None: one step of B, nothing to say)."""
+
+    def sampled(self, spec: SweepSpec, steps: int, samples_per_step: int) -> int:
+        """Completions sampled to train ``steps`` optimizer steps at budget B = ``samples_per_step`` (what `answer`
+        and its budget count)."""
 
     def one_process_per_trial(self, spec: SweepSpec) -> bool:
         """Whether each trial needs a worker process of its own (no warm worker takes the next one)."""

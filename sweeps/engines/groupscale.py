@@ -13,7 +13,6 @@ class GroupscaleEngine:
 
     name: ClassVar[str] = "groupscale"
     cluster_check: ClassVar[str | None] = None
-    answers: ClassVar[bool] = True
     adds_lora: ClassVar[bool] = True
 
     def check_here(self, spec: SweepSpec) -> None:
@@ -32,6 +31,9 @@ class GroupscaleEngine:
 
     def step_structure(self, spec: SweepSpec) -> list[str] | None:
         return None
+
+    def sampled(self, spec: SweepSpec, steps: int, samples_per_step: int) -> int:
+        return steps * samples_per_step  # one generation of B per optimizer step
 
     def one_process_per_trial(self, spec: SweepSpec) -> bool:
         return False

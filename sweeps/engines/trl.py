@@ -3,6 +3,7 @@ it, with the sweep's G, B, T and seed; TRL itself is imported only where the con
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sweeps.from_trl import TRL_DEFAULTS
@@ -17,7 +18,6 @@ class TrlEngine:
 
     name: ClassVar[str] = "trl"
     cluster_check: ClassVar[str | None] = "workers.entry:check_trl_task"  # the GRPOConfig built, its packages found
-    answers: ClassVar[bool] = False
     adds_lora: ClassVar[bool] = False  # TRL gets the LoRA settings as its peft_config
 
     def check_here(self, spec: SweepSpec) -> None:
@@ -47,6 +47,13 @@ class TrlEngine:
 
     def step_structure(self, spec: SweepSpec) -> list[str] | None:
         return [structure_for(spec.trl_recipe, b).describe() for b in spec.samples_per_step]
+
+    def sampled(self, spec: SweepSpec, steps: int, samples_per_step: int) -> int:
+        """TRL generates B = generation_batch_size completions at a time and takes k x num_iterations optimizer steps
+        on each (k = 1/q: q generations a step), so ``steps`` steps sample ceil(steps / (k mu)) generations of B."""
+        structure = structure_for(spec.trl_recipe, samples_per_step)
+        per_generation = structure.optimizer_steps_per_generation * structure.num_iterations
+        return math.ceil(steps / per_generation) * samples_per_step
 
     def one_process_per_trial(self, spec: SweepSpec) -> bool:
         """Trials that vLLM generates for: vLLM does not give GPU memory back inside a process."""

@@ -91,6 +91,12 @@ class SweepSpec(StrictModel):
     @classmethod
     def _measure_fits_task(cls, v: MeasureSpec, info: ValidationInfo) -> MeasureSpec:
         task = info.data.get("task")
+        resources = info.data.get("resources")
+        if v.kind == "gradient_mse" and resources is not None and resources.num_processes > 1:
+            raise ValueError(
+                "measure.kind gradient_mse measures on one process; allowed with resources.num_processes 1 "
+                f"(got {resources.num_processes})"
+            )
         if v.kind == "gradient_mse" and task is not None and not task.exact_expected_reward:
             raise ValueError(
                 "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "

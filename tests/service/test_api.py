@@ -249,6 +249,4 @@ def test_answer_is_queued_readable_and_checked(client):
     assert small.status_code == 422
     (err,) = small.json()["detail"]
     assert err["loc"] == ["body", "answer", "budget"] and "at least 128" in err["msg"]  # 8 prompts x 16 completions
-    trl = client.post("/v1/answers", json={**SPEC, "engine": "trl", "trl": {}})
-    assert trl.status_code == 422 and trl.json()["detail"][0]["loc"] == ["body", "engine"]
     assert "/v1/answers" in client.get("/openapi.json").json()["paths"]

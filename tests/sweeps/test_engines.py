@@ -33,7 +33,8 @@ def test_each_engine_says_what_its_trials_log_and_how_b_is_split():
     ]
     assert groupscale.trial_grpo(ours, 0.5).lr == 0.5 and groupscale.trial_grpo(ours, None).lr == 0.01
     assert (recipe.trial_grpo(trl, None).max_new_tokens, recipe.trial_grpo(trl, None).temperature) == (512, 1.0)
-    assert groupscale.answers and not recipe.answers
+    # what a step samples: groupscale one generation of B; TRL's 2 steps per generation of 16: 5 steps take 3
+    assert groupscale.sampled(ours, 5, 16) == 80 and recipe.sampled(trl, 5, 16) == 48
     assert groupscale.adds_lora and not recipe.adds_lora
     assert groupscale.cluster_check is None and recipe.cluster_check == "workers.entry:check_trl_task"
     assert plan_trials(trl)  # the spec plans as before

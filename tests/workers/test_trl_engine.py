@@ -318,3 +318,38 @@ def test_a_generation_is_silent_when_no_group_gives_an_advantage():
     assert silent_generation([np.array([0.3, 0.3, 0.0, 0.0])], [1.0], 2, "normalize_then_sum")
     assert silent_generation([np.array([np.nan, 0.0, 1.0, 1.0 + 1e-5])], [1.0], 2, "sum_then_normalize")  # abstained: 0
     assert not silent_generation([np.array([np.nan, 0.5, 1.0, 1.0])], [1.0], 2, "sum_then_normalize")
+
+
+def test_answer_for_a_trl_recipe_trains_its_stages_with_trl_within_its_budget(chat, tmp_path, monkeypatch):
+    """`groupscale answer` on an engine-trl spec: the pilot and every halving run are TRL trials on the recipe (the
+    pilot probed as TRL trains), and what it samples, TRL's generations counted, stays within the budget."""
+    from workers import answers as answers_module
+    from workers.engines import trl as trl_engine
+
+    calls: list[tuple[int, int]] = []
+    train = trl_engine.train_trial_trl
+
+    def counted(cfg, report=lambda m, s: None):  # noqa: ANN001, ANN202 - train_trial_trl's own
+        calls.append((cfg.group_size, cfg.steps))
+        return train(cfg, report)
+
+    monkeypatch.setattr(trl_engine, "train_trial_trl", counted)
+    folder, data = chat
+    spec = SweepSpec.model_validate(
+        {
+            "name": "answer-trl",
+            "task": _config(chat, tmp_path).task,
+            "model": {"path": str(folder)},
+            "group_sizes": [2, 4],
+            "samples_per_step": [8],
+            "steps": 8,
+            "eval": {"prompts": 8, "samples_per_prompt": 2},
+            "engine": "trl",
+            "trl": RECIPE,
+            "answer": {"budget": 1500},
+        }
+    )
+    answer = answers_module.run_answer(spec, str(tmp_path))
+    assert calls and answer.cost.completions <= 1500, (calls, answer.cost)
+    assert answer.stages["pilot"]["status"] == "succeeded" and answer.stages["pilot"]["probes"], answer.stages["pilot"]
+    assert answer.recommended_group_size in (2, 4) and {g for g, _ in calls} == {2, 4}, (answer, calls)

@@ -28,7 +28,7 @@ from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
-from workers.probe import probe_policy
+from workers.probe import probe_during_training
 from workers.rewards import RewardError
 from workers.tasks import Task
 
@@ -162,15 +162,6 @@ def _overshoot(before: torch.Tensor, after: torch.Tensor, clipped: torch.Tensor,
     counts of overshooting tokens summed, over the step's n_tokens."""
     local = algos.compute_momentum_overshoot(before, after, clipped, mask) * float(mask.sum())
     return all_sum([local])[0] / max(n_tokens, 1.0)
-
-
-def _probe_now(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
-    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at the current policy (probe.every), with a
-    forked torch RNG and its own prompt RNG, so that training goes on exactly as without it."""
-    p = cfg.probe
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
-        out = probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
-    return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}
 
 
 def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
@@ -310,7 +301,7 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             report(mid, step)
             counters.setdefault("evals", {})[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
         if lead and cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as the policy moves
-            report(_probe_now(policy, task, cfg, step), step)
+            report(probe_during_training(policy, task, cfg, step), step)
         if cfg.checkpoint_dir and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             # Points first, then the checkpoint: a worker killed in between resumes from the previous
             # checkpoint and logs some steps twice, but never skips one (the other order could lose

@@ -39,6 +39,7 @@ from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, Tri
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
 from workers.models.lora import lora_config, parameter_counts
+from workers.probe import probe_during_training
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
 from workers.tasks import Problem, Task
@@ -260,7 +261,8 @@ def _callbacks(
     cfg: TrialConfig, report: RunReport, task: Task, policy: Any, rewards: TrlRewards, history: list[dict], at: dict
 ) -> list[Any]:
     """The trial's TrainerCallbacks: Measure (TRL's logs to report and ``history``; groupscale's eval at cfg.eval's
-    checkpoints, kept in ``at`` and beside the checkpoints) and SignalCount (rewards' generation counts, saved by TRL
+    checkpoints, kept in ``at`` and beside the checkpoints; the probe every ``probe.every`` steps, as in groupscale's
+    trainer) and SignalCount (rewards' generation counts, saved by TRL
     in each checkpoint's trainer_state.json, which it writes last, and taken back from it on a resume)."""
     from transformers import TrainerCallback
     from transformers.trainer_callback import ExportableState
@@ -278,6 +280,8 @@ def _callbacks(
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             step = state.global_step
+            if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as TRL moves the policy
+                report(probe_during_training(policy, task, cfg, step), step)
             if step in evals:
                 mid, _ = evaluate(policy, task, cfg, step, history)
                 report(mid, step)
