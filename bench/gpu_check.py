@@ -10,6 +10,8 @@
    total parameters.
 6. ``trl_vllm``: an engine-trl trial with ``use_vllm: true, vllm_mode: colocate`` (TRL generating with vLLM in the
    trial's process): status (or why not: vLLM not installed), seconds, gap.
+7. ``two_processes`` (2 GPUs or more): a tiny-preset trial of each engine on 2 processes, one GPU each, in one NCCL
+   group (workers.distributed, as a trial's ranks run on Ray): each rank's status, seconds, gap.
 """
 
 from __future__ import annotations
@@ -113,7 +115,55 @@ def main() -> None:
             out[name] = _trial(TrialConfig.flat(group_size=4, samples_per_step=64, steps=10, engine=engine, trl=trl, **lora))
         vllm = {**recipe, "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3}
         out["trl_vllm"] = _trial(TrialConfig.flat(group_size=4, samples_per_step=64, steps=10, engine="trl", trl=vllm, **base))
+        if torch.cuda.device_count() >= 2:
+            out["two_processes"] = {
+                engine: _two_processes(
+                    TrialConfig.flat(group_size=4, samples_per_step=64, steps=10, engine=engine, trl=trl, num_processes=2, **base)
+                )  # fmt: skip
+                for engine, trl in (("groupscale", {}), ("trl", recipe))
+            }
     print(json.dumps(out, indent=2, default=float))
+
+
+def _rank(rank: int, port: int, config: dict, results: dict) -> None:
+    """Spawned: rank ``rank`` of 2 on GPU ``rank`` (the only one it sees, as under Ray), one trial."""
+    import os
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)  # before the first CUDA call in this process
+    from workers.config import TrialConfig
+    from workers.distributed import join, leave
+    from workers.engines.base import TrialResult
+    from workers.measures import run_measure
+
+    join(f"tcp://127.0.0.1:{port}", rank, 2, "cuda")
+    t0 = time.perf_counter()
+    res: TrialResult = run_measure(TrialConfig(**config), lambda m, s: None)
+    results[rank] = {
+        "status": str(res.status),
+        "reason": res.reason,
+        "seconds": time.perf_counter() - t0,
+        "gap": res.metrics.get("gap"),
+    }
+    leave()
+
+
+def _two_processes(cfg) -> dict:
+    """The trial on 2 spawned processes, one GPU each: each rank's outcome (rank 0's is the trial's)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    results = ctx.Manager().dict()
+    procs = [ctx.Process(target=_rank, args=(r, port, cfg.to_dict(), results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+    return {"exit_codes": [p.exitcode for p in procs], **{f"rank{r}": results.get(r) for r in range(2)}}
 
 
 def _trial(cfg) -> dict:

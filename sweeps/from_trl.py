@@ -59,7 +59,7 @@ SWEEP_OWNED = {
     "eval_strategy": "groupscale's held-out eval: eval.every",
     "eval_steps": "groupscale's held-out eval: eval.every",
     "use_cpu": "resources.gpus_per_trial",
-    "num_processes": "B is the generation batch on these processes; a trial trains on one",
+    "num_processes": "resources.num_processes: each trial trains on these processes, B its generation batch there",
 }
 # Keys of TRL's ModelConfig / ScriptArguments (and open-r1's) that name what a spec holds elsewhere.
 ELSEWHERE = {
@@ -164,6 +164,8 @@ def spec_from_trl(
         "seeds": list(range(seeds)),
         "steps": steps or _steps(config) or 200,
     }
+    if num_processes > 1:  # each trial trains on the recipe's processes (GPUs, as for one: resources.gpus_per_process)
+        spec["resources"] = {"num_processes": num_processes}
     notes = translate(config, spec, structure, grpo_fields)
     notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
     if from_recipe and not Path(str(model)).expanduser().is_dir():

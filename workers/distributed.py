@@ -37,6 +37,13 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
+def accelerate_env() -> dict[str, str]:
+    """The environment that makes accelerate (TRL's Trainer) use this process group: its rank and size (accelerate
+    sees a group already initialised and keeps it; each Ray rank has one GPU, device 0)."""
+    rank, world_size = world()
+    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world_size)}
+
+
 def world() -> tuple[int, int]:
     """(rank, world_size) of this process: (0, 1) without a process group."""
     if dist.is_available() and dist.is_initialized():

@@ -8,7 +8,7 @@ logs to MLflow and writes the checkpoint.
 
 A rank that dies (its node lost, its process killed) closes its connections, so rank 0's next collective raises;
 rank 0 then ends its own process, and Ray restarts the TrialWorker, which resumes the trial from its checkpoint with
-new ranks (workers.entry.TrialWorker). A rank whose trainer raises fails the trial with its own error.
+new ranks (workers.entry.TrialWorker). A rank whose trainer raises, or fails alone, fails the trial with its error.
 """
 
 from __future__ import annotations
@@ -17,28 +17,36 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from workers.config import TrialConfig
 from workers.distributed import join, leave
+from workers.engines.base import TrialResult
 from workers.measures import run_measure
 
 log = logging.getLogger("groupscale.ranks")
 RANK_DIED_EXIT = 75  # rank 0's exit status when another rank died: its worker restarts and resumes the trial
 
 
+class RankFailed(RuntimeError):
+    """A rank > 0 whose trainer ended ``failed`` (its process is then stopped, so rank 0 does not wait for it)."""
+
+
 class RankWorker:
     """Rank r > 0 of one trial (a Ray actor in its bundle): joins the group and trains; reports go nowhere."""
 
     def run(self, config: dict[str, Any], master: str, rank: int, world_size: int) -> None:
+        """Raises RankFailed when its trainer ended ``failed``: alone, rank 0 would wait for it in a collective;
+        with the others (a failure they agreed on), rank 0's own result says the same."""
         cfg = TrialConfig(**config)
         join(master, rank, world_size, cfg.device)
         try:
-            run_measure(cfg, lambda metrics, step: None)
+            result = run_measure(cfg, lambda metrics, step: None)
         finally:
             leave()
+        if result.status == "failed":
+            raise RankFailed(f"rank {rank} of {world_size}: {result.reason}")
 
 
 def _address() -> str:
@@ -118,11 +126,11 @@ class _Watch:
                 self._kill(i)
 
 
-@contextmanager
-def other_ranks(cfg: TrialConfig) -> Iterator[None]:
-    """Start ranks 1..P-1 of ``cfg`` in this actor's placement group and join them as rank 0 for the body (the
-    trainer's run). When a rank died, this process ends (exit RANK_DIED_EXIT) so that Ray restarts the trial's worker,
-    which resumes from the checkpoint; when one raised first, its error is raised here.
+def run_with_ranks(cfg: TrialConfig, train: Callable[[], TrialResult]) -> TrialResult:
+    """Start ranks 1..P-1 of ``cfg`` in this actor's placement group, join them as rank 0 and ``train()`` (rank 0's
+    run of the trainer); its result is the trial's. A failed result is returned as it is (the ranks failed with it, or
+    rank 0 alone); a rank that failed or raised alone raises its error here; when a rank died, this process ends
+    (exit RANK_DIED_EXIT) so that Ray restarts the trial's worker, which resumes from the checkpoint.
 
     Raises:
         RuntimeError: this actor is not in a placement group of cfg.num_processes bundles.
@@ -146,8 +154,10 @@ def other_ranks(cfg: TrialConfig) -> Iterator[None]:
     watch = _Watch([h.run.remote(cfg.to_dict(), master, r, p) for r, h in enumerate(handles, start=1)], handles)
     try:
         join(master, 0, p, cfg.device)
-        yield
-        ray.get(watch.refs)  # every rank ends its last step with rank 0
+        result = train()
+        if result.status != "failed":
+            ray.get(watch.refs)  # every rank ends its last step with rank 0; a rank's own failure is the trial's
+        return result
     except BaseException:
         first = watch.error  # a rank's error from before rank 0's own: the cause
         leave()  # the other ranks' collectives end now

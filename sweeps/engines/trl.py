@@ -46,7 +46,7 @@ class TrlEngine:
         return {}
 
     def step_structure(self, spec: SweepSpec) -> list[str] | None:
-        return [structure_for(spec.trl_recipe, b).describe() for b in spec.samples_per_step]
+        return [structure_for(spec.trl_recipe, b, spec.resources.num_processes).describe() for b in spec.samples_per_step]
 
     def sampled(self, spec: SweepSpec, steps: int, samples_per_step: int) -> int:
         """TRL generates B = generation_batch_size completions at a time and takes k x num_iterations optimizer steps

@@ -37,12 +37,6 @@ def trl_sections(recipe: dict[str, Any] | None, data: dict[str, Any]) -> None:
     for bad, what in refused:
         if bad:
             raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
-    resources = data.get("resources")
-    if resources is not None and resources.num_processes > 1:  # TRL on P processes through accelerate: not yet
-        raise ValueError(
-            f"engine trl trains each trial on one process in this version (resources.num_processes="
-            f"{resources.num_processes}); allowed: 1 (engine groupscale splits a trial over processes)"
-        )
     if recipe is not None and "reward_weights" in recipe:  # TRL would get two: the recipe's and the task's terms'
         raise ValueError(
             "trl.reward_weights: the sweep passes TRL each task.rewards entry's weight, in order; set "

@@ -167,3 +167,24 @@ def test_a_recipe_that_cannot_train_on_the_workers_is_422_at_submit(trl_stack, r
     assert error["loc"] == ["body", "trl", field] and says in error["msg"], error
     assert not error["msg"].startswith("trl."), error  # the loc names the field; the CLI printed it twice
     assert "checked on a Ray worker" in error["msg"]
+
+
+def test_a_two_process_trl_sweep_trains_each_trial_on_two_processes_with_one_run(trl_stack):
+    """resources.num_processes 2 with engine trl: each trial's TRL runs on 2 processes of one placement group
+    (accelerate on groupscale's gloo group), B = 16 split 8 a process, one MLflow run per trial with world_size 2."""
+    stack, data, model = trl_stack
+    body = _spec(data, model, name="trl-two-processes", group_sizes=[2], steps=4, resources={"num_processes": 2})
+    r = stack.http.post("/v1/sweeps", json=body, timeout=90)
+    assert r.status_code == 201, r.text
+    assert r.json()["step_structure"] == [
+        "each generation of 16 completions feeds 1 optimizer step(s) of 16 (per_device_train_batch_size 8 x 2 process(es) "
+        "x gradient_accumulation_steps 1, steps_per_generation 1)"
+    ]
+    sweep = stack.wait(r.json()["id"], {"succeeded", "failed", "cancelled"}, timeout_s=900)
+    (trial,) = stack.http.get(f"/v1/sweeps/{sweep['id']}/trials").json()
+    assert sweep["status"] == "succeeded" and trial["status"] in ("succeeded", "no_signal"), (sweep, trial)
+    client = MlflowClient(stack.mlflow_uri)
+    parent = sweep["mlflow"]["parent_run_id"]
+    (run,) = client.search_runs([sweep["mlflow"]["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+    assert run.data.params["world_size"] == "2" and run.data.params["trl.per_device_train_batch_size"] == "8"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3, 4]  # rank 0 alone logs

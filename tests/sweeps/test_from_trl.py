@@ -6,8 +6,11 @@ import yaml
 
 from sweeps.engines import get_engine
 from sweeps.from_trl import SWEEP_OWNED, spec_from_trl
+from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from sweeps.trl_steps import recipe_structure
+from workers.config import TrialConfig
+from workers.engines.trl import trl_arguments
 
 trl = pytest.importorskip("trl")
 FIELDS = {f.name for f in __import__("dataclasses").fields(trl.GRPOConfig)}
@@ -82,6 +85,7 @@ def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
     assert recipe["learning_rate"] == "1e-6" and recipe["beta"] == "4e-2"  # YAML 1.1: strings
     spec, notes = spec_from_trl(recipe, [4, 8, 16], num_processes=8, grpo_fields=FIELDS)
     assert spec["samples_per_step"] == [16 * 8 * 4]  # per-device 16 x 8 processes x accumulation 4: 512
+    assert spec["resources"] == {"num_processes": 8}  # each trial trains on the recipe's 8 processes
     _trl_section_is_the_recipe(recipe, spec)
     assert spec["trl"]["max_completion_length"] == 8192 and spec["trl"]["learning_rate"] == "1e-6"
     assert spec["model"] == {
@@ -97,6 +101,9 @@ def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
     assert "system_prompt:" in text and "chat_template:" in text
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
     assert get_engine(parsed.engine).one_process_per_trial(parsed)  # use_vllm: each trial in a process of its own
+    assert parsed.resources.num_processes == 8 and parsed.resources.cpus_per_trial == 8
+    cfg = TrialConfig.from_spec(parsed, plan_trials(parsed)[0], "/cache")
+    assert cfg.num_processes == 8 and trl_arguments(cfg)["per_device_train_batch_size"] == 16  # the recipe's, on 8
 
 
 def test_steps_per_generation_above_accumulation_and_g_14_on_7_processes():

@@ -173,3 +173,73 @@ def test_a_two_process_lora_trial_trains_only_the_adapter_and_resumes_to_the_sam
     whole, resumed = (torch.load(tmp_path / f"{name}.result.0", weights_only=False) for name in ("whole", "stopped"))
     assert resumed["status"] == whole["status"] == "succeeded"
     assert resumed["metrics"] == whole["metrics"]
+
+
+TOKENS = "def tokens(completion_ids, **kwargs):\n    return [float(sum(ids) % 7) for ids in completion_ids]\n"  # signal
+
+
+def _trl_trial(rank: int, world_size: int, port: int, config: dict, out: str) -> None:
+    """Spawned: rank ``rank`` runs a TRL trial (workers.engines.trl) in a process group of ``world_size``; rank 0 keeps
+    what it logged (the GRPOConfig TRL ran, its step metrics), every rank its result."""
+    from workers.distributed import join, leave
+    from workers.engines.trl import train_trial_trl
+
+    class Report:
+        params: dict = {}
+        steps: dict = {}
+
+        def __call__(self, metrics: dict, step: int) -> None:
+            self.steps.setdefault(step, {}).update(metrics)
+
+        def log_params(self, params: dict) -> None:
+            self.params.update(params)
+
+    torch.set_num_threads(1)
+    join(f"tcp://127.0.0.1:{port}", rank, world_size, "cpu", timeout_s=120)
+    report = Report()
+    result = train_trial_trl(TrialConfig(**config), report)
+    torch.save({"result": asdict(result), "params": report.params, "steps": report.steps}, f"{out}.{rank}")
+    leave()
+
+
+def test_a_two_process_trl_trial_splits_each_generation_over_the_processes_and_trains(model_cache, tmp_path):
+    """TRL on 2 processes (accelerate on this gloo group): each optimizer step still takes B = 8 completions, 4 a
+    process (per_device_train_batch_size 4, not the recipe's 8), the step trains, and both ranks end succeeded; rank 0
+    alone logs. (The 1-process step on the same batch cannot be drawn here: TRL seeds each process's sampler apart, and
+    a greedy batch, the same on any layout, has identical completions in a group, whose gradient cancels exactly.)"""
+    from tests.user_material import word_problem_rows, write_parquet
+
+    folder = preset_path("chat-tiny", None, model_cache)
+    data = write_parquet(word_problem_rows(40), tmp_path / "train.parquet")
+    (tmp_path / "tokens.py").write_text(TOKENS)
+    recipe = {"learning_rate": "3e-4", "max_completion_length": 8, "beta": 0.0, "loss_type": "dapo"}
+    config = TrialConfig.flat(
+        task={"name": "dataset", "path": str(data), "rewards": [{"function": f"{tmp_path / 'tokens.py'}:tokens"}]},
+        model={"path": str(folder)},
+        group_size=2,
+        samples_per_step=8,
+        seed=0,
+        steps=2,
+        eval_prompts=4,
+        eval_samples_per_prompt=1,
+        cache_dir=str(model_cache),
+        engine="trl",
+        trl=recipe,
+        max_new_tokens=8,
+        num_processes=2,
+    ).to_dict()
+    ctx, port = mp.get_context("spawn"), free_port()
+    procs = [ctx.Process(target=_trl_trial, args=(r, 2, port, config, str(tmp_path / "trl"))) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    ranks = [torch.load(tmp_path / f"trl.{r}", weights_only=False) for r in (0, 1)]
+    assert [r["result"]["status"] for r in ranks] == ["succeeded", "succeeded"], [r["result"] for r in ranks]
+    params = ranks[0]["params"]
+    assert (params["trl.per_device_train_batch_size"], params["trl.generation_batch_size"]) == ("4", "8")
+    assert params["trl.gradient_accumulation_steps"] == "1" and params["trl.num_generations"] == "2"
+    assert sorted(s for s, m in ranks[0]["steps"].items() if "loss" in m) == [1, 2]
+    assert ranks[0]["steps"][2]["grad_norm"] > 0  # it trained
+    assert not ranks[1]["params"] and not ranks[1]["steps"] and "gap" in ranks[0]["result"]["metrics"]

@@ -334,20 +334,18 @@ def test_answer_for_a_trl_recipe_trains_its_stages_with_trl_within_its_budget(ch
         return train(cfg, report)
 
     monkeypatch.setattr(trl_engine, "train_trial_trl", counted)
-    folder, data = chat
+    from trl import GRPOConfig
+
+    from sweeps.from_trl import spec_from_trl
+
+    folder, _ = chat
+    recipe = {**RECIPE, "model_name_or_path": str(folder), "per_device_train_batch_size": 8}
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    made, _ = spec_from_trl(recipe, [2, 4], seeds=1, steps=8, grpo_fields=fields)  # `groupscale spec from-trl`'s
+    assert made["engine"] == "trl" and made["samples_per_step"] == [8]
+    task = _config(chat, tmp_path).task  # the user fills in task.path and task.rewards
     spec = SweepSpec.model_validate(
-        {
-            "name": "answer-trl",
-            "task": _config(chat, tmp_path).task,
-            "model": {"path": str(folder)},
-            "group_sizes": [2, 4],
-            "samples_per_step": [8],
-            "steps": 8,
-            "eval": {"prompts": 8, "samples_per_prompt": 2},
-            "engine": "trl",
-            "trl": RECIPE,
-            "answer": {"budget": 1500},
-        }
+        {**made, "task": task, "eval": {"prompts": 8, "samples_per_prompt": 2}, "answer": {"budget": 1500}}
     )
     answer = answers_module.run_answer(spec, str(tmp_path))
     assert calls and answer.cost.completions <= 1500, (calls, answer.cost)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,6 +36,7 @@ from workers import storage
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.config import TrialConfig
+from workers.distributed import accelerate_env, all_gather, first_failure, world
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
@@ -69,17 +71,20 @@ SWEEP_SETS = (
 
 def output_dir(cfg: TrialConfig) -> Path:
     """Where TRL writes its checkpoint-N folders: the trial's checkpoint folder, or, when that is a remote storage
-    location (GROUPSCALE_STORAGE_URI s3://...), a local copy of it under the cache that MirrorCheckpoints uploads."""
+    location (GROUPSCALE_STORAGE_URI s3://...), a local copy of it under the cache that MirrorCheckpoints uploads (on
+    several processes, rank r > 0 downloads the checkpoint to resume from into a copy of its own: ranks may share a
+    node)."""
     if not cfg.checkpoint_dir:
         return Path(cfg.cache_dir) / "trl-unsaved"
     if storage.is_remote(cfg.checkpoint_dir):
-        return storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir))
+        rank = world()[0]
+        return storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir)).with_suffix(f".rank{rank}" if rank else "")
     return Path(cfg.checkpoint_dir)
 
 
 def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
     """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring)."""
-    structure = structure_for(cfg.trl, cfg.samples_per_step)
+    structure = structure_for(cfg.trl, cfg.samples_per_step, cfg.num_processes)  # the recipe's steps on P processes
     args = {k: v for k, v in coerce(cfg.trl).items() if k not in SWEEP_SETS}
     args |= structure.config() | {
         "num_generations": cfg.group_size,
@@ -163,23 +168,40 @@ class TrlRewards:
         return reward
 
     def _scores(self, completions: list[Any], completion_ids: list[list[int]], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """This process's completions scored. On several processes each scores its share of the generation (TRL's
+        layout: the ranks' shares in rank order make the generation, groups consecutive); a reward failure on any rank
+        fails every rank here (none waits in TRL's gather for one that stopped), and the silent count reads the
+        whole generation."""
         rows, g = kwargs[ROW], self.args.num_generations
-        assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
         problems = [self.problems[i] for i in rows]
         texts = [text_of(c) for c in completions]
-        if isinstance(self.task, RewardTerms):
-            scored = self.task.score(problems, texts, completion_ids, _state(kwargs["trainer_state"]))
-            for name, value in scored.logged.items():
-                kwargs["log_metric"](name, value)
-            for column, values in scored.extras.items():
-                kwargs["log_extra"](column, values)
-            per_term = scored.per_function
-        else:
-            per_term = {"reward": self.task.rewards(problems, texts, np.random.default_rng(0)).astype(np.float64)}
-        values = [per_term[key] for key in self.keys]
+        own = None
+        try:
+            per_term = self._score(problems, texts, completion_ids, kwargs)
+        except RewardError as e:
+            own = e
+        agreed = first_failure(None if own is None else str(own))
+        if own is not None:
+            raise own
+        if agreed is not None:
+            raise RewardError(agreed)
+        shares = all_gather((list(rows), [per_term[key] for key in self.keys]))
+        rows = [r for share, _ in shares for r in share]
+        assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
+        values = [np.concatenate([share[i] for _, share in shares]) for i in range(len(self.keys))]
         self.generations += 1
         self.silent += silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
         return per_term
+
+    def _score(self, problems: list[Problem], texts: list[str], completion_ids: list[list[int]], kwargs: dict) -> dict:
+        if not isinstance(self.task, RewardTerms):
+            return {"reward": self.task.rewards(problems, texts, np.random.default_rng(0)).astype(np.float64)}
+        scored = self.task.score(problems, texts, completion_ids, _state(kwargs["trainer_state"]))
+        for name, value in scored.logged.items():
+            kwargs["log_metric"](name, value)
+        for column, values in scored.extras.items():
+            kwargs["log_extra"](column, values)
+        return scored.per_function
 
 
 def _state(trl_state: Any) -> TrainerState:
@@ -216,6 +238,8 @@ def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, repo
         step = int(resume.rsplit("-", 1)[-1])
         report({"resumed_from_step": float(step)}, step)
         return json.loads(kept), []
+    if world()[0] != 0:  # rank 0 evaluates and keeps the result
+        return {}, []
     initial, samples = evaluate(policy, task, cfg, 0)
     report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
     if cfg.checkpoint_dir:
@@ -280,6 +304,8 @@ def _callbacks(
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             step = state.global_step
+            if world()[0] != 0:  # rank 0 evaluates and probes (the others wait in the next step's collectives)
+                return
             if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as TRL moves the policy
                 report(probe_during_training(policy, task, cfg, step), step)
             if step in evals:
@@ -305,7 +331,7 @@ def _callbacks(
             storage.mirror(args.output_dir, str(cfg.checkpoint_dir), last="trainer_state.json", only="checkpoint-")
 
     assert SignalCount.__name__ == SIGNAL
-    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir))
+    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir)) and world()[0] == 0  # TRL's saver
     return [Measure(), SignalCount(), *([MirrorCheckpoints()] if remote else [])]
 
 
@@ -350,10 +376,13 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    report = run_report(report)
+    rank, world_size = world()
+    report = run_report(report if rank == 0 else lambda metrics, step: None)  # rank 0 logs (TRL's logs are reduced)
     missing = missing_package(cfg.trl)
     if missing is not None:
         return TrialResult("failed", reason=f"trl.{missing[0]}: {missing[1]}")
+    if world_size > 1:
+        os.environ.update(accelerate_env())  # before GRPOConfig: its accelerate state takes this process group
     task, policy, _ = setup(cfg.policy)
     try:
         data, problems = _dataset(task)
@@ -382,6 +411,8 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         if rewards.silent > NO_SIGNAL_STEP_FRACTION * rewards.generations:
             reason = f"{rewards.silent}/{rewards.generations} generations without signal (every group's rewards were equal)"
             return TrialResult("no_signal", reason=reason, steps_done=cfg.steps)
+        if rank != 0:  # rank 0's result is the trial's
+            return TrialResult("succeeded", steps_done=cfg.steps)
         final, last = evaluate(policy, task, cfg, cfg.steps, history)
         report(final, cfg.steps)
         if samples + last:
