@@ -320,6 +320,7 @@ def test_a_generation_is_silent_when_no_group_gives_an_advantage():
     assert not silent_generation([np.array([np.nan, 0.5, 1.0, 1.0])], [1.0], 2, "sum_then_normalize")
 
 
+@pytest.mark.slow  # about a minute: five TRL trials
 def test_answer_for_a_trl_recipe_trains_its_stages_with_trl_within_its_budget(chat, tmp_path, monkeypatch):
     """`groupscale answer` on an engine-trl spec: the pilot and every halving run are TRL trials on the recipe (the
     pilot probed as TRL trains), and what it samples, TRL's generations counted, stays within the budget."""
