@@ -80,6 +80,7 @@ def _arith(max_operand: int, lr: float) -> dict:
     return {**ARITH, "task": {"name": "arithmetic", "max_operand": max_operand}, "grpo": grpo}
 
 
+BYO_RECIPE = {"learning_rate": 3.0e-4, "max_completion_length": 48, "lr_scheduler_type": "constant", "beta": 0.0}
 FLAT = {"kind": "gradient_mse", "repeats": 2}  # two draws: the seed noise hides a shallow curve near its optimum
 FLAT_WHAT = "a flat law (G near the optimum, 2 draws: the grid cannot tell G apart)"
 
@@ -90,6 +91,11 @@ class Task:
     exact: float | None  # the starting policy's exact G* (bandits)
     half: str  # dev (tuned on) or held-out (published)
     what: str
+
+    @property
+    def engine(self) -> str:
+        """Who trains its trials and the answers' stages: groupscale's trainer, or TRL on a recipe (chat-byo-trl)."""
+        return self.spec.get("engine", "groupscale")
 
 
 # The split, fixed before the first run (docs/RESULTS.md): each kind of task on both sides where the suite has two.
@@ -110,6 +116,14 @@ TASKS = {
     "flat-b": Task(_bandit(10, 40, 1, 2.0, group_sizes=[6, 8, 12, 16, 24], measure=FLAT), 9.99, "held-out", FLAT_WHAT),
     "arithmetic-hard": Task(_arith(99, 5.0e-4), None, "held-out", "outcome, operands to 99, lr 5e-4"),
     "chat-byo": Task({"seeds": [0, 1, 2, 3, 4]}, None, "held-out", "the byo chat task (sweeps/examples/byo)"),
+    # added 2026-12-05 with the answer for TRL recipes (issue 42), held-out (nothing is tuned on it): the byo task
+    # trained by TRL's GRPOTrainer on a recipe; 40 steps and 3 seeds keep its grid to minutes on 2 cores
+    "chat-byo-trl": Task(
+        {"engine": "trl", "trl": BYO_RECIPE, "seeds": [0, 1, 2], "steps": 40},
+        None,
+        "held-out",
+        "the byo chat task trained by TRL on a recipe",
+    ),  # fmt: skip
 }
 HALVES = ("dev", "held-out")
 QUICK = {  # per measure: a few-minute smoke run
@@ -120,9 +134,11 @@ QUICK = {  # per measure: a few-minute smoke run
 
 def task_spec(name: str, quick: bool = False) -> SweepSpec:
     task = TASKS[name]
-    if name == "chat-byo":
+    if name.startswith("chat-byo"):
         os.environ.setdefault("GROUPSCALE_REWARD_ROOT", str(BYO))
         base = load_spec(BYO / "spec.yaml").model_dump(mode="json", exclude_unset=True)
+        if task.engine == "trl":  # the recipe in trl: replaces groupscale's grpo: section
+            base.pop("grpo", None)
         return SweepSpec.model_validate({**base, **task.spec, "name": f"calibration-{name}"})
     spec = {"name": f"calibration-{name}", **task.spec}
     if quick:
@@ -255,16 +271,19 @@ def _per_rep(method: str, run: dict) -> str:
 
 
 def score(refs: dict, runs: dict, methods: list[str]) -> dict:
-    """Per half and method: coverage, mean regret, confident misses, answers without a G, mean cost (share of grid)."""
+    """Per half, engine and method: coverage, mean regret, confident misses, answers without a G, mean cost (share of
+    grid). A half's key is the half alone for engine groupscale, ``<half> (engine trl)`` for TRL's tasks."""
     summary: dict[str, dict[str, dict]] = {}
-    for half in HALVES:
-        names = [n for n in refs if TASKS[n].half == half]
+    groups = dict.fromkeys((TASKS[n].half, TASKS[n].engine) for n in refs)
+    for half, engine in sorted(groups, key=lambda g: (HALVES.index(g[0]), g[1] != "groupscale")):
+        names = [n for n in refs if (TASKS[n].half, TASKS[n].engine) == (half, engine)]
+        key = half if engine == "groupscale" else f"{half} (engine {engine})"
         for m in methods:
             reps = [(refs[n], r[m]) for n in names for r in runs[n] if m in r]
             if not reps:
                 continue
             regrets = [x for ref, r in reps if (x := regret(r, ref)) is not None]
-            summary.setdefault(half, {})[m] = {
+            summary.setdefault(key, {})[m] = {
                 "coverage": statistics.fmean(covers(r, ref) for ref, r in reps),
                 "regret": statistics.fmean(regrets) if regrets else None,
                 "confident_misses": sum(confident_miss(r, ref) for ref, r in reps),

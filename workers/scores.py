@@ -11,8 +11,10 @@ exactly (Goodfellow, "Efficient per-example gradient computations", arXiv 1510.0
     RMSNorm     dw_i = sum_t go_{i,t} * x_{i,t} / rms(x_{i,t})
 
 A tied embedding and LM head (one parameter, two modules) adds both. Modules of other kinds with
-parameters raise UnsupportedModule, and the caller falls back to the loop. Rows are sketched
-(workers.probe.CountSketch) chunk by chunk, so at most chunk x P gradient entries exist at once.
+parameters raise UnsupportedModule, and the caller falls back to the loop. With a count sketch
+(workers.probe.CountSketch) each parameter's per-row gradient is sketched as the backward pass forms it, a Linear's
+one row at a time: at most one row's gradient of the largest weight exists at once (a 0.5B model's tied 150k x 896
+embedding: 0.5 GB), never the chunk x P gradients (70 GB for 0.5B parameters and 32 rows).
 """
 
 from __future__ import annotations
@@ -68,36 +70,53 @@ def select_parameters(model: torch.nn.Module, which: str) -> list[torch.nn.Param
     raise ValueError(f"unknown probe.parameters {which!r}; valid: all, lm_head, lora, last_layers:K")
 
 
-@contextmanager
-def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torch.Tensor]):
-    """Hooks that add each row's gradient of every wanted parameter into out[id(param)] (rows, *shape)."""
-    handles = []
+ROW_GRADIENTS = 1 << 26  # float32 entries of one weight's per-row gradients formed at once when sketching (256 MB)
 
-    def add(param: torch.nn.Parameter, grad: torch.Tensor) -> None:
-        out[id(param)] = out[id(param)] + grad if id(param) in out else grad
+
+def _rows_at_once(n: int, weight: torch.nn.Parameter, sketching: bool) -> int:
+    """How many rows' gradients of ``weight`` a hook forms in one einsum: all n, unless sketching and n of them exceed
+    ROW_GRADIENTS entries (then as many as fit, at least one: an LM head of a 150k vocabulary goes row by row)."""
+    if not sketching or n * weight.numel() <= ROW_GRADIENTS:
+        return n
+    return max(1, ROW_GRADIENTS // weight.numel())
+
+
+Sink = Callable[[torch.nn.Parameter, torch.Tensor, int], None]  # (param, rows' gradients (n, *shape), first row)
+
+
+@contextmanager
+def _per_row_hooks(model: torch.nn.Module, wanted: set[int], add: Sink, one_row_at_a_time: bool = False):
+    """Hooks that hand each row's gradient of every wanted parameter to ``add`` (a tied parameter's two modules hand
+    theirs separately: the sink sums them). ``one_row_at_a_time`` (sketching): a large Linear's or Embedding's weight
+    gradients are formed and handed a few rows at a time (_rows_at_once), so that a 150k x 896 vocabulary's never
+    exist for more than one row (0.5 GB)."""
+    handles = []
 
     def linear(module: torch.nn.Linear, x: torch.Tensor, go: torch.Tensor) -> None:
         if x.dim() == 2:  # (rows, features): one position per row
             x, go = x.unsqueeze(1), go.unsqueeze(1)
-        if id(module.weight) in wanted:
-            add(
-                module.weight, torch.einsum("bto,bti->boi", go.float(), x.float())
-            )  # sums over <= L tokens: float32 is exact enough
+        if id(module.weight) in wanted:  # sums over <= L tokens: float32 is exact enough
+            step = _rows_at_once(x.shape[0], module.weight, one_row_at_a_time)
+            for i in range(0, x.shape[0], step):
+                add(module.weight, torch.einsum("bto,bti->boi", go[i : i + step].float(), x[i : i + step].float()), i)
         if module.bias is not None and id(module.bias) in wanted:
-            add(module.bias, go.float().sum(dim=1))
+            add(module.bias, go.float().sum(dim=1), 0)
 
     def embedding(module: torch.nn.Embedding, ids: torch.Tensor, go: torch.Tensor) -> None:
-        grad = torch.zeros((ids.shape[0], *module.weight.shape), dtype=torch.float32, device=go.device)
-        grad.scatter_add_(1, ids.unsqueeze(-1).expand(*ids.shape, go.shape[-1]), go.float())
-        if module.padding_idx is not None:  # nn.Embedding never updates its padding row (the pad id may be sampled)
-            grad[:, module.padding_idx] = 0.0
-        add(module.weight, grad)
+        step = _rows_at_once(ids.shape[0], module.weight, one_row_at_a_time)
+        for i in range(0, ids.shape[0], step):
+            rows, g = ids[i : i + step], go[i : i + step]
+            grad = torch.zeros((rows.shape[0], *module.weight.shape), dtype=torch.float32, device=go.device)
+            grad.scatter_add_(1, rows.unsqueeze(-1).expand(*rows.shape, g.shape[-1]), g.float())
+            if module.padding_idx is not None:  # nn.Embedding never updates its padding row (the pad id may be sampled)
+                grad[:, module.padding_idx] = 0.0
+            add(module.weight, grad, i)
 
     def rms_norm(module: torch.nn.Module, x: torch.Tensor, go: torch.Tensor) -> None:
         eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
         xf = x.float()
         normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype).float()
-        add(module.weight, (go.float() * normed).sum(dim=1))
+        add(module.weight, (go.float() * normed).sum(dim=1), 0)
 
     for module in model.modules():
         own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
@@ -128,6 +147,30 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], out: dict[int, torc
             h.remove()
 
 
+class _Sink:
+    """Where the hooks' per-row gradients of one chunk go: into a count sketch as they come (``out``, (n, D)
+    float64: the sketch is linear, so a tied parameter's two parts add up), else kept whole per parameter (``grads``)."""
+
+    def __init__(self, params: list[torch.nn.Parameter], sketch) -> None:  # noqa: ANN001 - workers.probe.CountSketch
+        self.sketch, self.offsets, at = sketch, {}, 0
+        for p in params:
+            self.offsets[id(p)], at = at, at + p.numel()
+        self.out: torch.Tensor | None = None
+        self.grads: dict[int, torch.Tensor] = {}
+
+    def start(self, n: int) -> None:
+        """A new chunk of ``n`` rows."""
+        self.out = torch.zeros(n, self.sketch.dim, dtype=torch.float64) if self.sketch is not None else None
+        self.grads = {}
+
+    def add(self, param: torch.nn.Parameter, grad: torch.Tensor, first: int) -> None:
+        if self.out is not None:
+            rows = self.out[first : first + grad.shape[0]]  # a view: the sketch adds into out in place
+            self.sketch.add_block(rows, grad.reshape(grad.shape[0], -1), self.offsets[id(param)])
+        else:
+            self.grads[id(param)] = self.grads[id(param)] + grad if id(param) in self.grads else grad
+
+
 def batched_scores(
     model: torch.nn.Module,
     rollout: Rollout,
@@ -145,28 +188,25 @@ def batched_scores(
         UnsupportedModule: a selected parameter belongs to a module kind without a per-row rule.
     """
     wanted = {id(p) for p in params}
+    sink = _Sink(params, project if hasattr(project, "add_block") else None)
     rows = []
     for start in range(0, rollout.input_ids.shape[0], chunk):
         part = rollout.rows(slice(start, start + chunk))
         part = Rollout(
             part.input_ids, part.attention_mask, part.completion_mask, part.prompt_len, part.texts, part.truncated, 1
         )  # no shared prompt cache: each row's own forward
-        grads: dict[int, torch.Tensor] = {}
-        with _per_row_hooks(model, wanted, grads):
+        n = part.input_ids.shape[0]
+        sink.start(n)
+        with _per_row_hooks(model, wanted, sink.add, one_row_at_a_time=sink.sketch is not None):
             hidden = _completion_hidden(model, part)
             logits = model.get_output_embeddings()(hidden).float() / temperature
             logp = torch.log_softmax(logits, dim=-1).gather(-1, part.completion_ids.unsqueeze(-1)).squeeze(-1)
             (logp * part.completion_mask).sum().backward()
         model.zero_grad(set_to_none=True)
-        n = part.input_ids.shape[0]
-        blocks = [grads.pop(id(p)).reshape(n, -1) if id(p) in grads else torch.zeros(n, p.numel()) for p in params]
-        if hasattr(project, "add_block"):  # a count sketch, parameter by parameter: no (n, P) copy at all
-            out, offset = torch.zeros(n, project.dim, dtype=torch.float64), 0
-            for block in blocks:
-                project.add_block(out, block, offset)
-                offset += block.shape[1]
-            rows.append(out)
-        else:
-            flat = torch.cat(blocks, dim=1)
-            rows.append(project(flat) if project else flat.double())
+        if sink.out is not None:  # no (n, P) gradient ever held: at most one parameter's, of one row for a Linear
+            rows.append(sink.out)
+            continue
+        blocks = [sink.grads.pop(id(p)).reshape(n, -1) if id(p) in sink.grads else torch.zeros(n, p.numel()) for p in params]
+        flat = torch.cat(blocks, dim=1)
+        rows.append(project(flat) if project else flat.double())
     return torch.cat(rows)

@@ -188,3 +188,20 @@ def test_a_two_process_trl_sweep_trains_each_trial_on_two_processes_with_one_run
     (run,) = client.search_runs([sweep["mlflow"]["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
     assert run.data.params["world_size"] == "2" and run.data.params["trl.per_device_train_batch_size"] == "8"
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3, 4]  # rank 0 alone logs
+
+
+def test_answer_for_an_engine_trl_spec_over_http_trains_its_stages_with_trl(trl_stack):
+    """POST /v1/answers with engine trl: the answer's pilot and rungs are TRL trials on a Ray worker, within the
+    budget (a spec `groupscale answer` sends as is)."""
+    stack, data, model = trl_stack
+    body = _spec(data, model, name="trl-answer", answer={"budget": 2000})
+    r = stack.http.post("/v1/answers", json=body, timeout=90)
+    assert r.status_code == 201, r.text
+    deadline = time.monotonic() + 600
+    while (answer := stack.http.get(f"/v1/answers/{r.json()['id']}").json())["status"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, answer
+        time.sleep(1)
+    assert answer["status"] == "succeeded", answer
+    result = answer["result"]
+    assert 0 < result["cost"]["completions"] <= 2000 and result["stages"]["pilot"]["probes"], result
+    assert result["recommended_group_size"] in (2, 4)

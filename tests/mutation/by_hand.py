@@ -138,8 +138,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "count_sketch_unsigned",
         PROBE,
-        "self.sign = torch.randint(0, 2, (n_params,), generator=g).double() * 2 - 1",
-        "self.sign = torch.ones(n_params, dtype=torch.float64)",
+        "self.sign = torch.randint(0, 2, (n_params,), generator=g, dtype=torch.int8).mul_(2).sub_(1)",
+        "self.sign = torch.ones(n_params, dtype=torch.int8)",
         "a count sketch without random signs (all +1): inner products biased by the bucket collisions",
         (T_PROBE,),
     ),
