@@ -181,13 +181,13 @@ def run_trial(
             logger({"worker_starts": float(worker_starts)}, 0)
     monitor = _system_metrics(tracking_uri, run_id, resume) if logger is not None else None
     try:
-        train = lambda: run_measure(cfg, logger or (lambda m, s: None))  # noqa: E731
+        report = logger or (lambda m, s: None)
         if cfg.num_processes > 1:  # this process is rank 0; the others start in the trial's placement group
             from workers.ranks import run_with_ranks
 
-            result = run_with_ranks(cfg, train)
+            result = run_with_ranks(cfg, lambda: run_measure(cfg, report))
         else:
-            result = train()
+            result = run_measure(cfg, report)
     except BaseException:
         if logger is not None:
             logger.flush()  # best effort: the trial's own error is the one to report

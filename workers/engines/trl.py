@@ -77,8 +77,8 @@ def output_dir(cfg: TrialConfig) -> Path:
     if not cfg.checkpoint_dir:
         return Path(cfg.cache_dir) / "trl-unsaved"
     if storage.is_remote(cfg.checkpoint_dir):
-        rank = world()[0]
-        return storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir)).with_suffix(f".rank{rank}" if rank else "")
+        local, rank = storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir)), world()[0]
+        return local.with_name(f"{local.name}.rank{rank}") if rank else local
     return Path(cfg.checkpoint_dir)
 
 
