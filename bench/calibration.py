@@ -194,11 +194,15 @@ def grid_reference(spec: SweepSpec, trials: list[SimpleNamespace]) -> dict:
 # ---- the cheap methods ---------------------------------------------------------------------------------------------
 
 
-def cheap_methods(name: str, quick: bool, rep: int) -> dict:
-    """Every registered answer method and the two rules on task ``name`` at repetition ``rep`` (its own seeds)."""
+def cheap_methods(name: str, quick: bool, rep: int, budget_share: float | None = None) -> dict:
+    """Every registered answer method and the two rules on task ``name`` at repetition ``rep`` (its own seeds), at the
+    default budget or at ``budget_share`` of the grid."""
     from workers.answers import run_answer
 
     spec = task_spec(name, quick)
+    if budget_share is not None:
+        budget = max(1, int(budget_share * grid_cost(spec)))
+        spec = spec.model_copy(update={"answer": spec.answer.model_copy(update={"budget": budget})})
     spec = spec.model_copy(
         update={"seeds": [100 * (rep + 1) + s for s in spec.seeds], "probe": spec.probe.model_copy(update={"seed": rep})}
     )
@@ -346,6 +350,7 @@ def main() -> None:
     ap.add_argument("--half", choices=[*HALVES, "all"], default="dev")
     ap.add_argument("--tasks", nargs="*", default=None, help="these tasks only (default: every task of --half)")
     ap.add_argument("--grids-only", action="store_true", help="run (and cache) the grids, no cheap method")
+    ap.add_argument("--budget-share", type=float, default=None, help="the answers' budget as a share of the grid (default 1%%)")
     ap.add_argument("--data-dir", type=Path, default=ROOT / ".groupscale" / "calibration")
     ap.add_argument("--out", type=Path, default=None, help="write the tables into this Markdown file (docs/RESULTS.md)")
     args = ap.parse_args()
@@ -363,7 +368,11 @@ def main() -> None:
         return
     runs: dict[str, list] = {name: [] for name in names}
     with ProcessPoolExecutor(args.workers) as pool:
-        jobs = {(name, rep): pool.submit(cheap_methods, name, args.quick, rep) for name in names for rep in range(args.reps)}
+        jobs = {
+            (name, rep): pool.submit(cheap_methods, name, args.quick, rep, args.budget_share)
+            for name in names
+            for rep in range(args.reps)
+        }
         for (name, rep), job in jobs.items():
             runs[name].append(job.result())
             print(f"  {name} rep {rep}: " + ", ".join(f"{m} G = {runs[name][-1][m]['recommended']}" for m in METHODS), flush=True)
