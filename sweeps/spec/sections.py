@@ -102,6 +102,19 @@ class AnswerSpec(StrictModel):
     )
 
 
+PROCESS_LIMITS = {"cpus": (0.0, 256.0), "gpus": (0.0, 1.0)}  # a process's: CPUs more than 0, GPUs 0 or more
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _within(kind: str, per_process: float) -> bool:
+    """Whether a process's CPUs or GPUs lie within PROCESS_LIMITS (CPUs above 0, GPUs from 0)."""
+    lo, hi = PROCESS_LIMITS[kind]
+    return (per_process > lo or kind == "gpus" and per_process == lo) and per_process <= hi
+
+
 class ResourcesSpec(StrictModel):
     """What a trial asks Ray for: ``num_processes`` processes (accelerate's name for P: the ranks of one
     torch.distributed group, one Ray placement group of P bundles), each with ``cpus_per_process`` CPUs and
@@ -120,14 +133,17 @@ class ResourcesSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _per_process(cls, data: Any) -> Any:
-        """Fill the names not given from those given: per trial = P x per process."""
-        if not isinstance(data, dict) or not isinstance(data.get("num_processes", 1), int):
-            return data  # the fields' own validation says what is wrong
-        p, data = data.get("num_processes", 1), dict(data)
+        """Fill the name not given from the one given: per trial = P x per process. A value that is not a number, or
+        is out of its own bounds, is left to that field's error (nothing is derived from it)."""
+        p = data.get("num_processes", 1) if isinstance(data, dict) else None
+        if not _number(p) or not float(p).is_integer() or p < 1:
+            return data  # not a dict, or num_processes's own error
+        data = dict(data)
         for kind, default in (("cpus", 1.0), ("gpus", 0.0)):
-            trial, process = data.get(f"{kind}_per_trial"), data.get(f"{kind}_per_process")
-            if not all(v is None or isinstance(v, int | float) and not isinstance(v, bool) for v in (trial, process)):
-                continue  # a wrong type is the field's error
+            given = {k: data[k] for k in (f"{kind}_per_trial", f"{kind}_per_process") if k in data}
+            if not all(_number(v) for v in given.values()):
+                continue  # a null or a wrong type is the field's error
+            trial, process = given.get(f"{kind}_per_trial"), given.get(f"{kind}_per_process")
             if trial is not None and process is not None:
                 if abs(trial - p * process) > 1e-9 * max(1.0, abs(trial)):
                     raise ValueError(
@@ -137,10 +153,17 @@ class ResourcesSpec(StrictModel):
                     )
                 continue
             process = (default if trial is None else trial / p) if process is None else process
-            if kind == "gpus" and process > 1:
-                continue  # the field given says it is too many (gpus_per_trial's or gpus_per_process's own check)
-            data[f"{kind}_per_process"], data[f"{kind}_per_trial"] = float(process), float(p * process)
+            if _within(kind, process):
+                data[f"{kind}_per_process"], data[f"{kind}_per_trial"] = float(process), float(p * process)
         return data
+
+    @field_validator("cpus_per_trial")
+    @classmethod
+    def _cpus_each(cls, v: float, info: ValidationInfo) -> float:
+        p = info.data.get("num_processes", 1)
+        if v > p * PROCESS_LIMITS["cpus"][1]:
+            raise ValueError(f"cpus_per_trial={v:g}: allowed: more than 0 to {p * PROCESS_LIMITS['cpus'][1]:g} (256 a process)")
+        return v
 
     @field_validator("gpus_per_trial")
     @classmethod
