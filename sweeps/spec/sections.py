@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -105,7 +105,7 @@ class AnswerSpec(StrictModel):
 PROCESS_LIMITS = {"cpus": (0.0, 256.0), "gpus": (0.0, 1.0)}  # a process's: CPUs more than 0, GPUs 0 or more
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
@@ -135,9 +135,11 @@ class ResourcesSpec(StrictModel):
     def _per_process(cls, data: Any) -> Any:
         """Fill the name not given from the one given: per trial = P x per process. A value that is not a number, or
         is out of its own bounds, is left to that field's error (nothing is derived from it)."""
-        p = data.get("num_processes", 1) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return data
+        p = data.get("num_processes", 1)
         if not _number(p) or not float(p).is_integer() or p < 1:
-            return data  # not a dict, or num_processes's own error
+            return data  # num_processes's own error
         data = dict(data)
         for kind, default in (("cpus", 1.0), ("gpus", 0.0)):
             given = {k: data[k] for k in (f"{kind}_per_trial", f"{kind}_per_process") if k in data}
