@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
+from sweeps.spec.sections import MAX_PROCESSES
 from sweeps.trl_steps import StepStructure, recipe_structure
 
 # TRL 1.16's GRPOConfig defaults of the objective's settings (tests/sweeps/test_recipes.py holds them to the installed
@@ -97,6 +98,17 @@ def _steps(config: dict[str, Any]) -> int | None:
     return value if value > 0 else None
 
 
+def _check_processes(group_sizes: list[int], budget: int, num_processes: int) -> None:
+    """What resources.num_processes would refuse, said by from-trl (its spec could not be submitted otherwise): each
+    process trains whole groups (B / G >= num_processes). Raises ValueError."""
+    few = [g for g in group_sizes if budget // g < num_processes]
+    if few:
+        raise ValueError(
+            f"group sizes {few} give fewer groups than the {num_processes} processes at B = {budget}: each process trains "
+            f"whole groups; allowed: G up to {budget // num_processes}"
+        )
+
+
 def spec_from_trl(
     config: dict[str, Any],
     group_sizes: list[int],
@@ -126,11 +138,11 @@ def spec_from_trl(
     """
     if engine not in TARGETS:
         raise ValueError(f"--engine: {engine!r}; allowed: {', '.join(TARGETS)}")
-    if num_processes < 1:
-        raise ValueError(f"--num-processes: {num_processes}; allowed: 1 or more")
     recipe_processes = trl_value(config.get("num_processes"))
     if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
         num_processes = recipe_processes  # `trl grpo --config` passes num_processes to accelerate
+    if not 1 <= num_processes <= MAX_PROCESSES:
+        raise ValueError(f"--num-processes: {num_processes}; allowed: 1 to {MAX_PROCESSES} (resources.num_processes)")
     from_recipe = model is None
     model = model or config.get("model_name_or_path")
     if not model:
@@ -149,6 +161,7 @@ def spec_from_trl(
             + (", ".join(map(str, allowed)) if allowed else "none (no group of 2 or more fits); raise "
                "per_device_train_batch_size to the largest G at least (Unsloth does so itself) or set generation_batch_size")
         )  # fmt: skip
+    _check_processes(group_sizes, budget, num_processes)
     spec: dict[str, Any] = {
         "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
         "engine": engine,
@@ -163,9 +176,8 @@ def spec_from_trl(
         "samples_per_step": [budget],
         "seeds": list(range(seeds)),
         "steps": steps or _steps(config) or 200,
+        **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),  # trials on the recipe's processes
     }
-    if num_processes > 1:  # each trial trains on the recipe's processes (GPUs, as for one: resources.gpus_per_process)
-        spec["resources"] = {"num_processes": num_processes}
     notes = translate(config, spec, structure, grpo_fields)
     notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
     if from_recipe and not Path(str(model)).expanduser().is_dir():

@@ -131,9 +131,17 @@ def spec_from_trl_command(
     if accelerate_config is not None:
         if num_processes is not None:
             _fail("--num-processes and --accelerate-config: give one of them", 2)
-        processes = _yaml_mapping(accelerate_config, "--accelerate-config").get("num_processes", 1)
+        accelerate = _yaml_mapping(accelerate_config, "--accelerate-config")
+        processes = accelerate.get("num_processes", 1)
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             _fail(f"--accelerate-config: num_processes {processes!r} is not a whole number >= 1", 2)
+        sharded = str(accelerate.get("distributed_type", "")).upper()
+        if sharded in ("FSDP", "DEEPSPEED"):  # the trials run DDP: said, not silently dropped
+            err.print(
+                f"not applied: --accelerate-config distributed_type {sharded}; each trial's processes run DDP",
+                highlight=False,
+                soft_wrap=True,
+            )
     fields = _grpo_config_fields() if engine is Engine.trl else None
     try:
         spec, notes = spec_from_trl(

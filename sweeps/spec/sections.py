@@ -102,6 +102,7 @@ class AnswerSpec(StrictModel):
     )
 
 
+MAX_PROCESSES = 512
 PROCESS_LIMITS = {"cpus": (0.0, 256.0), "gpus": (0.0, 1.0)}  # a process's: CPUs more than 0, GPUs 0 or more
 
 
@@ -109,10 +110,16 @@ def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def _ray_amount(v: float) -> bool:
+    """Whether Ray takes ``v`` as a CPU or GPU amount: a multiple of 0.0001 (it refuses a finer one when the actor is
+    made, which would fail every launch of the trial)."""
+    return abs(v * 10_000 - round(v * 10_000)) <= 1e-6
+
+
 def _within(kind: str, per_process: float) -> bool:
-    """Whether a process's CPUs or GPUs lie within PROCESS_LIMITS (CPUs above 0, GPUs from 0)."""
+    """Whether a process's CPUs or GPUs lie within PROCESS_LIMITS (CPUs above 0, GPUs from 0) in Ray's steps."""
     lo, hi = PROCESS_LIMITS[kind]
-    return (per_process > lo or kind == "gpus" and per_process == lo) and per_process <= hi
+    return (per_process > lo or kind == "gpus" and per_process == lo) and per_process <= hi and _ray_amount(per_process)
 
 
 class ResourcesSpec(StrictModel):
@@ -123,7 +130,7 @@ class ResourcesSpec(StrictModel):
     the other is derived (a process's default: 1 CPU, no GPU)."""
 
     num_processes: int = Field(
-        1, ge=1, le=512, description="processes of one trial (torch.distributed ranks; groups are split over them whole)"
+        1, ge=1, le=MAX_PROCESSES, description="processes of one trial (torch.distributed ranks; groups are split whole)"
     )
     gpus_per_trial: float = Field(0, ge=0, le=512, description="the trial's GPUs: num_processes x gpus_per_process")
     cpus_per_trial: float = Field(1, gt=0, le=512 * 256, description="the trial's CPUs: num_processes x cpus_per_process")
@@ -138,8 +145,8 @@ class ResourcesSpec(StrictModel):
         if not isinstance(data, dict):
             return data
         p = data.get("num_processes", 1)
-        if not _number(p) or not float(p).is_integer() or p < 1:
-            return data  # num_processes's own error
+        if not _number(p) or not float(p).is_integer() or not 1 <= p <= MAX_PROCESSES:
+            return data  # num_processes's own error (nothing is derived from it)
         data = dict(data)
         for kind, default in (("cpus", 1.0), ("gpus", 0.0)):
             given = {k: data[k] for k in (f"{kind}_per_trial", f"{kind}_per_process") if k in data}
@@ -159,12 +166,19 @@ class ResourcesSpec(StrictModel):
                 data[f"{kind}_per_process"], data[f"{kind}_per_trial"] = float(process), float(p * process)
         return data
 
-    @field_validator("cpus_per_trial")
+    @field_validator("cpus_per_trial", "gpus_per_trial")
     @classmethod
-    def _cpus_each(cls, v: float, info: ValidationInfo) -> float:
-        p = info.data.get("num_processes", 1)
-        if v > p * PROCESS_LIMITS["cpus"][1]:
+    def _shares(cls, v: float, info: ValidationInfo) -> float:
+        if "num_processes" not in info.data:
+            return v  # num_processes's own error is the one to read
+        p = info.data["num_processes"]
+        if info.field_name == "cpus_per_trial" and v > p * PROCESS_LIMITS["cpus"][1]:
             raise ValueError(f"cpus_per_trial={v:g}: allowed: more than 0 to {p * PROCESS_LIMITS['cpus'][1]:g} (256 a process)")
+        if not _ray_amount(v / p):
+            raise ValueError(
+                f"{info.field_name}={v:g} over num_processes={p} is {v / p:.6g} a process: Ray counts CPUs and GPUs in "
+                "steps of 0.0001; allowed: multiples of 0.0001 a process"
+            )
         return v
 
     @field_validator("gpus_per_trial")
@@ -183,6 +197,13 @@ class ResourcesSpec(StrictModel):
     def _one_gpu(cls, v: float) -> float:
         if v > 1:
             raise ValueError(f"gpus_per_process={v:g}: a process uses one GPU; allowed: 0 to 1 (num_processes for more)")
+        return v
+
+    @field_validator("gpus_per_process", "cpus_per_process")
+    @classmethod
+    def _ray_precision(cls, v: float, info: ValidationInfo) -> float:
+        if not _ray_amount(v):
+            raise ValueError(f"{info.field_name}={v:.6g}: Ray counts CPUs and GPUs in steps of 0.0001; allowed: their multiples")
         return v
 
 

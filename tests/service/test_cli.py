@@ -224,6 +224,19 @@ def test_spec_from_trl_reads_the_processes_from_an_accelerate_config(tmp_path):
     both = ["--num-processes", "2", "--accelerate-config", str(tmp_path / "acc.yaml")]
     r = runner.invoke(app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", *both])
     assert r.exit_code == 2 and "give one of them" in r.output
+    assert yaml.safe_load(
+        runner.invoke(app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", "--num-processes", "2"]).stdout
+    )["resources"] == {"num_processes": 2}  # each trial trains on the recipe's processes
+    (tmp_path / "fsdp.yaml").write_text("distributed_type: FSDP\nnum_processes: 2\n")
+    r = runner.invoke(
+        app, ["spec", "from-trl", str(recipe), "--group-sizes", "8", "--accelerate-config", str(tmp_path / "fsdp.yaml")]
+    )
+    assert (
+        r.exit_code == 0 and "not applied: --accelerate-config distributed_type FSDP; each trial's processes run DDP" in r.stderr
+    )
+    for processes, says in (("513", "allowed: 1 to 512"), ("4", "give fewer groups than the 4 processes at B = 64")):
+        r = runner.invoke(app, ["spec", "from-trl", str(recipe), "--group-sizes", "8,32", "--num-processes", processes])
+        assert r.exit_code == 2 and says in r.output, r.output  # the spec it would print could not be submitted
 
 
 def test_law_fit_gives_a_kinked_tables_best_g_with_evidence_empirical(tmp_path):

@@ -54,6 +54,11 @@ def test_processes_that_disagree_or_outnumber_the_groups_are_refused_naming_what
     assert err["loc"] == ("resources",)  # G=8 at B=16: 2 groups for 4 processes
     assert "G=8 at B=16 gives 2 groups" in err["msg"] and "allowed at B=16: G in [2, 4]" in err["msg"]
     assert SweepSpec.model_validate(spec(group_sizes=[2, 4], samples_per_step=[16], resources={"num_processes": 4}))
+    # Ray refuses amounts finer than 0.0001 when the actor is made (every launch failed): said at the field given
+    (err,) = errors(spec(resources={"num_processes": 4, "cpus_per_trial": 1e-7}))
+    assert err["loc"] == ("resources", "cpus_per_trial") and "steps of 0.0001" in err["msg"]
+    (err,) = errors(spec(resources={"num_processes": 513}))  # only its own error: nothing derived from it
+    assert err["loc"] == ("resources", "num_processes")
 
 
 @pytest.mark.parametrize(
