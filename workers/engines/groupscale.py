@@ -309,8 +309,8 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             report.flush()
             state["step"] = step
             rngs = all_gather(torch.get_rng_state())  # each rank's sampling RNG (the model and optimizer are the same)
-            saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rng": rngs[0], "torch_rngs": rngs}
             if lead:
+                saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rngs": rngs}
                 save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
     return _finish(cfg, report, task, policy, state)
 
@@ -330,8 +330,8 @@ def _start(
         return {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
     load_trainable_state(policy.module, ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
-    rngs = ckpt.get("torch_rngs", [ckpt["torch_rng"]])
-    torch.set_rng_state(rngs[rank] if len(rngs) == world_size else ckpt["torch_rng"])  # other processes: a new split
+    rngs = ckpt["torch_rngs"] if "torch_rngs" in ckpt else [ckpt["torch_rng"]]  # one state: a checkpoint of before
+    torch.set_rng_state(rngs[rank] if len(rngs) == world_size else rngs[0])  # other processes: a new split
     rng.bit_generator.state = ckpt["numpy_rng"]
     report({"resumed_from_step": float(ckpt["step"])}, ckpt["step"])
     return {
