@@ -158,19 +158,3 @@ def sample_batch(
     return Batch(
         problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
     )
-
-
-def shard(batch: Batch, rank: int, world_size: int) -> Batch:
-    """The part of a step's batch (N groups of G, advantages already computed on all of it) that ``rank`` trains on."""
-    groups = rank_groups(len(batch.problems), rank, world_size)
-    g = batch.rewards.shape[1]
-    rows = slice(groups.start * g, groups.stop * g)
-    return Batch(
-        problems=batch.problems[groups],
-        rollout=batch.rollout.rows(rows),
-        rewards=batch.rewards[groups],
-        advantages=batch.advantages[rows],
-        seconds_generate=batch.seconds_generate,
-        seconds_score=batch.seconds_score,
-        reward_metrics=dict(batch.reward_metrics),
-    )

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.ports import free_port
-from workers.batch import sample_batch, setup, shard
+from workers.batch import Batch, sample_batch, setup
 from workers.config import TrialConfig
 from workers.distributed import rank_groups
 from workers.engines.groupscale import grpo_update, make_optimizer
@@ -27,6 +27,23 @@ def test_groups_are_split_whole_as_evenly_as_possible():
     assert rank_groups(4, 0, 1) == slice(0, 4)
     with pytest.raises(ValueError, match="3 groups \\(B / G\\) cannot be split over 4 processes"):
         rank_groups(3, 0, 4)
+
+
+def shard(batch: Batch, rank: int, world_size: int) -> Batch:
+    """The part of a whole step's batch (N groups of G, advantages computed on all of it, as one process samples it)
+    that ``rank`` trains on: both layouts then train on the same batch."""
+    groups = rank_groups(len(batch.problems), rank, world_size)
+    g = batch.rewards.shape[1]
+    rows = slice(groups.start * g, groups.stop * g)
+    return Batch(
+        problems=batch.problems[groups],
+        rollout=batch.rollout.rows(rows),
+        rewards=batch.rewards[groups],
+        advantages=batch.advantages[rows],
+        seconds_generate=batch.seconds_generate,
+        seconds_score=batch.seconds_score,
+        reward_metrics=dict(batch.reward_metrics),
+    )
 
 
 def _one_step(rank: int, world_size: int, port: int, config: dict, out: str) -> None:
