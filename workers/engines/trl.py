@@ -36,7 +36,7 @@ from workers import storage
 from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.config import TrialConfig
-from workers.distributed import accelerate_env, all_gather, first_failure, world
+from workers.distributed import accelerate_env, all_gather, world
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
@@ -175,20 +175,21 @@ class TrlRewards:
         rows, g = kwargs[ROW], self.args.num_generations
         problems = [self.problems[i] for i in rows]
         texts = [text_of(c) for c in completions]
-        own = None
+        own, per_term = None, {}
         try:
             per_term = self._score(problems, texts, completion_ids, kwargs)
         except RewardError as e:
             own = e
-        agreed = first_failure(None if own is None else str(own))
+        # one exchange a generation: each rank's failure (or None), rows and values
+        shares = all_gather((None if own is None else str(own), list(rows), [per_term.get(key) for key in self.keys]))
         if own is not None:
             raise own
+        agreed = next((failure for failure, _, _ in shares if failure is not None), None)
         if agreed is not None:
             raise RewardError(agreed)
-        shares = all_gather((list(rows), [per_term[key] for key in self.keys]))
-        rows = [r for share, _ in shares for r in share]
+        rows = [r for _, share, _ in shares for r in share]
         assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
-        values = [np.concatenate([share[i] for _, share in shares]) for i in range(len(self.keys))]
+        values = [np.concatenate([share[i] for _, _, share in shares]) for i in range(len(self.keys))]
         self.generations += 1
         self.silent += silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
         return per_term
