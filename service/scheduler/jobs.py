@@ -199,8 +199,7 @@ class TrialJob:
         checkpoint on another worker, until the trial's own worker starts exceed GROUPSCALE_TRIAL_RETRIES."""
         with ctx.store.read() as s:
             spec = ctx.store.spec(s.get(Trial, work.id).sweep)
-            # a trial of several processes holds a placement group of its own; vLLM's GPU memory is not given back
-            fresh = spec.resources.num_processes > 1 or get_engine(spec.engine).one_process_per_trial(spec)
+            fresh = get_engine(spec.engine).one_process_per_trial(spec)
         if outcome.died or fresh:  # gone for good (Ray's restarts used up), or vLLM's GPU memory: never reused
             ctx.backend.kill_trial(trial_actor_name(work.id))
         else:

@@ -266,9 +266,12 @@ class RayBackend:
             self._new_worker(cpus, gpus)
 
     def release_trial(self, name: str) -> None:
-        """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape."""
-        for w in self._workers.values():
-            if w.trial == name:
+        """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape; the rank 0 of a
+        trial of several processes is stopped instead, with its placement group (a trial's own)."""
+        for worker_name, w in list(self._workers.items()):
+            if w.trial == name and w.processes > 1:
+                self._kill_worker(worker_name)
+            elif w.trial == name:
                 w.trial, w.idle_since = None, time.monotonic()
 
     @outside_transaction

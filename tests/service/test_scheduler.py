@@ -93,7 +93,7 @@ class FakeBackend:
     def release_trial(self, name):
         handle = self.alive.pop(name, None)
         self.released.append(name)
-        if handle is not None:
+        if handle is not None and self.work[handle].processes == 1:  # several: stopped with its placement group
             self.idle.append([self.work[handle].cpus, self.work[handle].gpus, self.now])
 
     def prewarm(self, n, cpus, gpus):
@@ -848,10 +848,11 @@ def test_a_trial_of_two_processes_holds_both_and_starts_a_placement_group_of_its
     (h,) = backend.running()
     assert (backend.work[h].cpus, backend.work[h].processes) == (2.0, 2)  # 1 CPU for each of 2 processes
     assert statuses(store, sid).count(TrialStatus.RUNNING) == 1 and backend.reused == 0
+    warm = list(backend.idle)
     backend.finish(h)
     tick(sched, 2)
     assert statuses(store, sid).count(TrialStatus.SUCCEEDED) == 1 and statuses(store, sid).count(TrialStatus.RUNNING) == 1
-    assert backend.work[h].name not in backend.released  # not kept warm: killed with its placement group
+    assert backend.idle == warm  # not kept warm: stopped with its placement group
 
 
 def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(env):
@@ -925,3 +926,17 @@ def test_a_cancelled_trial_loses_its_waiting_reason_and_a_failure_keeps_its_own(
         store_reasons(s, {s.get(Sweep, sid).trials[0].id: None})
     with store.read() as s:
         assert s.get(Sweep, sid).trials[0].reason == "the worker died 3 times"
+
+
+def test_the_ray_backend_stops_a_several_process_trials_worker_when_it_is_released(tmp_path, monkeypatch):
+    """A one-process trial's worker stays warm; a several-process trial's (rank 0, in a placement group of its own) is
+    stopped with its group (Ray's calls themselves are the backend's e2e tests')."""
+    from service.scheduler.ray_backend import RayBackend, _Worker
+
+    backend = RayBackend(Settings(data_dir=tmp_path))
+    killed: list[str] = []
+    monkeypatch.setattr(backend, "_kill_worker", lambda name: killed.append(name) or backend._workers.pop(name))
+    backend._workers = {"one": _Worker(None, 1.0, 0.0, 1, "trial-a"), "two": _Worker(None, 1.0, 0.0, 2, "trial-b")}
+    backend.release_trial("trial-a")
+    backend.release_trial("trial-b")
+    assert killed == ["two"] and backend._workers["one"].trial is None
