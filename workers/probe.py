@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from sweeps import allocation
+from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
@@ -88,6 +90,40 @@ def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> Variance
     cross_pairs = counts.sum() ** 2 - (counts**2).sum()
     cross = (counts @ gram @ counts - (counts**2 * np.diag(gram)).sum()) / max(cross_pairs, 1.0)
     return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
+
+
+def prompt_components(
+    stats: list[PromptStats], keys: list[str], rewards: np.ndarray, idx: np.ndarray | None = None
+) -> tuple[PromptComponents, np.ndarray]:
+    """The per-prompt law's terms (sweeps.allocation) from K probed prompts (or a bootstrap resample ``idx``): the
+    draws of one prompt (same ``keys[k]``) pooled, their unbiased estimates averaged and weighted by their count;
+    sigma2_x = 4 zeta1_x, kappa_x = 2 zeta2_x - 4 zeta1_x, the pass rate the mean of ``rewards`` (K, M); tau2 as
+    ``combine``. Returns the components and (distinct prompts,) the completions behind each pass rate."""
+    idx = np.arange(len(stats)) if idx is None else idx
+    pooled: dict[str, list[int]] = {}
+    for i in idx:
+        pooled.setdefault(keys[i], []).append(int(i))
+    rows = list(pooled.values())
+    z1 = [np.mean([stats[i].zeta1 for i in r]) for r in rows]
+    z2 = [np.mean([stats[i].zeta2 for i in r]) for r in rows]
+    components = PromptComponents.of(
+        combine(stats, idx).tau2,
+        4 * np.array(z1),
+        2 * np.array(z2) - 4 * np.array(z1),
+        np.array([rewards[r].mean() for r in rows]),
+        np.array([len(r) for r in rows], np.float64),
+    )
+    return components, np.array([rewards[r].size for r in rows], np.float64)
+
+
+def per_prompt(stats: list[PromptStats], keys: list[str], rewards: np.ndarray, n_boot: int, seed: int) -> dict:
+    """The probe's ``per_prompt`` block (sweeps.allocation.summary): what per-prompt G would save at this policy,
+    its interval from ``n_boot`` resamples of the K prompts (numpy Generator ``seed``)."""
+    rng = np.random.default_rng([seed, 1])
+    k = len(stats)
+    resamples = [prompt_components(stats, keys, rewards, rng.integers(0, k, k))[0] for _ in range(n_boot)]
+    components, completions = prompt_components(stats, keys, rewards)
+    return allocation.summary(components, resamples, completions)
 
 
 def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
@@ -251,6 +287,7 @@ def probe_policy(
         "n_parameters": n_params,
         "reward_mean": float(rewards.mean()),
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
+        "per_prompt": per_prompt(stats, [p.key for p in problems], rewards, n_boot, seed),
         "seconds": time.perf_counter() - start,
         "message": (
             f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2): use G = {rec} (the interval covers the probe's "

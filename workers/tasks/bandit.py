@@ -21,24 +21,25 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
 from workers.models.tabular import TabularPolicy
 from workers.tasks.base import Problem
 
 
-def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> VarianceComponents:
-    """Enumerate tau2, sigma2, kappa for the softmax policy ``logits`` (M, K) and success rates p (M, K)."""
+def exact_prompt_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> PromptComponents:
+    """Enumerate tau2 and each context's sigma2_x, kappa_x and pass rate V(x) for the softmax policy ``logits``
+    (M, K) and success rates p (M, K); contexts are uniform (sweeps.allocation: the per-prompt law)."""
     m, k = logits.shape
     z = logits / temperature
     pi = np.exp(z - z.max(axis=1, keepdims=True))
     pi /= pi.sum(axis=1, keepdims=True)
     grads = np.zeros((m, k))
-    sigma2 = np.zeros(m)
-    kappa = np.zeros(m)
+    sigma2, kappa, value = np.zeros(m), np.zeros(m), np.zeros(m)
     off_diag = 1.0 - np.eye(k)
     for x in range(m):
         pa, px = pi[x], p[x]
-        v = pa @ px
+        v = value[x] = pa @ px
         s = (np.eye(k) - pa) / temperature  # row a: score of arm a
         g = (pa * px) @ s
         s_norm2 = (s**2).sum(axis=1)
@@ -51,7 +52,13 @@ def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0
         grads[x] = g
     # g_x is embedded in row x of an (M, K) parameter, so rows of different contexts are orthogonal.
     tau2 = (grads**2).sum(axis=1).mean() - ((grads / m) ** 2).sum()
-    return VarianceComponents(tau2=float(tau2), sigma2=float(sigma2.mean()), kappa=float(kappa.mean()))
+    return PromptComponents.of(tau2, sigma2, kappa, value)
+
+
+def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> VarianceComponents:
+    """Enumerate tau2, sigma2, kappa for the softmax policy ``logits`` (M, K) and success rates p (M, K)."""
+    c = exact_prompt_components(logits, p, temperature)
+    return VarianceComponents(tau2=c.tau2, sigma2=float(c.weight @ c.sigma2), kappa=float(c.weight @ c.kappa))
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ class BanditTask:
 
     def exact_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> VarianceComponents:
         return exact_components(self.initial_logits if logits is None else logits, self._tables[1], temperature)
+
+    def exact_prompt_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> PromptComponents:
+        """Each context's terms of the law at ``logits`` (default: the starting policy's): the per-prompt check."""
+        return exact_prompt_components(self.initial_logits if logits is None else logits, self._tables[1], temperature)
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
         return [Problem(str(int(x)), "") for x in rng.integers(0, self.contexts, size=n)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +23,11 @@ class Problem:
     prompt: str | list[dict[str, Any]]
     answer: str
     columns: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> str:
+        """The problem's identity as text (its prompt and answer): draws of one problem share it."""
+        return json.dumps([self.prompt, self.answer], sort_keys=True, default=str)
 
 
 class Task(Protocol):
