@@ -133,6 +133,24 @@ class Stages:
         self._bar.update(self._task, description=described, completed=done, total=total, unit=unit)
 
 
+def print_per_prompt(block: dict | None) -> None:
+    """One line of what per-prompt G would save (a probe's or an answer's ``per_prompt``) and the pass-rate table."""
+    if not block:
+        return
+    if block.get("mse_ratio") is None:
+        out.print(f"per-prompt G: not estimated ({block.get('reason', 'no ratio')})", highlight=False)
+        return
+    ci = block.get("mse_ratio_ci95") or [None, None]
+    table = ", ".join(f"pass rate {b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']}" for b in block["buckets"])
+    out.print(
+        f"per-prompt G: gradient MSE x {_fmt(block['mse_ratio'])} of the best uniform G's (95% CI [{_fmt(ci[0])}, "
+        f"{_fmt(ci[1])}]); sGPO's 1/p rule x {_fmt(block['sgpo_mse_ratio'])}; by pass rate ({table}) "
+        f"x {_fmt(block['bucket_mse_ratio'])}. {block['message']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def print_answer(answer: dict) -> None:
     """Human summary of `groupscale answer` (sweeps.answer.Answer's JSON); its last line is the answer in words."""
     out.print(f"method: {answer.get('method', 'staged')}", highlight=False)
@@ -153,6 +171,7 @@ def print_answer(answer: dict) -> None:
                 f"(95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}])",
                 highlight=False,
             )
+    print_per_prompt(answer.get("per_prompt"))
     cost = answer["cost"]
     share = f" ({cost['fraction_of_grid']:.2%} of the grid's {cost['grid_completions']})" if cost.get("fraction_of_grid") else ""
     out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)

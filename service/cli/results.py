@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
-from service.cli.render import Stages, print_answer, print_fit
+from service.cli.render import Stages, print_answer, print_fit, print_per_prompt
 from service.client import Client
 from sweeps.finite import finite_or_none
 from sweeps.verdict import verdict
@@ -265,6 +265,7 @@ def probe(
             f"exact: tau2 = {_fmt(ex['tau2'])}, sigma2 = {_fmt(ex['sigma2'])}, kappa = {_fmt(ex['kappa'])}, "
             f"G* = {_fmt(ex['g_star'])}"
         )
+    print_per_prompt(result.get("per_prompt"))
     out.print(result["message"], highlight=False)
     return None
 

@@ -223,6 +223,7 @@ def combine(
         "g_matters": g_matters,
         "g_matters_reason": matters,
         "passrate": passrate,
+        "per_prompt": (probe or {}).get("per_prompt"),
         "interval_pieces": [Piece(source=sp.label, ci95=[sp.lo, sp.hi if math.isfinite(sp.hi) else None]) for sp in spans],
         "cost": Cost(
             completions=spent,

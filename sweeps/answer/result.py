@@ -76,4 +76,9 @@ class Answer(BaseModel):
     interval_pieces: list[Piece] = Field(default_factory=list)
     cost: Cost
     stages: dict[str, Any] = Field(default_factory=dict, description="plan, probe, pilot, halving, first_rung_fit: as measured")
+    per_prompt: dict[str, Any] | None = Field(
+        None,
+        description="what per-prompt G would save at the probed policy (the probe's per_prompt: mse_ratio, mse_ratio_ci95, "
+        "sgpo_mse_ratio, bucket_mse_ratio, buckets; THEORY.md 'Per-prompt G'); null without a probe",
+    )
     message: str = ""

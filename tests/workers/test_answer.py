@@ -51,6 +51,8 @@ def test_it_covers_the_bandit_check_instance_within_its_default_budget(tmp_path,
     assert 0 < sampled["n"] <= out["cost"]["completions"] <= out["cost"]["budget"]
     assert out["cost"]["budget"] == round(0.01 * out["cost"]["grid_completions"])  # 1% of the grid by default
     assert out["regret_g8"]["value"] > 0  # G = 8 has a larger gradient MSE than G = 4 here
+    per_prompt = out["per_prompt"]  # the start probe's: the bandit's exact per-context ratio is 0.993
+    assert per_prompt == out["stages"]["probe"]["per_prompt"] and per_prompt["mse_ratio"] == pytest.approx(0.993, rel=0.10)
 
 
 def test_it_says_g_barely_matters_when_the_gap_does_not_depend_on_g(tmp_path):
