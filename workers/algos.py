@@ -14,6 +14,7 @@ Sources:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -117,8 +118,38 @@ def compute_advantages(rewards: torch.Tensor, estimator: str, values: torch.Tens
     return ADVANTAGES[estimator](rewards)
 
 
-def zero_variance_group_fraction(rewards: torch.Tensor) -> float:
-    """Share of prompts whose G rewards are all equal (no learning signal). rewards: (N, G)."""
+def per_prompt_advantages(
+    rewards: torch.Tensor, sizes: list[int], estimator: str, values: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Advantages of groups of different sizes, each weighted so that every prompt counts 1/N (THEORY.md "Per-prompt
+    G": a mean over the S completions would weight prompt x by G_x / (N m)).
+
+    Args:
+        rewards: (S,) the groups' rewards in order, group x holding ``sizes[x]`` rows (S = sum of sizes).
+        sizes: (N,) each group's G_x (>= 2).
+        estimator, values: as compute_advantages (values: (N,) for oracle).
+    Returns:
+        (S,) each group's advantages (compute_advantages on its own G) times m / G_x, m = S / N.
+    Raises:
+        ValueError: the sizes do not sum to S; as compute_advantages.
+    """
+    bounds = [0, *itertools.accumulate(sizes)]
+    if bounds[-1] != rewards.shape[0]:
+        raise ValueError(f"the groups' sizes sum to {bounds[-1]}, the rewards are {rewards.shape[0]}")
+    out = torch.empty_like(rewards)
+    mean_size = rewards.shape[0] / len(sizes)
+    for g in sorted(set(sizes)):  # groups of one size together: (n_g, g)
+        which = [i for i, s in enumerate(sizes) if s == g]
+        rows = torch.cat([torch.arange(bounds[i], bounds[i + 1]) for i in which])
+        adv = compute_advantages(rewards[rows].view(len(which), g), estimator, None if values is None else values[which])
+        out[rows] = adv.reshape(-1) * (mean_size / g)
+    return out
+
+
+def zero_variance_group_fraction(rewards: torch.Tensor | list[torch.Tensor]) -> float:
+    """Share of prompts whose G rewards are all equal (no learning signal). rewards: (N, G), or N groups (G_x,)."""
+    if isinstance(rewards, list):
+        return sum(float(r.max() - r.min()) <= STD_FLOOR for r in rewards) / max(len(rewards), 1)
     _check_groups(rewards)
     return float((rewards.max(dim=1).values - rewards.min(dim=1).values <= STD_FLOOR).float().mean())
 

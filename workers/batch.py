@@ -18,6 +18,7 @@ from workers.distributed import all_rows, rank_groups, world
 from workers.models.base import Policy
 from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
+from workers.per_prompt import PerPromptG
 from workers.progress import Report, say
 from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
@@ -64,11 +65,18 @@ class Batch:
 
     problems: list[Problem]  # (N,)
     rollout: Rollout  # S = B completions
-    rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale)
+    rewards: torch.Tensor  # (N, G) float32, as the task gives them (before reward_scale); (S,) with group_sizes
     advantages: torch.Tensor  # (B,) float32, of the scaled rewards
     seconds_generate: float = 0.0  # sampling the completions
     seconds_score: float = 0.0  # rewards, values and advantages
     reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
+    group_sizes: list[int] | None = None  # (N,) each group's G under grpo.allocation per_prompt; None: every one G
+
+    def reward_groups(self) -> list[torch.Tensor]:
+        """(N,) each group's rewards, (G_x,) float32."""
+        if self.group_sizes is None:
+            return list(self.rewards)
+        return list(torch.split(self.rewards, self.group_sizes))
 
 
 def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
@@ -103,8 +111,12 @@ def sample_batch(
     rng: np.random.Generator,
     step: int = 1,
     log_history: list[dict] | None = None,
+    allocation: PerPromptG | None = None,
 ) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
+
+    With ``allocation`` (grpo.allocation per_prompt, one process) each prompt gets its own G (workers.per_prompt),
+    B completions in all, and the advantages weight every prompt 1/N (algos.per_prompt_advantages).
 
     On several processes (workers.distributed) each rank samples and scores its share of the N groups (its
     ``rank_groups``) and the batch holds those; advantages are computed on the step's N groups (rewards gathered).
@@ -117,31 +129,33 @@ def sample_batch(
         workers.rewards.RewardError: a reward function failed.
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
-    n, g = cfg.prompts_per_step, cfg.group_size
     rank, world_size = world()
-    problems = task.sample_train(n, rng)  # every rank draws the step's N prompts: the prompt RNG stays equal on all
-    mine = rank_groups(n, rank, world_size)  # this rank's groups (all of them on one process)
+    if allocation is None:  # N = B / G prompts, every rank draws them (the prompt RNG stays equal on all)
+        mine = rank_groups(cfg.prompts_per_step, rank, world_size)  # this rank's groups (all of them on one process)
+        problems = task.sample_train(cfg.prompts_per_step, rng)[mine]
+        sizes = [cfg.group_size] * len(problems)
+    else:  # one process (sweeps.spec): prompts drawn until their G fill B
+        problems, sizes = allocation.layout(task.sample_train(cfg.samples_per_step // 2, rng), cfg.samples_per_step)
     # a rank's own draws (a stochastic task's rewards) come from a generator of its own, so the shared one stays shared
     draws = rng if world_size == 1 else np.random.default_rng([cfg.seed, step, rank])
-    problems = problems[mine]
-    expanded = [p for p in problems for _ in range(g)]
+    expanded = [p for p, g in zip(problems, sizes) for _ in range(g)]
+    hint = cfg.group_size if allocation is None else 1  # rows come in groups of G (a sampler may share their prompt)
     t0 = time.perf_counter()
-    chunk = max(g, (cfg.grpo.generation_batch_size or len(expanded)) // g * g)  # whole groups per generate() call
     ro = Rollout.concat(
         [
             policy.sample(
-                [p.prompt for p in expanded[i : i + chunk]],
+                [p.prompt for p in expanded[lo:hi]],
                 max_new_tokens=cfg.grpo.max_new_tokens,
                 temperature=cfg.grpo.temperature,
-                group_size=g,
+                group_size=hint,
             )
-            for i in range(0, len(expanded), chunk)
+            for lo, hi in generation_chunks(sizes, cfg.grpo.generation_batch_size)
         ],
-        group_size=g,
+        group_size=hint,
     )
     t1 = time.perf_counter()
     scored = score_completions(task, expanded, ro, draws, trainer_state(cfg, task, max(0, step - 1), log_history))
-    rewards = torch.as_tensor(scored.rewards).view(len(problems), g)
+    flat = torch.as_tensor(scored.rewards)
     values = None
     if cfg.grpo.advantage in algos.NEEDS_VALUES:
         with torch.no_grad():
@@ -149,12 +163,36 @@ def sample_batch(
                 policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
             )
         values = all_rows(values.float().cpu() * cfg.grpo.reward_scale)
-    # advantages over the step's N groups (a batch-level normaliser sees every rank's), then this rank's rows
-    adv = algos.compute_advantages(all_rows(rewards) * cfg.grpo.reward_scale, cfg.grpo.advantage, values)
-    adv = adv[mine].reshape(-1)
+    if allocation is None:
+        rewards = flat.view(len(problems), cfg.group_size)
+        # advantages over the step's N groups (a batch-level normaliser sees every rank's), then this rank's rows
+        adv = algos.compute_advantages(all_rows(rewards) * cfg.grpo.reward_scale, cfg.grpo.advantage, values)
+        adv = adv[mine].reshape(-1)
+    else:
+        rewards = flat
+        adv = algos.per_prompt_advantages(flat * cfg.grpo.reward_scale, sizes, cfg.grpo.advantage, values)
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{key}": float(np.nanmean(v)) for key, v in scored.per_function.items() if not np.isnan(v).all()}
     extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
     return Batch(
-        problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
+        problems,
+        ro,
+        rewards,
+        adv,
+        seconds_generate=t1 - t0,
+        seconds_score=time.perf_counter() - t1,
+        reward_metrics=extra,
+        group_sizes=None if allocation is None else sizes,
     )
+
+
+def generation_chunks(sizes: list[int], limit: int | None) -> list[tuple[int, int]]:
+    """Row ranges [lo, hi) of at most ``limit`` completions each (None: one range), made of whole groups of
+    ``sizes`` (N,) and at least one group each."""
+    chunks, lo, hi = [], 0, 0
+    for g in sizes:
+        if limit and hi > lo and hi + g - lo > limit:
+            chunks.append((lo, hi))
+            lo = hi
+        hi += g
+    return [*chunks, (lo, hi)]

@@ -50,6 +50,8 @@ PROBE: dict[str, str] = {
     "probe_sigma2": "sigma2 at the current policy: the oracle's per-sample gradient variance",
     "probe_kappa": "kappa at the current policy: GRPO's excess variance constant",
     "probe_g_star": "1 + sqrt(kappa / tau2) at the current policy",
+    "per_prompt_mse_ratio": "grpo.allocation per_prompt (step 0): the probe's gradient MSE of the optimal per-prompt G over "
+    "the best uniform G's at the starting policy (THEORY.md 'Per-prompt G')",
 }
 MEASURE: dict[str, str] = {
     "grad_mse": "gradient_mse trials: mean squared error of the batch gradient against the exact one",

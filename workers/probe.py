@@ -302,11 +302,16 @@ def probe_policy(
     return out
 
 
-def probe_during_training(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
-    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at a trial's current policy (``probe.every``, both
-    engines), with a forked torch RNG and its own prompt RNG (seeded by probe.seed and ``step``), so that training goes
-    on exactly as without it; no probe_g_star when tau2 <= 0 (G* beyond reach)."""
+def probe_at(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict:
+    """probe_policy's result (no bootstrap) at a trial's current policy after ``step`` steps, with a forked torch RNG
+    and its own prompt RNG (seeded by probe.seed and ``step``), so that training goes on exactly as without it."""
     p = cfg.probe
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
-        out = probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
+        return probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
+
+
+def probe_during_training(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:
+    """probe_tau2, probe_sigma2, probe_kappa, probe_g_star at a trial's current policy (``probe.every``, both
+    engines; probe_at); no probe_g_star when tau2 <= 0 (G* beyond reach)."""
+    out = probe_at(policy, task, cfg, step)
     return {f"probe_{k}": float(out[k]) for k in ("tau2", "sigma2", "kappa", "g_star") if out.get(k) is not None}

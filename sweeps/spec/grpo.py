@@ -75,6 +75,11 @@ class GRPOSpec(StrictModel):
         return _from_trl(data)
 
     advantage: Literal["loo", "mean", "mean_std", "oracle"] = "loo"
+    allocation: Literal["uniform", "per_prompt"] = Field(
+        "uniform",
+        description="uniform: every prompt gets G; per_prompt: each prompt the G of its pass-rate part from the probe's "
+        "table at the start (THEORY.md 'Per-prompt G'), B completions a step, G for a prompt not seen yet",
+    )
     optimizer: Literal["adamw", "sgd"] = "adamw"
     lr: float = Field(2e-4, gt=0, le=1000.0, description="learning rate")
     temperature: float = Field(1.0, gt=0, le=10.0, description="sampling temperature; G > 1 needs > 0")

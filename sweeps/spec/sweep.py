@@ -97,6 +97,9 @@ class SweepSpec(StrictModel):
                 "measure.kind gradient_mse measures on one process; allowed with resources.num_processes 1 "
                 f"(got {resources.num_processes})"
             )
+        grpo = info.data.get("grpo")
+        if v.kind == "gradient_mse" and grpo is not None and grpo.allocation != "uniform":
+            raise ValueError("measure.kind gradient_mse measures uniform groups; allowed with grpo.allocation uniform")
         if v.kind == "gradient_mse" and task is not None and not task.exact_expected_reward:
             raise ValueError(
                 "measure.kind gradient_mse needs an exact expected reward; allowed with tasks "
@@ -140,6 +143,11 @@ class SweepSpec(StrictModel):
     @classmethod
     def _groups_for_every_process(cls, v: ResourcesSpec, info: ValidationInfo) -> ResourcesSpec:
         groups, budgets = info.data.get("group_sizes"), info.data.get("samples_per_step")
+        grpo = info.data.get("grpo")
+        if v.num_processes > 1 and grpo is not None and grpo.allocation != "uniform":
+            raise ValueError(
+                f"num_processes={v.num_processes}: grpo.allocation per_prompt trains on one process; allowed: 1"
+            )
         if v.num_processes == 1 or not groups or not budgets:
             return v
         short = [(g, b) for b in budgets for g in groups if b // g < v.num_processes]

@@ -352,3 +352,19 @@ def test_solution_str_belongs_to_verl_scorers():
     assert RewardSpec(function="c.py:compute_score", convention="verl", solution_str="prompt_and_response")
     with pytest.raises(ValidationError, match="solution_str belongs to convention: verl"):
         RewardSpec(function="r.py:f", solution_str="prompt_and_response")
+
+
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"measure": {"kind": "gradient_mse"}}, "measure"),
+        ({"resources": {"num_processes": 2}}, "resources"),
+    ],
+)
+def test_per_prompt_allocation_is_refused_where_groups_must_be_uniform(extra, field):
+    spec = {"name": "x", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4],
+            "samples_per_step": [48], "grpo": {"allocation": "per_prompt"}, **extra}  # fmt: skip
+    with pytest.raises(ValidationError) as e:
+        SweepSpec(**spec)
+    assert [err["loc"][0] for err in e.value.errors()] == [field] and "grpo.allocation" in str(e.value)
+    assert SweepSpec(**{**spec, **{k: {} for k in extra}}).grpo.allocation == "per_prompt"

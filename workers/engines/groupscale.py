@@ -28,7 +28,8 @@ from workers.evaluation import evaluate
 from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
-from workers.probe import probe_during_training
+from workers.per_prompt import PerPromptG
+from workers.probe import probe_at, probe_during_training
 from workers.rewards import RewardError
 from workers.tasks import Task
 
@@ -231,20 +232,16 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     """One step's metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
-    zero_var = algos.zero_variance_group_fraction(batch.rewards)
+    zero_var = algos.zero_variance_group_fraction(batch.reward_groups())
     tokens = float(mask.sum())
-    bias = algos.prefix_weight_bias(
-        ro.input_ids[:, ro.prompt_len :],
-        mask,
-        batch.advantages,
-        cfg.group_size,
-        cfg.grpo.loss_aggregation,
-        cfg.grpo.max_new_tokens,
-    )
+    uniform = batch.group_sizes is None
+    aggregation = (cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens)
+    ids = ro.input_ids[:, ro.prompt_len :]
+    bias = algos.prefix_weight_bias(ids, mask, batch.advantages, cfg.group_size, *aggregation) if uniform else None
     return {
         "reward_mean": float(batch.rewards.mean()),
         "zero_variance_group_frac": zero_var,
-        "prompts_with_signal": cfg.prompts_per_step * (1.0 - zero_var),
+        "prompts_with_signal": (cfg.prompts_per_step if uniform else len(batch.problems)) * (1.0 - zero_var),
         **asdict(upd),
         "completion_tokens_mean": tokens / mask.shape[0],
         "truncation_rate": float(ro.truncated.float().mean()),
@@ -279,15 +276,19 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
     state = _start(cfg, report, task, policy, opt, rng)
     history = state["log_history"]  # the reported step metrics: trainer_state.log_history of reward functions
     counters = state["counters"]
+    allocation = None if state.get("allocation") is None else PerPromptG.from_state(state["allocation"])
     evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # G* over training time (the last: _finish)
     lead = world()[0] == 0  # rank 0 evaluates, probes and saves (one process: always)
     constant = flat_by_construction(cfg.grpo, tabular=cfg.model.get("preset") == "tabular")  # not reported
     for step in range(state["step"] + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         with _guarded(cfg, _Phase(f"step {step}", step, step - 1)):
-            batch = sample_batch(policy, task, cfg, rng, step, history)
+            batch = sample_batch(policy, task, cfg, rng, step, history, allocation)
             t1 = time.perf_counter()
             upd = grpo_update(policy, ref, opt, batch, cfg)
+        if allocation is not None:  # the pass rates the next steps' G follow
+            allocation.update(batch.problems, [r.numpy() for r in batch.reward_groups()])
+            state["allocation"] = allocation.to_state()
         metrics = reduce_metrics(_step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter())), batch.rewards.numel())
         counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
         counters["reward_sum"] += metrics["reward_mean"]
@@ -327,7 +328,9 @@ def _start(
             initial, samples = evaluate(policy, task, cfg, 0) if rank == 0 else ({}, [])
         report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
         counters = {"silent_steps": 0, "reward_sum": 0.0, "trunc_sum": 0.0}
-        return {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
+        allocation = _allocation(cfg, report, task, policy)
+        fresh = {"step": 0, "counters": counters, "initial": initial, "samples": samples, "log_history": []}
+        return fresh | ({} if allocation is None else {"allocation": allocation.to_state()})
     load_trainable_state(policy.module, ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
     rngs = ckpt["torch_rngs"] if "torch_rngs" in ckpt else [ckpt["torch_rng"]]  # one state: a checkpoint of before
@@ -340,7 +343,22 @@ def _start(
         "initial": ckpt["initial"],
         "samples": ckpt.get("samples", []),
         "log_history": ckpt.get("log_history", []),
+        "allocation": ckpt.get("allocation"),
     }
+
+
+def _allocation(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy) -> PerPromptG | None:
+    """grpo.allocation per_prompt: the probe's pass-rate table at the starting policy (reported as
+    ``per_prompt_mse_ratio`` and the tag ``groupscale.per_prompt_table``); None for uniform groups."""
+    if cfg.grpo.allocation == "uniform":
+        return None
+    with _guarded(cfg, _Phase("the per-prompt probe before step 1", 0, 0, "the probe")):
+        block = probe_at(policy, task, cfg, 0)["per_prompt"]
+    table = ", ".join(f"{r['pass_rate'][0]:g}-{r['pass_rate'][1]:g}: {r['group_size']}" for r in block["buckets"])
+    report.set_tags({"groupscale.per_prompt_table": table or f"none ({block.get('reason')}): G {cfg.group_size} for all"})
+    if block["mse_ratio"] is not None:
+        report({"per_prompt_mse_ratio": block["mse_ratio"]}, 0)
+    return PerPromptG(block["buckets"], cfg.group_size)
 
 
 def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, state: dict) -> TrialResult:
