@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from workers import algos
-from workers.batch import sample_batch
+from workers.batch import sample_batch, setup
 from workers.engines import groupscale
-from workers.engines.groupscale import TrialConfig, train_trial
+from workers.engines.groupscale import TrialConfig, grpo_update, train_trial
 from workers.per_prompt import PerPromptG
 from workers.tasks import Problem
 
@@ -75,3 +75,28 @@ def test_a_killed_per_prompt_trial_resumes_with_its_pass_rates(tmp_path):
         train_trial(_cfg(steps=6, checkpoint_dir=str(tmp_path), checkpoint_every=2), dies)
     resumed = train_trial(_cfg(steps=6, checkpoint_dir=str(tmp_path), checkpoint_every=2))
     assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-12)
+
+
+def test_the_update_of_a_per_prompt_batch_is_the_estimator_of_the_theory_by_hand():
+    """One SGD step at lr 1 on the tabular policy moves theta by (1/N) sum_x (1/G_x) sum_j A_j s_j (leave-one-out
+    A, s = e_a - pi in row x): THEORY.md's per-prompt estimator, not a mean over the S completions."""
+    cfg = _cfg(lr=1.0, max_grad_norm=1e9)
+    task, policy, rng = setup(cfg.policy)
+    alloc = PerPromptG(TABLE, unseen=3)
+    hard = Problem("0", "")
+    alloc.update([hard], [np.zeros(16)])  # context 0 gets G 8, every other 3
+    before = policy.module.logits.detach().clone()
+    batch = sample_batch(policy, task, cfg, rng, 1, [], alloc)
+    assert 8 in batch.group_sizes and 3 in batch.group_sizes and sum(batch.group_sizes) == 48
+    opt = torch.optim.SGD(policy.module.parameters(), lr=1.0)
+    grpo_update(policy, None, opt, batch, cfg)
+    pi = torch.softmax(before, dim=-1)
+    expected = torch.zeros_like(before)
+    row = 0
+    for problem, g, r in zip(batch.problems, batch.group_sizes, batch.reward_groups()):
+        x = int(problem.prompt)
+        arms = batch.rollout.input_ids[row : row + g, 1]
+        adv = r - (r.sum() - r) / (g - 1)
+        expected[x] += (adv[:, None] * (torch.nn.functional.one_hot(arms, 6) - pi[x])).sum(0) / g / len(batch.problems)
+        row += g
+    assert torch.allclose(policy.module.logits.detach() - before, expected, atol=1e-6)
