@@ -69,6 +69,7 @@ class Batch:
     seconds_generate: float = 0.0  # sampling the completions
     seconds_score: float = 0.0  # rewards, values and advantages
     reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
+    group_sizes: list[int] = field(default_factory=list)  # (N,) completions each group trains (checked_group_sizes)
 
 
 def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
@@ -96,6 +97,20 @@ def score_completions(
     return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
 
 
+def checked_group_sizes(rollout: Rollout, sizes: list[int], step: int) -> list[int]:
+    """The completions each group of ``rollout`` trains (algos.realized_group_sizes; a row's prompt: its prompt token
+    ids where the attention mask is 1), checked to be the configured ``sizes`` (one int per group) at ``step``.
+
+    Raises:
+        workers.algos.GroupSizeError: a group of another size (the policy dropped, merged or repeated completions).
+    """
+    p = rollout.prompt_len
+    prompts = [tuple(ids[mask == 1].tolist()) for ids, mask in zip(rollout.input_ids[:, :p], rollout.attention_mask[:, :p])]
+    realized = algos.realized_group_sizes(prompts, sizes)
+    algos.check_group_sizes(realized, sizes, step)
+    return realized
+
+
 def sample_batch(
     policy: Policy,
     task: Task,
@@ -114,6 +129,7 @@ def sample_batch(
     and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
 
     Raises:
+        workers.algos.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
         workers.rewards.RewardError: a reward function failed.
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
@@ -140,6 +156,7 @@ def sample_batch(
         group_size=g,
     )
     t1 = time.perf_counter()
+    sizes = checked_group_sizes(ro, [g] * len(problems), step)  # before the (N, G) view: it names a cut group's size
     scored = score_completions(task, expanded, ro, draws, trainer_state(cfg, task, max(0, step - 1), log_history))
     rewards = torch.as_tensor(scored.rewards).view(len(problems), g)
     values = None
@@ -155,6 +172,5 @@ def sample_batch(
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{key}": float(np.nanmean(v)) for key, v in scored.per_function.items() if not np.isnan(v).all()}
     extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
-    return Batch(
-        problems, ro, rewards, adv, seconds_generate=t1 - t0, seconds_score=time.perf_counter() - t1, reward_metrics=extra
-    )
+    seconds = {"seconds_generate": t1 - t0, "seconds_score": time.perf_counter() - t1}
+    return Batch(problems, ro, rewards, adv, **seconds, reward_metrics=extra, group_sizes=sizes)
