@@ -63,6 +63,13 @@ def _values(trials: Sequence[Trial], key: str) -> list[float]:
     return [float("nan") if t.metrics.get(key) is None else float(t.metrics[key]) for t in trials]
 
 
+def report_about(sweep: Sweep) -> dict:
+    """What a sweep's report (sweeps.report.render_report's keywords) adds to its fit: the spec and when it was
+    submitted, for the header, and its trials as GET /v1/sweeps/{id}/trials gives them, for what each G's groups held."""
+    trials = [TrialPublic.model_validate(t).model_dump(mode="json") for t in sweep.trials]
+    return {"spec": sweep.spec, "created": sweep.created_at.isoformat(), "trials": trials}
+
+
 def progress_of(sweep: Sweep, spec: SweepSpec) -> Progress:
     """Counts of the sweep's trials by status (done: succeeded or no_signal) and of its lr tunings."""
     statuses = [t.status for t in sweep.trials]

@@ -166,7 +166,7 @@ class Tracking:
     @outside_transaction
     def end_sweep(self, run_id: str, fit: LawFit | None, title: str, status: str = "FINISHED", about: dict | None = None) -> None:
         """Log the fit (metrics, fit.json, fit.png, g_star_over_time.png, report.html) on the parent run and
-        end it with ``status``. ``about``: {spec, created} of the sweep, for the report's header."""
+        end it with ``status``. ``about``: render_report's keywords (service.results.report_about: spec, created, trials)."""
         if fit is not None:
             values = {key: getattr(fit, key) for key in ("g_star", "recommended_group_size")}
             for b in fit.per_budget:

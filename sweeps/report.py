@@ -44,6 +44,7 @@ def render_report(
     *,
     spec: dict | None = None,
     created: str | None = None,
+    trials: list[dict] | None = None,
 ) -> str:
     """The report as one HTML string.
 
@@ -54,6 +55,7 @@ def render_report(
         answer: a `groupscale answer` result (GET /v1/answers/{id} ``result``, sweeps.answer) likewise, or None.
         spec: the sweep's spec as JSON (SweepSpec.model_dump(mode="json")): what was swept, in the header.
         created: when the sweep was submitted (ISO 8601), in the header.
+        trials: the sweep's trials (GET /v1/sweeps/{id}/trials: group_size, samples_per_step, metrics): groups_table.
     """
     lo, hi = fit.g_star_ci95 or [None, None]
     tied = fit.equivalent_group_sizes
@@ -79,7 +81,7 @@ def render_report(
                 f"<tr><td>{b.samples_per_step}</td><td>{p['group_size']}</td><td>{_fmt(p['mean'], 4)}</td>"
                 f"<td>{_fmt(p['se'], 2)}</td><td>{p['n_seeds']}</td></tr>"
             )
-    parts.append("</table><h2>Is G* universal?</h2>")
+    parts.append("</table>" + groups_table(trials) + "<h2>Is G* universal?</h2>")
     uni, time = fit.universality, fit.time_universality
     parts.append(f"<p id='across-budgets'>Across budgets: {escape(uni.message) if uni else 'one budget: no test'}.</p>")
     parts.append(
@@ -111,6 +113,38 @@ def render_report(
     parts.append(answer_paragraph(fit, answer))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+GROUP_SHARES = ("frac_groups_all_wrong", "frac_groups_all_right", "frac_groups_identical", "truncation_rate")
+
+
+def groups_table(trials: list[dict] | None) -> str:
+    """What each G's gradients saw: per (B, G), the mean over its trials that kept them (succeeded and no_signal; the
+    fit leaves no_signal trials out, whichever engine ran them) of the shares of groups without signal by cause and of
+    truncated completions, each a mean over the trial's steps (workers.metrics.SUMMARIZED), and the realized group
+    sizes' range (a trial where it was not G failed)."""
+    if not trials:
+        return "<p id='groups'>The trials' groups: not given.</p>"
+    kept: dict[tuple[int, int], list[dict]] = {}
+    for t in trials:
+        m = t.get("metrics") or {}
+        if m.get("realized_group_size_min") is not None:  # a trial that kept them (not a failed one)
+            kept.setdefault((t["samples_per_step"], t["group_size"]), []).append(m)
+    if not kept:
+        return "<p id='groups'>No trial kept what its groups held.</p>"
+    rows = []
+    for (b, g), ms in sorted(kept.items()):
+        means = [[m[k] for m in ms if m.get(k) is not None] for k in GROUP_SHARES]
+        lo, hi = min(m["realized_group_size_min"] for m in ms), max(m["realized_group_size_max"] for m in ms)
+        cells = "".join(f"<td>{_fmt(sum(v) / len(v) if v else None, 2)}</td>" for v in means)
+        realized = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        rows.append(f"<tr><td>{b}</td><td>{g}</td>{cells}<td>{realized}</td><td>{len(ms)}</td></tr>")
+    names = ("B", "G", "all wrong", "all right", "identical", "truncated", "realized G", "trials")
+    head = "".join(f"<th>{h}</th>" for h in names)
+    return (
+        "<h2>What the groups held</h2><p>Shares of groups without signal by cause and of truncated completions, means "
+        f"over each (B, G)'s trials and their steps.</p><table id='groups'><tr>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def swept_paragraph(spec: dict | None, created: str | None) -> str:

@@ -70,13 +70,16 @@ class Batch:
     seconds_generate: float = 0.0  # sampling the completions
     seconds_score: float = 0.0  # rewards, values and advantages
     reward_metrics: dict[str, float] = field(default_factory=dict)  # abstentions, each reward term's mean
-    group_sizes: list[int] | None = None  # (N,) each group's G under grpo.allocation per_prompt; None: every one G
+    group_sizes: list[int] = field(default_factory=list)  # (N,) completions each group trains (checked_group_sizes)
+
+    @property
+    def uniform(self) -> bool:
+        """Every group of the trial has one G (rewards (N, G)); False under grpo.allocation per_prompt (rewards (S,))."""
+        return self.rewards.dim() == 2
 
     def reward_groups(self) -> list[torch.Tensor]:
         """(N,) each group's rewards, (G_x,) float32."""
-        if self.group_sizes is None:
-            return list(self.rewards)
-        return list(torch.split(self.rewards, self.group_sizes))
+        return list(self.rewards) if self.uniform else list(torch.split(self.rewards, self.group_sizes))
 
 
 def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
@@ -104,6 +107,20 @@ def score_completions(
     return RewardBatch(task.rewards(problems, rollout.texts, rng), {}, 0)
 
 
+def checked_group_sizes(rollout: Rollout, sizes: list[int], step: int) -> list[int]:
+    """The completions each group of ``rollout`` trains (algos.realized_group_sizes; a row's prompt: its prompt token
+    ids where the attention mask is 1), checked to be the configured ``sizes`` (one int per group) at ``step``.
+
+    Raises:
+        workers.algos.GroupSizeError: a group of another size (the policy dropped, merged or repeated completions).
+    """
+    p = rollout.prompt_len
+    prompts = [tuple(ids[mask == 1].tolist()) for ids, mask in zip(rollout.input_ids[:, :p], rollout.attention_mask[:, :p])]
+    realized = algos.realized_group_sizes(prompts, sizes)
+    algos.check_group_sizes(realized, sizes, step)
+    return realized
+
+
 def sample_batch(
     policy: Policy,
     task: Task,
@@ -126,6 +143,7 @@ def sample_batch(
     and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
 
     Raises:
+        workers.algos.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
         workers.rewards.RewardError: a reward function failed.
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
@@ -154,6 +172,7 @@ def sample_batch(
         group_size=hint,
     )
     t1 = time.perf_counter()
+    realized = checked_group_sizes(ro, sizes, step)  # before the (N, G) view: it names a cut group's size
     scored = score_completions(task, expanded, ro, draws, trainer_state(cfg, task, max(0, step - 1), log_history))
     flat = torch.as_tensor(scored.rewards)
     values = None
@@ -174,16 +193,8 @@ def sample_batch(
     extra = {"reward_abstentions": float(scored.abstained)} if scored.per_function else {}
     extra |= {f"reward/{key}": float(np.nanmean(v)) for key, v in scored.per_function.items() if not np.isnan(v).all()}
     extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
-    return Batch(
-        problems,
-        ro,
-        rewards,
-        adv,
-        seconds_generate=t1 - t0,
-        seconds_score=time.perf_counter() - t1,
-        reward_metrics=extra,
-        group_sizes=None if allocation is None else sizes,
-    )
+    seconds = {"seconds_generate": t1 - t0, "seconds_score": time.perf_counter() - t1}
+    return Batch(problems, ro, rewards, adv, **seconds, reward_metrics=extra, group_sizes=realized)
 
 
 def generation_chunks(sizes: list[int], limit: int | None) -> list[tuple[int, int]]:

@@ -120,13 +120,15 @@ def first_failure(failure: Any) -> Any:
 
 
 SUMMED = ("tokens_per_s",)  # the trial's throughput: the ranks' own add up
-MAXED = ("cuda_max_memory_gib", "time_generate_s", "time_score_s", "time_update_s")  # a step waits for its slowest rank
+# a step waits for its slowest rank; the realized group sizes' extremes are over every rank's groups
+MAXED = ("cuda_max_memory_gib", "time_generate_s", "time_score_s", "time_update_s", "realized_group_size_max")
+MINNED = ("realized_group_size_min",)
 
 
 def reduce_metrics(metrics: dict[str, float], completions: float) -> dict[str, float]:
     """One step's metrics over the ranks, each rank's computed on its own ``completions``: SUMMED summed, MAXED the
-    maximum, any other the mean over the ranks that have it weighted by their completions (a mean over completions,
-    tokens or groups alike: every group has G completions). The metrics themselves on one process."""
+    maximum, MINNED the minimum, any other the mean over the ranks that have it weighted by their completions (a mean
+    over completions, tokens or groups alike: every group has G completions). The metrics themselves on one process."""
     if world()[1] == 1:
         return metrics
     parts = all_gather((metrics, completions))
@@ -137,6 +139,8 @@ def reduce_metrics(metrics: dict[str, float], completions: float) -> dict[str, f
             out[key] = sum(v for v, _ in have)
         elif key in MAXED:
             out[key] = max(v for v, _ in have)
+        elif key in MINNED:
+            out[key] = min(v for v, _ in have)
         else:
             out[key] = sum(v * w for v, w in have) / max(sum(w for _, w in have), 1e-12)
     return out

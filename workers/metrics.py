@@ -3,13 +3,15 @@
 STEP holds what the trainer reports every step, but for those a trial's settings make constant
 (``flat_by_construction``: not logged, so MLflow's first charts show learning); EVAL what a held-out eval
 reports (at step 0, at the ``eval.every`` checkpoints and at T; a trial's result keeps the step-0 values as
-``<name>_initial`` and the checkpoints' gap as ``gap@<step>``); PROBE what ``probe.every`` adds. Keys that
+``<name>_initial`` and the checkpoints' gap as ``gap@<step>``); PROBE what ``probe.every`` adds. A trial's result
+(succeeded or no_signal) also keeps SUMMARIZED over its steps under the step metric's name. Keys that
 carry a name of the user's (a reward function's) are listed by their prefix in PREFIXES.
 tests/workers/test_metrics.py checks that a real trial reports nothing that is not here.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,7 +30,12 @@ STEP: dict[str, str] = {
     "momentum_overshoot_frac": "tokens an inner step pushed further out of the clip region although clipped (arXiv 2601.05002)",
     "prefix_weight_bias": "net loss weight on completion prefixes shared by a whole group (arXiv 2601.05002); absent without one",
     "completion_tokens_mean": "mean completion length in tokens",
-    "truncation_rate": "share of completions cut at max_new_tokens",
+    "truncation_rate": "share of completions cut at max_new_tokens (engine trl: TRL's completions/clipped_ratio)",
+    "realized_group_size_min": "fewest completions a group of the step trained on (a trial where it is not G fails)",
+    "realized_group_size_max": "most completions a group of the step trained on (a trial where it is not G fails)",
+    "frac_groups_identical": "share of groups whose completions are all the same text (no signal whatever the rewards)",
+    "frac_groups_all_wrong": "share of groups of differing completions whose rewards are all equal and <= 0",
+    "frac_groups_all_right": "share of groups of differing completions whose rewards are all equal and >= 1",
     "tokens_per_s": "completion tokens per second of the step (generation and update)",
     "time_generate_s": "seconds spent sampling the step's completions",
     "time_score_s": "seconds spent on rewards, values and advantages",
@@ -98,6 +105,32 @@ def result_metrics(final: dict[str, float], initial: dict[str, float], at: dict[
     ``<name>_initial``, and ``at`` (step -> that eval's values) as ``<name>@<step>`` for KEPT_AT_CHECKPOINTS."""
     kept = {f"{k}@{s}": v for s, values in at.items() for k, v in values.items() if k in KEPT_AT_CHECKPOINTS}
     return {**final, **{f"{k}_initial": v for k, v in initial.items()}, **kept}
+
+
+# What a trial's result keeps of its step metrics, over the steps that reported each: how the steps combine.
+SUMMARIZED: dict[str, str] = {
+    "realized_group_size_min": "min",
+    "realized_group_size_max": "max",
+    "frac_groups_identical": "mean",
+    "frac_groups_all_wrong": "mean",
+    "frac_groups_all_right": "mean",
+    "truncation_rate": "mean",
+}
+
+
+def summarize(summary: dict[str, list[float]], metrics: dict[str, float]) -> None:
+    """Fold one step's ``metrics`` into ``summary`` in place: name -> [steps, the min, max or sum so far] for each
+    SUMMARIZED name the step has (plain lists: a checkpoint or TRL's trainer_state.json holds it)."""
+    fold = {"min": min, "max": max, "mean": operator.add}  # a mean's sum
+    for key, how in SUMMARIZED.items():
+        if key in metrics:
+            steps, acc = summary.get(key, [0, None])
+            summary[key] = [steps + 1, metrics[key] if acc is None else fold[how](acc, metrics[key])]
+
+
+def summary_metrics(summary: dict[str, list[float]]) -> dict[str, float]:
+    """The result metrics of a trial's ``summary`` (summarize): min and max as they are, the others' mean over steps."""
+    return {k: acc / steps if SUMMARIZED[k] == "mean" else acc for k, (steps, acc) in summary.items()}
 
 
 def known(key: str) -> bool:

@@ -147,9 +147,8 @@ def report(
     probe_result = _api(client.get_probe, probe).get("result") if probe else None
     answer_result = _api(client.get_answer, answer).get("result") if answer else None
     title = f"{sweep['name']} ({sweep_id})"
-    html = render_report(
-        LawFit.model_validate(fit), title, probe_result, answer_result, spec=sweep["spec"], created=sweep["created_at"]
-    )
+    about = {"spec": sweep["spec"], "created": sweep["created_at"], "trials": _api(client.trials, sweep_id)}
+    html = render_report(LawFit.model_validate(fit), title, probe_result, answer_result, **about)
     out_path.write_text(html)
     out.print(f"report written to {out_path}")
 

@@ -37,7 +37,7 @@ from service.lifecycle import (
     TuningStatus,
     transition,
 )
-from service.results import fit_from_trials
+from service.results import fit_from_trials, report_about
 from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.context import Backend, Context, Outcome, Work
 from service.scheduler.faults import Faults
@@ -430,7 +430,7 @@ class Scheduler:
                 transition(s, sweep, SweepStatus.FITTING)
         with self.ctx.store.read() as s:  # the fits are computed in a read transaction: no write waits for them
             fitting = [
-                (w.id, w.name, w.mlflow_parent_run_id, self._fit(w), {"spec": w.spec, "created": w.created_at.isoformat()})
+                (w.id, w.name, w.mlflow_parent_run_id, self._fit(w), report_about(w))
                 for w in self.ctx.store.sweeps_with_status(s, SweepStatus.FITTING)
             ]
         for sweep_id, name, parent, (fit, error), about in fitting:
@@ -446,7 +446,7 @@ class Scheduler:
     def _close(self, sweep_id: str, name: str, parent: str | None, fit: Any, error: str | None, about: dict) -> None:
         """Store a fitted sweep's end; its MLflow parent run ends first (after its children), outside the
         transaction (a cancel that lands meanwhile wins: close_cancelled then ends the run KILLED).
-        ``about``: {spec, created} of the sweep, for its report's header."""
+        ``about``: {spec, created, trials} of the sweep (service.results.report_about), for its report."""
         tracking = self.ctx.tracking
         self.ctx.drain()  # the child runs end before their parent
         if tracking and parent:

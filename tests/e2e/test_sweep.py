@@ -85,7 +85,8 @@ def test_sweep_end_to_end(stack):
     assert done.returncode == 0, done.stderr
     html = html_path.read_text()
     assert html.count("data:image/png;base64,") >= 1 and "http" not in html.split("<body>", 1)[1]  # nothing fetched
-    for part in ("id='recommendation'", "id='evidence'", "id='across-budgets'", "id='across-time'", "id='probe'"):
+    parts = ("id='recommendation'", "id='evidence'", "id='across-budgets'", "id='across-time'", "id='probe'", "id='groups'")
+    for part in parts:
         assert part in html
     assert fit["evidence"] in html and fit["time_universality"]["message"][:40] in html
     children = client.search_runs([links["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")

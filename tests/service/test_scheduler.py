@@ -196,6 +196,7 @@ class FakeTracking:
 
     def end_sweep(self, run_id, fit, title, status="FINISHED", about=None):
         self.calls.append(("end_sweep", run_id, status))
+        self.about = about
 
     def kill(self, run_id):
         self.calls.append(("kill", run_id))
@@ -347,13 +348,17 @@ def test_a_finished_sweep_is_fitted_and_its_parent_run_ends_after_every_child(en
     sid = submit(store, group_sizes=[2, 4], seeds=[0])
     tick(sched)
     for h, g in zip(backend.running(), (0.3, 0.1)):
-        backend.finish(h, {**RESULT, "metrics": {"gap": g}})
+        backend.finish(h, {**RESULT, "metrics": {"gap": g, "frac_groups_all_wrong": g}})
     tick(sched)
     with store.read() as s:
         sweep = s.get(Sweep, sid)
         assert sweep.status == SweepStatus.SUCCEEDED and sweep.fit is not None and sweep.mlflow_closed
     kinds = [c[0] for c in tracking.calls]
     assert kinds.count("end_trial") == 2 and kinds[-1] == "end_sweep"
+    # the report's keywords: its header's spec and time, and the trials as the API gives them (what each G's groups held)
+    assert set(tracking.about) == {"spec", "created", "trials"} and tracking.about["spec"]["group_sizes"] == [2, 4]
+    trials = sorted((t["group_size"], t["metrics"]["frac_groups_all_wrong"]) for t in tracking.about["trials"])
+    assert len(trials) == 2 and {g for g, _ in trials} == {2, 4} and {v for _, v in trials} == {0.3, 0.1}
 
 
 def test_cancel_of_a_queued_sweep_launches_nothing(env):

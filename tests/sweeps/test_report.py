@@ -85,3 +85,28 @@ def test_the_g_star_over_time_plot_reads_at_a_glance():
         " ".join(fig.texts[0].get_text().split()) == message.strip()
         and ax.get_legend().texts[0].get_text() == "G* (no finite interval)"
     )
+
+
+def _trial(g, b, status, **metrics):
+    return {"group_size": g, "samples_per_step": b, "status": status, "metrics": metrics}
+
+
+def test_the_report_shows_per_g_what_the_groups_held_over_the_trials_that_kept_it():
+    """One row per (B, G): the trials' means of the no-signal causes and truncation, the realized G's range, the
+    trials counted; a failed trial (no summary) and a trial of another G stay out of a row."""
+    kept = dict(realized_group_size_min=4.0, realized_group_size_max=4.0, frac_groups_identical=0.0, truncation_rate=0.1)
+    trials = [
+        _trial(4, 48, "succeeded", **kept, frac_groups_all_wrong=0.2, frac_groups_all_right=0.0),
+        _trial(4, 48, "no_signal", **kept, frac_groups_all_wrong=0.6, frac_groups_all_right=0.1),
+        _trial(4, 48, "failed"),  # its groups were cut: its result keeps nothing
+        _trial(2, 48, "succeeded", **{**kept, "realized_group_size_min": 2.0, "realized_group_size_max": 3.0},
+               frac_groups_all_wrong=None, frac_groups_all_right=0.5),
+    ]  # fmt: skip
+    html = render_report(law_fit(), "t", trials=trials)
+    table = html[html.index("<table id='groups'>") :]
+    table = table[: table.index("</table>")]
+    rows = table.split("<tr>")[2:]
+    assert rows[0] == "<td>48</td><td>2</td><td>-</td><td>0.5</td><td>0</td><td>0.1</td><td>2-3</td><td>1</td></tr>"
+    assert rows[1] == "<td>48</td><td>4</td><td>0.4</td><td>0.05</td><td>0</td><td>0.1</td><td>4</td><td>2</td></tr>"
+    assert "The trials' groups: not given." in render_report(law_fit(), "t")  # the signature as before
+    assert "No trial kept what its groups held." in render_report(law_fit(), "t", trials=[_trial(4, 48, "failed")])

@@ -29,6 +29,21 @@ def test_groups_are_split_whole_as_evenly_as_possible():
         rank_groups(3, 0, 4)
 
 
+def test_a_steps_metrics_over_ranks_take_the_realized_sizes_min_and_max_and_weigh_the_shares(monkeypatch):
+    """reduce_metrics on two ranks (their metrics handed in as all_gather would): the realized group sizes are the
+    smallest and largest over every rank's groups, a share of groups the mean weighted by each rank's completions."""
+    from workers import distributed
+
+    parts = [
+        ({"realized_group_size_min": 4.0, "realized_group_size_max": 5.0, "frac_groups_all_wrong": 0.5}, 8.0),
+        ({"realized_group_size_min": 3.0, "realized_group_size_max": 4.0, "frac_groups_all_wrong": 0.0}, 24.0),
+    ]
+    monkeypatch.setattr(distributed, "world", lambda: (0, 2))
+    monkeypatch.setattr(distributed, "all_gather", lambda obj: parts)
+    out = distributed.reduce_metrics(parts[0][0], parts[0][1])
+    assert out == {"realized_group_size_min": 3.0, "realized_group_size_max": 5.0, "frac_groups_all_wrong": 0.125}
+
+
 def shard(batch: Batch, rank: int, world_size: int) -> Batch:
     """The part of a whole step's batch (N groups of G, advantages computed on all of it, as one process samples it)
     that ``rank`` trains on: both layouts then train on the same batch."""

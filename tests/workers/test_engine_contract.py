@@ -10,6 +10,7 @@ from tests.workers.test_trl_engine import RECIPE, Recorder, _config, _run, chat 
 from workers import storage
 from workers.engines import TRAINERS
 from workers.engines.base import TrialOutcome
+from workers.metrics import SUMMARIZED
 
 ENGINE_SETTINGS = {"groupscale": {"engine": "groupscale", "trl": {}, "lr": 3e-4}, "trl": {"engine": "trl", "trl": RECIPE}}
 BROKEN = "def broken(completions, **kwargs):\n    raise RuntimeError('the grader is down')\n"
@@ -53,6 +54,8 @@ def test_gap_at_step_0_and_t_and_a_killed_trial_resumes_to_the_same_result(chat,
     assert resumed.status is TrialOutcome.SUCCEEDED, resumed
     assert min(resumed_report.steps) == 2, sorted(resumed_report.steps)  # from the checkpoint, not from step 0
     assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
+    summary = {k: straight.metrics[k] for k in SUMMARIZED}  # the realized G and the no-signal causes over all 4 steps
+    assert {k: resumed.metrics[k] for k in SUMMARIZED} == pytest.approx(summary, abs=1e-9)
 
 
 def test_a_failing_reward_fails_the_trial_naming_the_term(chat, tmp_path, engine):  # noqa: F811

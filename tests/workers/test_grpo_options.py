@@ -110,7 +110,8 @@ def test_a_killed_trial_resumes_from_its_checkpoint_with_the_same_result(model_c
     steps_seen = []
     resumed = train_trial(config, lambda m, s: steps_seen.append(s))
     assert min(s for s in steps_seen) == 20  # it did not start over: the first report is the resume point
-    assert resumed.status == "succeeded" and resumed.metrics == straight.metrics
+    assert resumed.status == "succeeded" and resumed.metrics == straight.metrics  # the steps' summary kept in counters
+    assert "truncation_rate" in resumed.metrics and "frac_groups_all_wrong" in resumed.metrics
 
 
 def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_the_only_one_kept(model_cache, tmp_path, monkeypatch):

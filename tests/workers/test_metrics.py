@@ -29,6 +29,7 @@ def test_every_metric_a_trial_reports_is_registered(tmp_path):
            "steps": 1, "measure": {"kind": "gradient_mse", "repeats": 4}}  # fmt: skip
     keys = _keys(outcome, tmp_path) | _keys(mse, tmp_path)
     assert {"reward_mean", "gap", "gap@2", "probe_g_star", "grad_mse"} <= keys  # both measures ran their course
+    assert set(metrics.SUMMARIZED) <= keys  # the realized G, the no-signal causes and truncation: every step
     assert [k for k in keys if not metrics.known(k)] == []
 
 
@@ -58,3 +59,18 @@ def test_a_results_metrics_are_the_final_the_initial_and_the_checkpoints_gap():
     at = {4: {"gap": 0.5, "gap_se": 0.1}, 8: {"gap": 0.4, "eval_accuracy": 0.6}}
     out = metrics.result_metrics({"gap": 0.3}, {"gap": 0.7, "eval_accuracy": 0.3}, at)
     assert out == {"gap": 0.3, "gap_initial": 0.7, "eval_accuracy_initial": 0.3, "gap@4": 0.5, "gap_se@4": 0.1, "gap@8": 0.4}
+
+
+def test_a_results_summary_is_the_min_the_max_and_the_mean_over_the_steps_that_have_each():
+    summary: dict = {}
+    metrics.summarize(summary, {"realized_group_size_min": 4, "realized_group_size_max": 4, "truncation_rate": 0.5})
+    metrics.summarize(summary, {"realized_group_size_min": 3, "realized_group_size_max": 5, "truncation_rate": 0.0})
+    metrics.summarize(summary, {"frac_groups_all_wrong": 0.25, "loss": 1.0})  # a step without the others
+    assert metrics.summary_metrics(summary) == {
+        "realized_group_size_min": 3,
+        "realized_group_size_max": 5,
+        "truncation_rate": 0.25,
+        "frac_groups_all_wrong": 0.25,
+    }
+    assert summary["truncation_rate"] == [2, 0.5]  # plain lists: a checkpoint holds them
+    assert all(metrics.known(k) for k in metrics.SUMMARIZED) and metrics.summary_metrics({}) == {}

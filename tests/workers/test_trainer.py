@@ -89,6 +89,8 @@ def test_grpo_improves_held_out_accuracy_and_is_reproducible(model_cache):
     assert a.metrics == b.metrics  # CPU trials are bit-reproducible from the seed
     steps = [s for s, m in reports if "reward_mean" in m]
     assert steps == list(range(1, 41))
+    assert all(m["realized_group_size_min"] == m["realized_group_size_max"] == 4 for _, m in reports if "reward_mean" in m)
+    assert a.metrics["realized_group_size_min"] == a.metrics["realized_group_size_max"] == 4
     assert not {"clip_frac_low", "clip_frac_high", "kl", "loss"} & {k for _, m in reports for k in m}  # constant here
 
 
@@ -96,7 +98,16 @@ def test_no_signal_trial_is_not_a_data_point(model_cache):
     # Tiny temperature makes every group's completions identical: zero-variance groups in every step.
     r = train_trial(cfg(model_cache, temperature=1e-4, steps=6))
     assert r.status == "no_signal" and "steps without signal" in r.reason
-    assert r.metrics == {}
+    # no gap (not a data point); the steps' summary says why: every group's completions were the same text
+    assert r.metrics == {
+        "realized_group_size_min": 4.0,
+        "realized_group_size_max": 4.0,
+        "frac_groups_identical": 1.0,
+        "frac_groups_all_wrong": 0.0,  # a partition: identical groups count there alone
+        "frac_groups_all_right": 0.0,
+        "truncation_rate": pytest.approx(r.metrics["truncation_rate"]),
+    }
+    assert 0.0 <= r.metrics["truncation_rate"] <= 1.0
 
 
 @pytest.mark.parametrize("bad", [{"advantage": "ppo"}, {"loss_aggregation": "sum"}])
@@ -148,6 +159,34 @@ def test_a_non_finite_loss_fails_the_trial_naming_what_and_when(monkeypatch):
     r = train_trial(bandit)
     assert r.status == "failed" and r.steps_done == 0
     assert r.reason == "non-finite loss, grad_norm at step 1"
+
+
+def test_a_trial_whose_groups_are_cut_fails_naming_the_realized_g(monkeypatch):
+    """A trainer that drops completions (the policy's sampler here loses the last completion of every call that
+    samples groups, the training's: the eval's are whole) cuts a group short: the trial fails at step 1 naming the
+    realized G, before the rewards are viewed as (N, G)."""
+    from workers.engines import groupscale
+
+    def drop_last(sample):
+        def sampled(prompts, **kw):
+            ro = sample(prompts, **kw)
+            return ro.rows(slice(0, len(prompts) - 1)) if kw.get("group_size", 1) > 1 else ro
+
+        return sampled
+
+    def dropping(cfg):
+        task, policy, rng = real_setup(cfg)
+        monkeypatch.setattr(policy, "sample", drop_last(policy.sample))
+        return task, policy, rng
+
+    real_setup = groupscale.setup
+    monkeypatch.setattr(groupscale, "setup", dropping)
+    bandit = TrialConfig.flat(
+        task={"name": "bandit"}, model={"preset": "tabular"}, group_size=4, samples_per_step=16, seed=0, steps=3
+    )
+    r = train_trial(bandit)
+    assert r.status == "failed" and r.steps_done == 0, r
+    assert r.reason == "realized group size 3 to 4 at step 1, configured G = 4 (the trainer dropped or merged completions)"
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from workers.config import TrialConfig
 from workers.engines import trainer
 from workers.engines.base import TrialResult
 from workers.engines.trl import silent_generation, trained_settings, trl_arguments
+from workers.metrics import SUMMARIZED
 from workers.models.presets import preset_path
 
 TRL_NAMES = (
@@ -157,6 +158,14 @@ def test_a_trl_trial_logs_trls_metrics_and_groupscales_gap(chat, tmp_path):
         assert (
             "rewards/accuracy.accuracy_reward/mean" in report.steps[step] and "rewards/numeric_match/mean" in report.steps[step]
         )
+        groups = report.steps[step]  # the generation's groups (TrlRewards.check_generation), under the groupscale names
+        assert groups["realized_group_size_min"] == groups["realized_group_size_max"] == 2.0, groups
+        assert groups["truncation_rate"] == groups["completions/clipped_ratio"]
+        causes = [groups[k] for k in ("frac_groups_identical", "frac_groups_all_wrong", "frac_groups_all_right")]
+        assert all(0.0 <= c <= 1.0 for c in causes) and sum(causes) <= groups["frac_reward_zero_std"] + 1e-9
+    assert result.metrics["realized_group_size_min"] == result.metrics["realized_group_size_max"] == 2.0
+    mean = sum(report.steps[s]["truncation_rate"] for s in range(1, 5)) / 4  # the result keeps the steps' mean
+    assert result.metrics["truncation_rate"] == pytest.approx(mean)
     assert {"gap", "gap_se", "eval_accuracy"} <= set(report.steps[2]) and {"gap", "eval_accuracy"} <= set(report.steps[4])
     assert {"gap", "eval_accuracy", "parameters_total"} <= set(report.steps[0])  # the gap's chart starts at step 0
     assert result.metrics["gap"] == report.steps[4]["gap"] and result.metrics["gap_initial"] == report.steps[0]["gap"]
@@ -178,6 +187,8 @@ def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
     assert isinstance(killed, KeyboardInterrupt)
     assert sorted(p.name for p in Path(cfg.checkpoint_dir).glob("checkpoint-*")) == ["checkpoint-2"]
     assert killed_report.flushed == 2  # step 2's points were flushed before TRL wrote checkpoint-2
+    saved = json.loads((Path(cfg.checkpoint_dir) / "checkpoint-2" / "trainer_state.json").read_text())
+    assert saved["stateful_callbacks"]["SignalCount"]["attributes"]["summary"]["realized_group_size_min"] == [2, 2.0]
     report = Recorder()
     resumed = _run(cfg, report)
     assert resumed.status == "succeeded" and min(report.steps) == 2 and report.steps[2] == {"resumed_from_step": 2.0}
@@ -187,6 +198,8 @@ def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
     assert [resumed.metrics[f"gap@{s}"] for s in (1, 2, 3)] == [straight.metrics[f"gap@{s}"] for s in (1, 2, 3)]
     assert sorted(s for s in report.steps if "gap" in report.steps[s]) == [3, 4]
     assert resumed.metrics["gap"] == pytest.approx(straight.metrics["gap"], abs=1e-9), (resumed.metrics, straight.metrics)
+    summary = {k: straight.metrics[k] for k in SUMMARIZED}  # over the 4 steps, 2 of them before the kill
+    assert {k: resumed.metrics[k] for k in SUMMARIZED} == pytest.approx(summary, abs=1e-9)
 
 
 def test_lora_in_the_trl_engine_trains_the_adapter_alone(chat, tmp_path):
@@ -211,6 +224,18 @@ def test_a_trl_exception_fails_the_trial_with_its_cause(tmp_path, model_cache):
                   cache_dir=str(model_cache), trl={**RECIPE, "loss_type": "no-such-loss"})  # fmt: skip
     result = _run(cfg, Recorder())
     assert result.status == "failed" and result.reason.startswith("TRL: ValueError:") and "no-such-loss" in result.reason
+
+
+def test_a_trl_trial_whose_groups_are_cut_fails_naming_the_realized_g(chat, tmp_path, monkeypatch):
+    """A generation that reaches the rewards a completion short (as a trainer that dropped one would hand it over)
+    ends the TRL trial failed, naming the realized G and the step."""
+    from workers.engines import trl as trl_engine
+
+    real = trl_engine.realized_group_sizes
+    monkeypatch.setattr(trl_engine, "realized_group_sizes", lambda rows, sizes: real(rows[:-1], sizes))
+    result = _run(_config(chat, tmp_path, steps=2), Recorder())
+    assert result.status == "failed", result
+    assert result.reason == "realized group size 1 to 2 at step 1, configured G = 2 (the trainer dropped or merged completions)"
 
 
 def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
@@ -277,6 +302,9 @@ def test_a_trl_trial_without_signal_is_no_signal_when_each_generation_feeds_seve
     assert sorted(s for s in report.steps if "frac_reward_zero_std" in report.steps[s]) == [1, 3]  # TRL's own log
     assert silent.status == "no_signal", silent
     assert silent.reason == "2/2 generations without signal (every group's rewards were equal)"
+    # why, kept in the result: every group all wrong (reward 0) or, before that, of one completion text
+    assert silent.metrics["frac_groups_identical"] + silent.metrics["frac_groups_all_wrong"] == pytest.approx(1.0)
+    assert silent.metrics["frac_groups_all_right"] == 0.0 and silent.metrics["realized_group_size_min"] == 2.0
     signal = _run(_config(chat, tmp_path / "b", trl=trl), Recorder())
     assert signal.status == "succeeded", signal
 
@@ -352,3 +380,43 @@ def test_answer_for_a_trl_recipe_trains_its_stages_with_trl_within_its_budget(ch
     assert calls and answer.cost.completions <= 1500, (calls, answer.cost)
     assert answer.stages["pilot"]["status"] == "succeeded" and answer.stages["pilot"]["probes"], answer.stages["pilot"]
     assert answer.recommended_group_size in (2, 4) and {g for g, _ in calls} == {2, 4}, (answer, calls)
+
+
+class _RightTask:
+    """A built-in task's stand-in (not RewardTerms): reward 1 for a completion that starts "right", else 0."""
+
+    def rewards(self, problems, texts, rng):
+        return np.array([1.0 if t.startswith("right") else 0.0 for t in texts])
+
+
+def _generation(rows: list[int], texts: list[str]) -> dict:
+    """One generation through TrlRewards as TRL calls its first reward function (G = 2, B = 4, before step 2)."""
+    from types import SimpleNamespace
+
+    from workers.engines.trl import ROW, TrlRewards
+
+    args = SimpleNamespace(num_generations=2, generation_batch_size=4, reward_weights=[1.0],
+                           multi_objective_aggregation="sum_then_normalize")  # fmt: skip
+    rewards = TrlRewards(_RightTask(), [f"p{i}" for i in range(3)], args)
+    values = rewards.functions()[0](texts, [[1]] * len(texts), **{ROW: rows, "trainer_state": SimpleNamespace(global_step=1)})
+    assert values == [1.0 if t.startswith("right") else 0.0 for t in texts]
+    return rewards.pending
+
+
+def test_trls_groups_are_checked_and_give_the_realized_g_and_the_no_signal_causes():
+    """TrlRewards on one generation (no TRL training): its groups' metrics for the step's log; rows that are not G
+    consecutive completions of one prompt (here interleaved, then one dropped) fail naming the realized G."""
+    from workers.algos import GroupSizeError
+
+    assert _generation([0, 0, 1, 1], ["same", "same", "wrong", "also wrong"]) == {
+        "realized_group_size_min": 2.0,
+        "realized_group_size_max": 2.0,
+        "frac_groups_identical": 0.5,
+        "frac_groups_all_wrong": 0.5,
+        "frac_groups_all_right": 0.0,
+    }
+    assert _generation([2, 2, 1, 1], ["right", "right!", "right", "wrong"])["frac_groups_all_right"] == 0.5
+    with pytest.raises(GroupSizeError, match="^realized group size 1 at step 2, configured G = 2 "):
+        _generation([0, 1, 0, 1], ["a", "b", "c", "d"])
+    with pytest.raises(GroupSizeError, match="^realized group size 1 to 2 at step 2, configured G = 2 "):
+        _generation([0, 0, 1], ["a", "b", "c"])

@@ -25,7 +25,7 @@ from workers.config import TrialConfig
 from workers.distributed import all_gather, all_sum, first_failure, reduce_metrics, seed_rank, sum_gradients, world
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
-from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics
+from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics, summarize, summary_metrics
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
 from workers.per_prompt import PerPromptG
@@ -212,13 +212,16 @@ class _Failed(Exception):
 
 @contextmanager
 def _guarded(cfg: TrialConfig, phase: _Phase) -> Iterator[None]:
-    """Turn a failing reward function, a non-finite value (NonFiniteLogitsError is a FloatingPointError) or a GPU
-    out of memory inside ``phase`` into a failed TrialResult with the phase and the cause (raised as _Failed). On
-    several processes every rank enters the same phases, and a failure on any rank fails all of them here (the first
-    rank's cause), so none waits on a collective the failed rank will not reach."""
+    """Turn a failing reward function, a non-finite value (NonFiniteLogitsError is a FloatingPointError), groups cut
+    to another size than G (algos.GroupSizeError, whose reason names its step) or a GPU out of memory inside ``phase``
+    into a failed TrialResult with the phase and the cause (raised as _Failed). On several processes every rank enters
+    the same phases, and a failure on any rank fails all of them here (the first rank's cause), so none waits on a
+    collective the failed rank will not reach."""
     failed = None
     try:
         yield
+    except algos.GroupSizeError as e:  # names its step itself
+        failed = TrialResult("failed", reason=str(e), steps_done=phase.done)
     except (RewardError, FloatingPointError) as e:
         failed = TrialResult("failed", reason=f"{e} at {phase.label}", steps_done=phase.done)
     except torch.OutOfMemoryError:
@@ -232,9 +235,12 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     """One step's metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
-    zero_var = algos.zero_variance_group_fraction(batch.reward_groups())
+    groups = batch.reward_groups()
+    zero_var = algos.zero_variance_group_fraction(groups)
+    windows = algos.group_windows(len(ro.texts), batch.group_sizes)
+    causes = algos.no_signal_causes(groups, [ro.texts[w] for w in windows])
     tokens = float(mask.sum())
-    uniform = batch.group_sizes is None
+    uniform = batch.uniform
     aggregation = (cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens)
     ids = ro.input_ids[:, ro.prompt_len :]
     bias = algos.prefix_weight_bias(ids, mask, batch.advantages, cfg.group_size, *aggregation) if uniform else None
@@ -242,6 +248,9 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
         "reward_mean": float(batch.rewards.mean()),
         "zero_variance_group_frac": zero_var,
         "prompts_with_signal": (cfg.prompts_per_step if uniform else len(batch.problems)) * (1.0 - zero_var),
+        **causes,
+        "realized_group_size_min": float(min(batch.group_sizes)),
+        "realized_group_size_max": float(max(batch.group_sizes)),
         **asdict(upd),
         "completion_tokens_mean": tokens / mask.shape[0],
         "truncation_rate": float(ro.truncated.float().mean()),
@@ -293,6 +302,7 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
         counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
         counters["reward_sum"] += metrics["reward_mean"]
         counters["trunc_sum"] += metrics["truncation_rate"]
+        summarize(counters.setdefault("summary", {}), metrics)  # a checkpoint of before has none
         shown = {k: v for k, v in metrics.items() if k not in constant}
         report(shown, step)
         history.append({**shown, "step": step})
@@ -362,11 +372,14 @@ def _allocation(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy)
 
 
 def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, state: dict) -> TrialResult:
-    """After the last step: no_signal when most steps had no signal, else the final eval and the trial's metrics."""
+    """After the last step: no_signal when most steps had no signal, else the final eval and the trial's metrics; both
+    with the steps' summary (workers.metrics.SUMMARIZED)."""
     counters, t = state["counters"], cfg.steps
+    summary = summary_metrics(counters.get("summary", {}))  # the realized G and the no-signal causes over the steps
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * t:
         reason = _no_signal_reason(counters["reward_sum"] / t, counters["trunc_sum"] / t)
-        return TrialResult("no_signal", reason=f"{counters['silent_steps']}/{t} steps without signal; {reason}", steps_done=t)
+        reason = f"{counters['silent_steps']}/{t} steps without signal; {reason}"
+        return TrialResult("no_signal", metrics=summary, reason=reason, steps_done=t)
     lead = world()[0] == 0
     with _guarded(cfg, _Phase(f"the final evaluation (step {t})", t, t, "the evaluation")):
         final, last = evaluate(policy, task, cfg, t, state["log_history"]) if lead else ({}, [])
@@ -375,4 +388,5 @@ def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, sta
     report(final, t)
     if state["samples"] + last:
         report.log_table(state["samples"] + last)
-    return TrialResult("succeeded", metrics=result_metrics(final, state["initial"], counters.get("evals", {})), steps_done=t)
+    metrics = result_metrics(final, state["initial"], counters.get("evals", {})) | summary
+    return TrialResult("succeeded", metrics=metrics, steps_done=t)

@@ -11,7 +11,10 @@ reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to
 held-out ``gap`` comes from groupscale's own evaluator (workers.engines.groupscale.evaluate: the same eval set and seed as the
 groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last complete checkpoint.
 No signal is counted per generation in the reward path, which sees each one once however many optimizer steps reuse
-it (TRL logs ``frac_reward_zero_std`` only on the steps that generated); the count is saved in each checkpoint.
+it (TRL logs ``frac_reward_zero_std`` only on the steps that generated); the count is saved in each checkpoint. The
+reward path also checks that each of the generation's groups is G completions of one prompt (a trial where it is not
+fails naming the realized G) and adds the groups' metrics (realized sizes, no-signal causes) to the step that
+generated; ``truncation_rate`` repeats TRL's ``completions/clipped_ratio`` under the groupscale engine's name.
 
 Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
 """
@@ -33,13 +36,20 @@ import torch
 from sweeps.engines.trl import coerce
 from sweeps.trl_steps import structure_for
 from workers import storage
-from workers.algos import zero_variance_group_fraction
+from workers.algos import (
+    GroupSizeError,
+    check_group_sizes,
+    group_windows,
+    no_signal_causes,
+    realized_group_sizes,
+    zero_variance_group_fraction,
+)
 from workers.batch import setup
 from workers.config import TrialConfig
 from workers.distributed import accelerate_env, all_gather, world
 from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
 from workers.evaluation import evaluate
-from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics
+from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics, summarize, summary_metrics
 from workers.models.lora import lora_config, parameter_counts
 from workers.probe import probe_during_training
 from workers.rewards import RewardError, TrainerState
@@ -145,8 +155,10 @@ class TrlRewards:
 
     TRL calls the functions in order with the same keyword arguments, once per generation; the first scores every
     term (in the task's reward process, workers.rewards), replays what they logged through TRL's ``log_metric`` and
-    ``log_extra`` and counts the generation (``generations``; ``silent``: those without signal, silent_generation);
-    the others read their term's values. Rows come back to the task's problems by the ROW column.
+    ``log_extra``, checks the generation's groups (check_generation: ``pending`` holds its metrics for the next log)
+    and counts it (``generations``; ``silent``: those without signal, silent_generation); the others read their
+    term's values. Rows come back to the task's problems by the ROW column. ``summary``: the logged steps' summary
+    (workers.metrics.summarize), kept in the checkpoints with the counts.
     """
 
     def __init__(self, task: Task, problems: list[Problem], args: Any) -> None:
@@ -154,6 +166,8 @@ class TrlRewards:
         self.keys = task.reward_keys if isinstance(task, RewardTerms) else ["reward"]  # a built-in task: one reward
         self._batch: dict[str, np.ndarray] = {}
         self.generations, self.silent = 0, 0
+        self.pending: dict[str, float] = {}
+        self.summary: dict[str, list[float]] = {}
 
     def functions(self) -> list[Any]:
         return [self._term(i, key) for i, key in enumerate(self.keys)]
@@ -180,19 +194,41 @@ class TrlRewards:
             per_term = self._score(problems, texts, completion_ids, kwargs)
         except RewardError as e:
             own = e
-        # one exchange a generation: each rank's failure (or None), rows and values
-        shares = all_gather((None if own is None else str(own), list(rows), [per_term.get(key) for key in self.keys]))
+        # one exchange a generation: each rank's failure (or None), rows, texts and values
+        mine = [per_term.get(key) for key in self.keys]
+        shares = all_gather((None if own is None else str(own), list(rows), texts, mine))
         if own is not None:
             raise own
-        agreed = next((failure for failure, _, _ in shares if failure is not None), None)
+        agreed = next((failure for failure, *_ in shares if failure is not None), None)
         if agreed is not None:
             raise RewardError(agreed)
-        rows = [r for _, share, _ in shares for r in share]
-        assert all(len(set(rows[i : i + g])) == 1 for i in range(0, len(rows), g)), "TRL's groups are consecutive rows"
-        values = [np.concatenate([share[i] for _, _, share in shares]) for i in range(len(self.keys))]
+        rows, texts = [r for _, share, _, _ in shares for r in share], [t for _, _, share, _ in shares for t in share]
+        values = [np.concatenate([share[i] for *_, share in shares]) for i in range(len(self.keys))]
+        self.pending = self.check_generation(rows, texts, values, kwargs["trainer_state"].global_step + 1)
         self.generations += 1
         self.silent += silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
         return per_term
+
+    def check_generation(self, rows: list[int], texts: list[str], values: list[np.ndarray], step: int) -> dict[str, float]:
+        """The metrics of a whole generation's groups (TRL's layout: G consecutive rows a group, generation_batch_size
+        rows): the realized group sizes (workers.algos.realized_group_sizes, a row's prompt: its ROW) and the no-signal
+        causes of the weighted reward (abstentions 0), once checked that every group is G completions of one prompt.
+
+        Args:
+            rows: (S,) each completion's ROW; texts: (S,) the completions; values: each term's (S,) values;
+            step: the optimizer step the generation is for (1-based).
+        Raises:
+            workers.algos.GroupSizeError: naming the realized group sizes.
+        """
+        g = self.args.num_generations
+        sizes = [g] * max(1, self.args.generation_batch_size // g)
+        realized = realized_group_sizes(rows, sizes)
+        check_group_sizes(realized, sizes, step)
+        weights = self.args.reward_weights
+        reward = np.sum([w * np.nan_to_num(v, nan=0.0) for v, w in zip(values, weights, strict=True)], axis=0)
+        windows = group_windows(len(rows), sizes)
+        causes = no_signal_causes([reward[w] for w in windows], [texts[w] for w in windows])
+        return {**causes, "realized_group_size_min": float(min(realized)), "realized_group_size_max": float(max(realized))}
 
     def _score(self, problems: list[Problem], texts: list[str], completion_ids: list[list[int]], kwargs: dict) -> dict:
         if not isinstance(self.task, RewardTerms):
@@ -297,6 +333,11 @@ def _callbacks(
     class Measure(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
             metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
+            if "completions/clipped_ratio" in metrics:  # the groupscale engine's name for the same share
+                metrics["truncation_rate"] = metrics["completions/clipped_ratio"]
+            metrics |= rewards.pending  # the generation's groups, on the step that generated (as TRL's own)
+            rewards.pending = {}
+            summarize(rewards.summary, metrics)
             report(metrics, state.global_step)
             history.append({**metrics, "step": state.global_step})
             saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
@@ -317,12 +358,14 @@ def _callbacks(
 
     class SignalCount(TrainerCallback, ExportableState):
         def state(self) -> dict:
-            return {"args": {}, "attributes": {"generations": rewards.generations, "silent": rewards.silent}}
+            counts = {"generations": rewards.generations, "silent": rewards.silent, "summary": rewards.summary}
+            return {"args": {}, "attributes": counts}
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             # a resume's state is its checkpoint's; one saved before this count existed starts it at 0
             saved = state.stateful_callbacks.setdefault(SIGNAL, self.state())["attributes"]
             rewards.generations, rewards.silent = saved["generations"], saved["silent"]
+            rewards.summary = saved.get("summary", {})  # a checkpoint of before: the steps from here
 
     class MirrorCheckpoints(TrainerCallback):
         """A remote checkpoint folder gets each checkpoint once TRL has written it (trainer_state.json last, which
@@ -370,10 +413,11 @@ def recipe_refusal(cfg: TrialConfig, n_rewards: int) -> tuple[str | None, str] |
 
 
 def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception or a
-    reward function's failure, ``no_signal`` when most generations' groups all had equal rewards (TrlRewards counts
-    each generation once, however many optimizer steps reuse it), else ``succeeded`` with groupscale's final eval
-    metrics."""
+    """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception, a
+    reward function's failure or groups of another size than G (workers.algos.GroupSizeError), ``no_signal`` when most
+    generations' groups all had equal rewards (TrlRewards counts each generation once, however many optimizer steps
+    reuse it), else ``succeeded`` with groupscale's final eval metrics; both with the logged steps' summary
+    (workers.metrics.SUMMARIZED)."""
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -411,15 +455,16 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
         trainer.train(resume_from_checkpoint=resume)
         if rewards.silent > NO_SIGNAL_STEP_FRACTION * rewards.generations:
             reason = f"{rewards.silent}/{rewards.generations} generations without signal (every group's rewards were equal)"
-            return TrialResult("no_signal", reason=reason, steps_done=cfg.steps)
+            return TrialResult("no_signal", metrics=summary_metrics(rewards.summary), reason=reason, steps_done=cfg.steps)
         if rank != 0:  # rank 0's result is the trial's
             return TrialResult("succeeded", steps_done=cfg.steps)
         final, last = evaluate(policy, task, cfg, cfg.steps, history)
         report(final, cfg.steps)
         if samples + last:
             report.log_table(samples + last)
-        return TrialResult("succeeded", metrics=result_metrics(final, initial, at), steps_done=cfg.steps)
-    except RewardError as e:
+        metrics = result_metrics(final, initial, at) | summary_metrics(rewards.summary)
+        return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+    except (RewardError, GroupSizeError) as e:
         return TrialResult("failed", reason=str(e))
     except (ValueError, RuntimeError, TypeError, torch.OutOfMemoryError) as e:  # TRL's own refusals and failures
         return TrialResult("failed", reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
