@@ -121,7 +121,7 @@ def per_prompt(stats: list[PromptStats], keys: list[str], rewards: np.ndarray, n
     its interval from ``n_boot`` resamples of the K prompts (numpy Generator ``seed``)."""
     rng = np.random.default_rng([seed, 1])
     k = len(stats)
-    resamples = [prompt_components(stats, keys, rewards, rng.integers(0, k, k))[0] for _ in range(n_boot)]
+    resamples = [prompt_components(stats, keys, rewards, rng.integers(0, k, size=k))[0] for _ in range(n_boot)]
     components, completions = prompt_components(stats, keys, rewards)
     return allocation.summary(components, resamples, completions)
 

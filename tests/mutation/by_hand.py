@@ -34,6 +34,7 @@ ALGOS, PROBE, ADAPTIVE, TRAINER = (
     "sweeps/adaptive.py",
     "workers/engines/groupscale.py",
 )
+ALLOCATION, T_ALLOCATION = "sweeps/allocation.py", "tests/sweeps/test_allocation.py"
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
@@ -329,6 +330,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         "bad = []",
         "the trainer's check for a non-finite loss, KL or gradient norm removed",
         (T_TRAINER,),
+    ),
+    # per-prompt G (issue 43): sweeps/allocation.py, the probe's per-prompt terms, the trainer's weights and checks
+    Mutation(
+        "per_prompt_variance_g_for_g_minus_1",
+        ALLOCATION,
+        "return c.sigma2 / sizes + c.kappa / (sizes * (sizes - 1))",
+        "return c.sigma2 / sizes + c.kappa / (sizes * sizes)",
+        "a prompt's leave-one-out excess kappa / (G (G - 1)) written kappa / G^2",
+        (T_ALLOCATION,),
+    ),
+    Mutation(
+        "per_prompt_marginal_wrong",
+        ALLOCATION,
+        "return c.sigma2 / g**2 + c.kappa * (2 * g - 1) / (g**2 * (g - 1) ** 2)",
+        "return c.sigma2 / g**2 + c.kappa * (2 * g - 1) / (g**2 * (g - 1))",
+        "the marginal variance's kappa term with (G - 1) for (G - 1)^2: the optimum's marginals are not equal",
+        (T_ALLOCATION,),
+    ),
+    Mutation(
+        "per_prompt_kappa_estimate",
+        PROBE,
+        "        2 * np.array(z2) - 4 * np.array(z1),\n",
+        "        2 * np.array(z2) - 2 * np.array(z1),\n",
+        "the probe's per-prompt kappa_x = 2 zeta2 - 2 zeta1 (for 4 zeta1)",
+        ("tests/workers/test_bandit.py",),
+    ),
+    Mutation(
+        "per_prompt_weights_dropped",
+        ALGOS,
+        "        out[rows] = adv.reshape(-1) * (mean_size / g)\n",
+        "        out[rows] = adv.reshape(-1)\n",
+        "per-prompt advantages without the m / G_x weight: prompts weighted by their G, not 1/N",
+        ("tests/workers/test_per_prompt.py",),
+    ),
+    Mutation(
+        "realized_group_size_check_dropped",
+        ALGOS,
+        "    if list(realized) != list(sizes):\n",
+        "    if False:\n",
+        "a trial whose groups were cut trains on (the realized-G check dropped)",
+        (T_ALGOS, T_TRAINER),
     ),
 )
 
