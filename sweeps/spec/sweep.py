@@ -145,9 +145,7 @@ class SweepSpec(StrictModel):
         groups, budgets = info.data.get("group_sizes"), info.data.get("samples_per_step")
         grpo = info.data.get("grpo")
         if v.num_processes > 1 and grpo is not None and grpo.allocation != "uniform":
-            raise ValueError(
-                f"num_processes={v.num_processes}: grpo.allocation per_prompt trains on one process; allowed: 1"
-            )
+            raise ValueError(f"num_processes={v.num_processes}: grpo.allocation per_prompt trains on one process; allowed: 1")
         if v.num_processes == 1 or not groups or not budgets:
             return v
         short = [(g, b) for b in budgets for g in groups if b // g < v.num_processes]
