@@ -122,11 +122,16 @@ def sgpo_sizes(c: PromptComponents, completions: np.ndarray | None = None) -> np
     return _search(rule, c, math.log(G_MIN * p.min()), math.log(G_MAX * p.max()))
 
 
+def part_of(pass_rate: np.ndarray | float, edges: Sequence[float] = BUCKET_EDGES) -> np.ndarray:
+    """Each pass rate's part of ``edges``: i for edges[i] <= p < edges[i + 1], the last part closed (p = 1 in it)."""
+    return np.clip(np.searchsorted(edges, pass_rate, side="right") - 1, 0, len(edges) - 2)
+
+
 def bucket_table(c: PromptComponents, edges: Sequence[float] = BUCKET_EDGES) -> tuple[list[dict], np.ndarray]:
     """One whole G per pass-rate part: the optimal allocation of the parts' pooled components (a part's prompts
     share its G, so its sigma2 and kappa enter as their weighted mean), rounded. Returns the table (rows
     ``{pass_rate: [lo, hi], share, group_size}`` for parts holding prompts) and (K,) each prompt's G."""
-    part = np.clip(np.searchsorted(edges, c.pass_rate, side="right") - 1, 0, len(edges) - 2)
+    part = part_of(c.pass_rate, edges)
     used = np.unique(part)
     share = np.array([c.weight[part == b].sum() for b in used])
     pooled = PromptComponents(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sweeps.allocation import BUCKET_EDGES, part_of
 from workers.tasks import Problem
 
 
@@ -30,12 +31,9 @@ class PerPromptG:
         total, n = self.seen.get(problem.key, (0.0, 0.0))
         if not n or not self.table:
             return self.unseen
-        rate = total / n
-        for row in self.table:
-            lo, hi = row["pass_rate"]
-            if lo <= rate < hi or rate == hi == 1.0:  # the last part is closed
-                return int(row["group_size"])
-        return self.unseen  # between two parts the probe saw no prompt in
+        lo = BUCKET_EDGES[int(part_of(total / n))]
+        # a part the probe saw no prompt in has no row: the unseen prompts' G
+        return next((int(row["group_size"]) for row in self.table if row["pass_rate"][0] == lo), self.unseen)
 
     def layout(self, drawn: list[Problem], budget: int) -> tuple[list[Problem], list[int]]:
         """The step's prompts and their G: the first of ``drawn`` whose G sum to ``budget`` (B) exactly.

@@ -13,7 +13,7 @@ from workers.per_prompt import PerPromptG
 from workers.tasks import Problem
 
 TASK = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
-TABLE = [{"pass_rate": [0.0, 0.2], "share": 0.5, "group_size": 8}, {"pass_rate": [0.6, 1.0], "share": 0.5, "group_size": 2}]
+TABLE = [{"pass_rate": [0.0, 0.2], "share": 0.5, "group_size": 8}, {"pass_rate": [0.8, 1.0], "share": 0.5, "group_size": 2}]
 
 
 def _cfg(**over):
