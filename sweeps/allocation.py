@@ -168,6 +168,16 @@ def mse_ratios(c: PromptComponents, completions: np.ndarray | None = None) -> di
     }
 
 
+def _saving(table: float, optimum: float) -> str:
+    """The per_prompt block in words: the table's saving (the applicable one) first, the optimum's as its bound."""
+    share = lambda r: f"{100 * (1 - r):.0f}% fewer completions" if r <= 0.995 else "no fewer completions"  # noqa: E731
+    return (
+        f"one G per pass-rate part (the table) would reach the best uniform G's gradient noise with {share(table)}; "
+        f"G fitted to each probed prompt with {share(optimum)} (an upper bound: optimistic where prompts are many and "
+        "each probed a few times)"
+    )
+
+
 def summary(c: PromptComponents, resamples: Sequence[PromptComponents], completions: np.ndarray | None = None) -> dict:
     """The ``per_prompt`` block of a probe or an answer (JSON-ready): mse_ratios at ``c``, mse_ratio_ci95 (the
     2.5th and 97.5th percentiles over ``resamples`` of the prompts, those with tau2 > 0; null with fewer than 20 of
@@ -188,7 +198,6 @@ def summary(c: PromptComponents, resamples: Sequence[PromptComponents], completi
     ]
     ci = [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))] if len(draws) >= 20 else [None, None]
     best = optimal_sizes(c)
-    saved = 1 - ratios["mse_ratio"]
     return {
         **ratios,
         "mse_ratio_ci95": ci,
@@ -196,7 +205,5 @@ def summary(c: PromptComponents, resamples: Sequence[PromptComponents], completi
         "uniform_group_size": best_uniform(c),
         "mean_group_size": float(c.weight @ best),
         "prompts": len(c.sigma2),
-        "message": f"per-prompt G would reach the best uniform G's gradient noise with {100 * saved:.0f}% fewer completions"
-        if saved >= 0.005
-        else "per-prompt G would not lower the gradient noise of the best uniform G here",
+        "message": _saving(ratios["bucket_mse_ratio"], ratios["mse_ratio"]),
     }

@@ -31,8 +31,10 @@ STEP: dict[str, str] = {
     "prefix_weight_bias": "net loss weight on completion prefixes shared by a whole group (arXiv 2601.05002); absent without one",
     "completion_tokens_mean": "mean completion length in tokens",
     "truncation_rate": "share of completions cut at max_new_tokens (engine trl: TRL's completions/clipped_ratio)",
-    "realized_group_size_min": "fewest completions a group of the step trained on (a trial where it is not G fails)",
-    "realized_group_size_max": "most completions a group of the step trained on (a trial where it is not G fails)",
+    "realized_group_size_min": "fewest completions a group of the step trained on (a trial where a group's differs from its "
+    "configured G fails: the trial's G, or under grpo.allocation per_prompt the group's own)",
+    "realized_group_size_max": "most completions a group of the step trained on (per_prompt: up to the table's largest G + 1, "
+    "the step's last prompt taking what is left of B)",
     "frac_groups_identical": "share of groups whose completions are all the same text (no signal whatever the rewards)",
     "frac_groups_all_wrong": "share of groups of differing completions whose rewards are all equal and <= 0",
     "frac_groups_all_right": "share of groups of differing completions whose rewards are all equal and >= 1",

@@ -141,13 +141,15 @@ def print_per_prompt(block: dict | None) -> None:
         out.print(f"per-prompt G: not estimated ({block.get('reason', 'no ratio')})", highlight=False)
         return
     ci = block.get("mse_ratio_ci95") or [None, None]
-    table = ", ".join(f"pass rate {b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']}" for b in block["buckets"])
+    table = ", ".join(
+        f"{b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']} ({b['share']:.0%})" for b in block["buckets"]
+    )
     out.print(
-        f"per-prompt G: gradient MSE x {_fmt(block['mse_ratio'])} of the best uniform G's (95% CI [{_fmt(ci[0])}, "
-        f"{_fmt(ci[1])}]); sGPO's 1/p rule x {_fmt(block['sgpo_mse_ratio'])}; by pass rate ({table}) "
-        f"x {_fmt(block['bucket_mse_ratio'])}. {block['message']}",
+        f"per-prompt G (gradient MSE over the best uniform G's): by pass rate [{table}] x {_fmt(block['bucket_mse_ratio'])}; "
+        f"each prompt its own G x {_fmt(block['mse_ratio'])} (95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]); sGPO's G = s/p "
+        f"x {_fmt(block['sgpo_mse_ratio'])}. {block['message']}",
         highlight=False,
-        soft_wrap=True,
+        soft_wrap=False,
     )
 
 

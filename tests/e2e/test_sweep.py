@@ -266,7 +266,7 @@ def test_answer_over_http_and_cli(stack):
     assert result["per_prompt"]["mse_ratio"] == pytest.approx(0.993, rel=0.10)  # the bandit's exact per-context ratio
     human = stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "20000")
     assert human.returncode == 0, human.stderr
-    assert "per-prompt G: gradient MSE x " in " ".join(human.stdout.split())
+    assert "per-prompt G (gradient MSE over the best uniform G's): by pass rate" in " ".join(human.stdout.split())
     assert "use G = 4, " in " ".join(human.stdout.split())  # the answer in words, with its evidence (sweeps.verdict)
     assert stack.cli("answer", str(EXAMPLES / "bandit-law.yaml"), "--budget", "5").returncode == 2
     spec = load_spec(EXAMPLES / "bandit-law.yaml").model_dump(mode="json")

@@ -58,6 +58,9 @@ def test_the_report_says_what_was_swept_and_when():
         assert cell in header, (cell, header)
     assert html.index("id='swept'") < html.index("<h2>Answer</h2>")
     assert "What was swept: not given." in render_report(law_fit(), "t")
+    assert "per_prompt" not in header
+    per_prompt = render_report(law_fit(), "t", spec={**s, "grpo": {"allocation": "per_prompt"}})
+    assert "2, 4, 8 (grpo.allocation per_prompt: the G of prompts not seen yet" in per_prompt
 
 
 def test_the_fit_plot_ticks_at_the_swept_group_sizes():
