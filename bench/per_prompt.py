@@ -6,7 +6,10 @@ each seed then train once with every prompt at that G (``grpo.allocation: unifor
 seeds and learning rate. Prints the probe's predicted ratios, each allocation's final gap (mean and standard error
 over seeds) and the paired difference. Not a test: a measurement (docs/RESULTS.md, "Per-prompt G").
 
-    python bench/per_prompt.py [--tasks bandit arithmetic-small] [--seeds 10]
+    python bench/per_prompt.py [--tasks bandit arithmetic-small] [--seeds 10] [--null]
+
+``--null`` checks the machinery instead: the per_prompt trials get a table with the uniform G in every part (the
+trainer's probe replaced), so they differ from the uniform ones only by how the step is filled and weighted.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 
 import numpy as np
 
+from sweeps.allocation import BUCKET_EDGES
 from sweeps.spec import ProbeSpec
 from workers.engines.groupscale import TrialConfig, train_trial
 from workers.probe import run_probe
@@ -44,11 +48,22 @@ TASKS = {
 }
 
 
-def compare(name: str, seeds: int) -> dict:
+def _null_tables(g: int) -> None:
+    """Every per_prompt trial from here on trains with G = g in every pass-rate part (--null)."""
+    from workers.engines import groupscale
+    from workers.per_prompt import PerPromptG
+
+    parts = [{"pass_rate": [lo, hi], "share": 0.2, "group_size": g} for lo, hi in zip(BUCKET_EDGES, BUCKET_EDGES[1:])]
+    groupscale._allocation = lambda cfg, *_: None if cfg.grpo.allocation == "uniform" else PerPromptG(parts, g)
+
+
+def compare(name: str, seeds: int, null: bool = False) -> dict:
     """The probe's block and both allocations' final gaps over ``seeds`` seeds on task ``name``."""
     settings = TASKS[name]
     probe = run_probe(TrialConfig.flat(**settings, group_size=4, seed=0).policy, ProbeSpec(prompts=256, completions=16))
     g = probe["recommended_group_size"]
+    if null:
+        _null_tables(g)
     gaps: dict[str, list[float]] = {"uniform": [], "per_prompt": []}
     for seed in range(seeds):
         for allocation in gaps:
@@ -63,13 +78,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--null", action="store_true", help="per_prompt trials with the uniform G in every part")
     args = ap.parse_args()
     print("| task | uniform G* | predicted mse_ratio [95% CI] | table's ratio | sGPO's ratio | gap, uniform G* | gap, table "
           "| table - uniform (paired) | seconds |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.tasks:
         start = time.perf_counter()
-        out = compare(name, args.seeds)
+        out = compare(name, args.seeds, args.null)
         pp, gaps = out["probe"]["per_prompt"], out["gaps"]
         se = lambda a: np.std(a, ddof=1) / np.sqrt(len(a))  # noqa: E731
         diff = gaps["per_prompt"] - gaps["uniform"]
@@ -83,7 +99,8 @@ def main() -> None:
         table = ", ".join(
             f"{b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']} ({b['share']:.0%})" for b in pp["buckets"]
         )
-        print(f"<!-- {name}: table {table} -->")
+        used = f"G {out['g']} in every part (--null)" if args.null else "the table"
+        print(f"<!-- {name}: probe's table {table}; the per_prompt trials trained with {used} -->")
 
 
 if __name__ == "__main__":
