@@ -148,23 +148,19 @@ def bucket_table(c: PromptComponents, edges: Sequence[float] = BUCKET_EDGES) -> 
     return rows, whole[np.searchsorted(used, part)]
 
 
-def _optimal_ratio(c: PromptComponents) -> float | None:
-    """scaled_mse of the optimal allocation over the best uniform G's; None when tau2 <= 0."""
-    if c.tau2 <= 0:
-        return None
-    return float(scaled_mse(c, optimal_sizes(c)) / scaled_mse(c, np.full(len(c.sigma2), best_uniform(c))))
-
-
 def mse_ratios(c: PromptComponents, completions: np.ndarray | None = None) -> dict[str, float] | None:
     """The optimal allocation's, sGPO's and the bucket table's scaled_mse over the best uniform G's, or None when
     tau2 <= 0 (the uniform G is unbounded: there is nothing finite to compare with)."""
-    if c.tau2 <= 0:
-        return None
+    return None if c.tau2 <= 0 else _ratios(c, optimal_sizes(c), bucket_table(c)[1], completions)
+
+
+def _ratios(c: PromptComponents, best: np.ndarray, table: np.ndarray, completions: np.ndarray | None) -> dict[str, float]:
+    """mse_ratios given the optimal allocation ``best`` and the table's per-prompt G ``table`` (each (K,))."""
     uniform = scaled_mse(c, np.full(len(c.sigma2), best_uniform(c)))
     return {
-        "mse_ratio": float(scaled_mse(c, optimal_sizes(c)) / uniform),
+        "mse_ratio": float(scaled_mse(c, best) / uniform),
         "sgpo_mse_ratio": float(scaled_mse(c, sgpo_sizes(c, completions)) / uniform),
-        "bucket_mse_ratio": float(scaled_mse(c, bucket_table(c)[1]) / uniform),
+        "bucket_mse_ratio": float(scaled_mse(c, table) / uniform),
     }
 
 
@@ -183,8 +179,7 @@ def summary(c: PromptComponents, resamples: Sequence[PromptComponents], completi
     2.5th and 97.5th percentiles over ``resamples`` of the prompts, those with tau2 > 0; null with fewer than 20 of
     them), the bucket table, the best uniform G and the optimal allocation's mean G; null ratios with a reason
     when tau2 <= 0."""
-    ratios = mse_ratios(c, completions)
-    if ratios is None:
+    if c.tau2 <= 0:
         return {
             "mse_ratio": None,
             "mse_ratio_ci95": [None, None],
@@ -197,11 +192,12 @@ def summary(c: PromptComponents, resamples: Sequence[PromptComponents], completi
         scaled_mse(r, optimal_sizes(r)) / scaled_mse(r, np.full(len(r.sigma2), best_uniform(r))) for r in resamples if r.tau2 > 0
     ]
     ci = [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))] if len(draws) >= 20 else [None, None]
-    best = optimal_sizes(c)
+    best, (rows, table) = optimal_sizes(c), bucket_table(c)  # each once: the ratios and the block share them
+    ratios = _ratios(c, best, table, completions)
     return {
         **ratios,
         "mse_ratio_ci95": ci,
-        "buckets": bucket_table(c)[0],
+        "buckets": rows,
         "uniform_group_size": best_uniform(c),
         "mean_group_size": float(c.weight @ best),
         "prompts": len(c.sigma2),
