@@ -297,7 +297,6 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             upd = grpo_update(policy, ref, opt, batch, cfg)
         if allocation is not None:  # the pass rates the next steps' G follow
             allocation.update(batch.problems, [r.numpy() for r in batch.reward_groups()])
-            state["allocation"] = allocation.to_state()
         metrics = reduce_metrics(_step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter())), batch.rewards.numel())
         counters["silent_steps"] += int(metrics["zero_variance_group_frac"] == 1.0)
         counters["reward_sum"] += metrics["reward_mean"]
@@ -322,6 +321,7 @@ def _run_steps(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, 
             rngs = all_gather(torch.get_rng_state())  # each rank's sampling RNG (the model and optimizer are the same)
             if lead:
                 saved = {"model": trainable_state(model), "optimizer": opt.state_dict(), "torch_rngs": rngs}
+                saved |= {} if allocation is None else {"allocation": allocation.to_state()}  # the pass rates so far
                 save_checkpoint(cfg.checkpoint_dir, {**state, **saved, "numpy_rng": rng.bit_generator.state})  # LoRA: the adapter
     return _finish(cfg, report, task, policy, state)
 
