@@ -35,9 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sweeps import adaptive  # noqa: E402
 from sweeps.fit import fit_law  # noqa: E402
-from sweeps.planner import TrialPlan  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
-from workers.config import TrialConfig  # noqa: E402
+from sweeps.trial import TrialConfig  # noqa: E402
 from workers.entry import run_measure  # noqa: E402
 
 EXACT_G_STAR = 4.205  # THEORY.md check instance (tests/workers/test_bandit.py)
@@ -80,7 +79,7 @@ class Trials:
         key = (g, b, seed)
         if key not in self.memo:
             t = time.perf_counter()
-            result = run_measure(TrialConfig.from_spec(self.spec, TrialPlan(g, b, seed), self.cache_dir))
+            result = run_measure(TrialConfig.for_trial(self.spec, g, b, seed, self.cache_dir))
             self.seconds += time.perf_counter() - t
             self.memo[key] = result.metrics["grad_mse"] if result.status == "succeeded" else None
         return self.memo[key]

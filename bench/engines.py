@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from sweeps.fit import fit_law
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.engines import trainer
 from workers.engines.trl import trl_arguments
 from workers.models.presets import preset_path

@@ -24,9 +24,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sweeps.planner import TrialPlan  # noqa: E402
 from sweeps.spec.loading import load_spec  # noqa: E402
-from workers.config import TrialConfig  # noqa: E402
+from sweeps.trial import TrialConfig  # noqa: E402
 from workers.engines.groupscale import train_trial  # noqa: E402
 
 EXAMPLES = ("sweeps/examples/arithmetic-tiny.yaml", "sweeps/examples/byo/spec.yaml")
@@ -46,7 +45,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         for path in EXAMPLES:
             spec = load_spec(ROOT / path)
-            cfg = TrialConfig.from_spec(spec, TrialPlan(GROUP_SIZE, spec.samples_per_step[0], 0), Path(cache))
+            cfg = TrialConfig.for_trial(spec, GROUP_SIZE, spec.samples_per_step[0], 0, Path(cache))
             train_trial(dataclasses.replace(cfg, steps=1))  # builds the preset once, outside the timings
             off, off_metrics = timed(dataclasses.replace(cfg, eval=cfg.eval.model_copy(update={"every": 0})))
             auto, auto_metrics = timed(cfg)

@@ -130,9 +130,8 @@ def _rank(rank: int, port: int, config: dict, results: dict) -> None:
     import os
 
     os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)  # before the first CUDA call in this process
-    from workers.config import TrialConfig
+    from sweeps.trial import TrialConfig, TrialResult
     from workers.distributed import join, leave
-    from workers.engines.base import TrialResult
     from workers.measures import run_measure
 
     join(f"tcp://127.0.0.1:{port}", rank, 2, "cuda")

@@ -52,8 +52,8 @@ def peak_gib() -> float:
 
 
 def main() -> None:
+    from sweeps.trial import TrialConfig
     from workers.batch import Batch
-    from workers.config import TrialConfig
     from workers.engines.groupscale import grpo_update, make_optimizer
     from workers.probe import CountSketch, score_vectors
     from workers.rollout import Rollout, completion_logprobs, completion_logprobs_entropy

@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
+from sweeps.trial import TrialConfig
 from workers.batch import setup
-from workers.config import TrialConfig
 from workers.probe import CountSketch, score_vectors
 
 PROMPTS, COMPLETIONS = 32, 16  # 512 completions: the loop takes long enough to time
@@ -37,7 +36,7 @@ def main() -> None:
         }
     )
     with tempfile.TemporaryDirectory() as cache:
-        cfg = TrialConfig.from_spec(spec, TrialPlan(2, 2, 0), Path(cache))
+        cfg = TrialConfig.for_trial(spec, 2, 2, 0, Path(cache))
         task, policy, rng = setup(cfg.policy)
         policy.module.eval()
         problems = task.sample_train(PROMPTS, rng)

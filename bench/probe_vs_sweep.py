@@ -19,7 +19,7 @@ import numpy as np
 
 from sweeps.fit import fit_law
 from sweeps.spec import ProbeSpec
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.entry import run_measure
 from workers.probe import run_probe
 from workers.tasks import make_task

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from service.lifecycle import TrialStatus  # noqa: E402
 from service.results import fit_from_trials  # noqa: E402
 from sweeps.fit import LawFit  # noqa: E402
-from sweeps.planner import TrialPlan, plan_trials  # noqa: E402
+from sweeps.planner import plan_trials  # noqa: E402
 from sweeps.spec import SweepSpec  # noqa: E402
 from sweeps.yamlfile import read_yaml  # noqa: E402
 
@@ -73,7 +73,7 @@ QUICK = {
 
 def _run(spec_json: str, g: int, b: int, seed: int, cache: str) -> tuple[int, int, int, str, dict, dict]:
     """One trial in a fresh process: (G, B, seed, status, final metrics, {step: probe_g_star})."""
-    from workers.config import TrialConfig
+    from sweeps.trial import TrialConfig
     from workers.entry import run_measure
 
     spec = SweepSpec.model_validate_json(spec_json)
@@ -83,7 +83,7 @@ def _run(spec_json: str, g: int, b: int, seed: int, cache: str) -> tuple[int, in
         if "probe_g_star" in metrics:
             probes[step] = float(metrics["probe_g_star"])
 
-    cfg = TrialConfig.from_spec(spec, TrialPlan(g, b, seed), cache)
+    cfg = TrialConfig.for_trial(spec, g, b, seed, cache)
     if spec.probe.every:
         cfg = dataclasses.replace(cfg, probe=cfg.probe.model_copy(update=IN_TRIAL_PROBE))
     r = run_measure(cfg, report)
@@ -91,11 +91,11 @@ def _run(spec_json: str, g: int, b: int, seed: int, cache: str) -> tuple[int, in
 
 
 def _start_probe(spec_json: str, cache: str) -> dict:
-    from workers.config import TrialConfig
+    from sweeps.trial import TrialConfig
     from workers.probe import run_probe
 
     spec = SweepSpec.model_validate_json(spec_json)
-    cfg = TrialConfig.from_spec(spec, TrialPlan(spec.group_sizes[0], spec.samples_per_step[0], 0), cache)
+    cfg = TrialConfig.for_trial(spec, spec.group_sizes[0], spec.samples_per_step[0], 0, cache)
     return run_probe(cfg.policy, spec.probe)
 
 

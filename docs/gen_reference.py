@@ -2,7 +2,7 @@
 
 docs/reference/cli.md from the typer app (service.cli), http.md from the app's OpenAPI document
 (service.main.create_app), spec.md from the pydantic models (sweeps.spec.SweepSpec, each field's type,
-default and description), metrics.md from workers.metrics. Run by `make docs` before `mkdocs build
+default and description), metrics.md from sweeps.metrics. Run by `make docs` before `mkdocs build
 --strict`; the pages are generated, not committed (.gitignore).
 
     .venv/bin/python docs/gen_reference.py [--out docs/reference]
@@ -139,10 +139,10 @@ def spec_page() -> str:
 
 
 def metrics_page() -> str:
-    """What each trial logs to MLflow (workers.metrics)."""
-    from workers import metrics
+    """What each trial logs to MLflow (sweeps.metrics)."""
+    from sweeps import metrics
 
-    lines = ["# Metrics reference", "", "Generated from `workers/metrics.py`: what every trial logs to MLflow.", ""]
+    lines = ["# Metrics reference", "", "Generated from `sweeps/metrics.py`: what every trial logs to MLflow.", ""]
     for title, table in (
         ("Every step (but those the trial's settings make constant: named in the run's description)", metrics.STEP),
         (

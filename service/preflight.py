@@ -161,31 +161,32 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
         raise SpecError(loc, f"{failure['message']} ({checked})")
 
 
-TRL_CHECK_S = 120.0  # the recipe check at submit: importing TRL and building its GRPOConfig on the cluster
+ENGINE_CHECK_S = 120.0  # an engine's check at submit on the cluster (engine trl: importing TRL, building its GRPOConfig)
 
 
 def check_engine_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any], cache_dir: Path) -> None:
-    """The spec engine's ``cluster_check`` where trials run, before anything is scheduled (engine trl: the recipe's
-    GRPOConfig built and the packages it names looked for, workers.entry.check_trl_task).
+    """The spec engine's ``cluster_check`` where trials run, before anything is scheduled (sweeps.engines: engine trl
+    builds the recipe's GRPOConfig and looks for the packages it names).
 
     Raises:
-        SpecError: naming the trl: field when TRL's message names one (``use_vllm`` without vLLM, an 8-bit ``optim``
-            without bitsandbytes, ``auto_find_batch_size``, ...), or the check took longer than TRL_CHECK_S.
+        SpecError: at the engine's section, or the field of it that the check's message names first, or when the check
+            took longer than ENGINE_CHECK_S.
     """
-    ref = get_engine(spec.engine).cluster_check
-    if ref is None:
+    engine = get_engine(spec.engine)
+    if engine.cluster_check is None:
         return
-    module, name = ref.split(":")
+    module, name = engine.cluster_check.split(":")
     check = getattr(importlib.import_module(module), name)
+    section = (engine.section or "engine",)
     try:
-        failure = run_task(check, (spec.model_dump(mode="json"), str(cache_dir)), TRL_CHECK_S)
+        failure = run_task(check, (spec.model_dump(mode="json"), str(cache_dir)), ENGINE_CHECK_S)
     except TimeoutError:
-        raise SpecError(("trl",), f"the recipe's GRPOConfig was not built within {TRL_CHECK_S:g} s on the cluster") from None
+        raise SpecError(section, f"{engine.checks} was not checked within {ENGINE_CHECK_S:g} s on the cluster") from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad recipe
-        log.warning("the recipe check could not run on the cluster; the sweep is accepted unchecked", exc_info=True)
+        log.warning("engine %s's check could not run on the cluster; the sweep is accepted unchecked", engine.name, exc_info=True)
         return
     if failure is not None:
-        loc = ("trl", failure["field"]) if failure["field"] else ("trl",)
+        loc = (*section, failure["field"]) if failure["field"] else section
         raise SpecError(loc, f"{failure['message']} (checked on a Ray worker, where trials run)")
 
 

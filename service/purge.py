@@ -16,8 +16,8 @@ from service.lifecycle import SWEEP_TERMINAL
 from service.settings import Settings
 from service.store import Sweep
 from service.tracking import Tracking
+from sweeps import storage
 from sweeps.spec import SweepSpec
-from workers import storage
 
 log = logging.getLogger(__name__)
 

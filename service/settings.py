@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.client import bearer_token
-from workers.storage import is_remote, join
+from sweeps.storage import is_remote, join
 
 # Ray's own default is 512 MB and 5 files for its system logs, and no rotation at all for the workers' stdout and
 # stderr unless RAY_ROTATION_MAX_BYTES is set where they start (ray/_private/workers/default_worker.py, Ray 2.60).
@@ -111,16 +111,16 @@ class Settings(BaseSettings):
 
     @property
     def storage(self) -> str:
-        """GROUPSCALE_STORAGE_URI, or the data dir's absolute path (a workers.storage location)."""
+        """GROUPSCALE_STORAGE_URI, or the data dir's absolute path (a sweeps.storage location)."""
         return self.storage_uri or str(self.data_dir.resolve())
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        """The trial's checkpoint folder, a workers.storage location (a resume on any node reads it)."""
+        """The trial's checkpoint folder, a sweeps.storage location (a resume on any node reads it)."""
         return join(self.storage, "checkpoints", trial_id)
 
     @property
     def worker_state_dir(self) -> str:
-        """Where each warm worker writes the trial it runs, a workers.storage location (a restart on another node
+        """Where each warm worker writes the trial it runs, a sweeps.storage location (a restart on another node
         finds it: workers.entry.TrialWorker)."""
         return join(self.storage, "workers")
 

@@ -32,7 +32,7 @@ from service.mlflow_app import NAME as MLFLOW_APP
 from service.scheduler.ray_backend import connect_ray, disconnect_ray, remove_session
 from service.settings import Settings
 from service.tracking import redact
-from workers import storage
+from sweeps import storage
 
 
 def same_database(a: str, b: str) -> bool:

@@ -311,7 +311,7 @@ def dataset_input(spec: SweepSpec, key: str) -> DatasetInput:
 
 def _trial_note(spec: SweepSpec) -> str:
     """What a person reading a trial's charts should know: where learning shows, and which metrics are not logged
-    because the trial's settings make them constant (workers.metrics.flat_by_construction)."""
+    because the trial's settings make them constant (sweeps.metrics.flat_by_construction)."""
     lines = [f"groupscale trial of sweep {spec.name}: the learning signal is in `reward_mean`, `grad_norm` and `gap`."]
     flat = get_engine(spec.engine).flat_metrics(spec)
     by_reason: dict[str, list[str]] = {}

@@ -13,27 +13,18 @@ as in TRL's parser.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from sweeps.engines import get_engine
+from sweeps.engines.trl import TRL_DEFAULTS
 from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
 from sweeps.spec.sections import MAX_PROCESSES
-from sweeps.trl_steps import StepStructure, recipe_structure
+from sweeps.trl_steps import StepStructure, recipe_structure, trl_value
 
-# TRL 1.16's GRPOConfig defaults of the objective's settings (tests/sweeps/test_recipes.py holds them to the installed
-# TRL): what a recipe that names none of them trains with, in from-trl's translation and in a verl export.
-TRL_DEFAULTS = {
-    "loss_type": "dapo",
-    "scale_rewards": "group",
-    "epsilon": 0.2,
-    "beta": 0.0,
-    "num_iterations": 1,
-    "temperature": 1.0,
-    "max_completion_length": 512,
-}
 # GRPOConfig fields a sweep owns: its trials set them (engine trl) or they would publish or evaluate elsewhere.
 SWEEP_OWNED = {
     "num_generations": "G: --group-sizes",
@@ -75,20 +66,6 @@ ELSEWHERE = {
 DTYPES = {"bfloat16": "bfloat16", "float32": "float32", "auto": "auto"}
 
 
-def trl_value(value: Any) -> Any:
-    """A YAML 1.1 numeric string (``1e-6``) as the number TRL's parser makes of it (``true``/``false`` as booleans);
-    anything else as it is."""
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        return int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
-    return value
-
-
 def _steps(config: dict[str, Any]) -> int | None:
     value = trl_value(config.get("max_steps"))
     if value is None:
@@ -96,6 +73,21 @@ def _steps(config: dict[str, Any]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"max_steps: {config.get('max_steps')!r} is not a whole number")
     return value if value > 0 else None
+
+
+def _check_group_sizes(group_sizes: list[int], budget: int, structure: StepStructure) -> None:
+    """--group-sizes are distinct, >= 2 and divide B (the recipe's ``structure`` says how B came about). Raises
+    ValueError naming the allowed G."""
+    if not group_sizes or len(set(group_sizes)) != len(group_sizes) or min(group_sizes) < 2:
+        raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
+    allowed = valid_group_sizes(budget)
+    bad = [g for g in group_sizes if g not in allowed]
+    if bad:
+        raise ValueError(
+            f"group sizes {bad} do not divide B = {budget}: {structure.describe()}; allowed: "
+            + (", ".join(map(str, allowed)) if allowed else "none (no group of 2 or more fits); raise "
+               "per_device_train_batch_size to the largest G at least (Unsloth does so itself) or set generation_batch_size")
+        )  # fmt: skip
 
 
 def _check_processes(group_sizes: list[int], budget: int, num_processes: int) -> None:
@@ -136,8 +128,10 @@ def spec_from_trl(
         ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
             (engine groupscale), each naming the key and the value.
     """
-    if engine not in TARGETS:
-        raise ValueError(f"--engine: {engine!r}; allowed: {', '.join(TARGETS)}")
+    try:
+        keeps_recipe = get_engine(engine).section == "trl"  # TRL's engine trains the recipe itself
+    except ValueError as e:
+        raise ValueError(f"--engine: {e}") from None
     recipe_processes = trl_value(config.get("num_processes"))
     if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
         num_processes = recipe_processes  # `trl grpo --config` passes num_processes to accelerate
@@ -147,20 +141,10 @@ def spec_from_trl(
     model = model or config.get("model_name_or_path")
     if not model:
         raise ValueError("the TRL config names no model (model_name_or_path): pass --model with a local model folder")
-    if not group_sizes or len(set(group_sizes)) != len(group_sizes) or min(group_sizes) < 2:
-        raise ValueError(f"--group-sizes: {group_sizes} must be distinct whole numbers >= 2 (e.g. 2,4,8,16)")
-    batch = {k: trl_value(config[k]) for k in _BATCH if config.get(k) is not None}
-    structure = recipe_structure(batch, num_processes)
-    budget_of, translate = TARGETS[engine]
-    budget = budget_of(structure)
-    allowed = valid_group_sizes(budget)
-    bad = [g for g in group_sizes if g not in allowed]
-    if bad:
-        raise ValueError(
-            f"group sizes {bad} do not divide B = {budget}: {structure.describe()}; allowed: "
-            + (", ".join(map(str, allowed)) if allowed else "none (no group of 2 or more fits); raise "
-               "per_device_train_batch_size to the largest G at least (Unsloth does so itself) or set generation_batch_size")
-        )  # fmt: skip
+    structure = recipe_structure({k: trl_value(config[k]) for k in _BATCH if config.get(k) is not None}, num_processes)
+    # B: the recipe's generation batch where TRL trains it; else each optimizer step's completions, sampled fresh
+    budget = structure.generation_batch_size if keeps_recipe else structure.completions_per_optimizer_step
+    _check_group_sizes(group_sizes, budget, structure)
     _check_processes(group_sizes, budget, num_processes)
     spec: dict[str, Any] = {
         "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
@@ -178,7 +162,7 @@ def spec_from_trl(
         "steps": steps or _steps(config) or 200,
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),  # trials on the recipe's processes
     }
-    notes = translate(config, spec, structure, grpo_fields)
+    notes = as_recipe(config, spec, structure, grpo_fields) if keeps_recipe else translated(config, spec, structure)
     notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
     if from_recipe and not Path(str(model)).expanduser().is_dir():
         notes.append(
@@ -270,11 +254,3 @@ def translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> 
         f"{k}: {config[k]!r} (groupscale's trainer has no such setting; engine trl keeps it)" for k in config if k not in kept
     ]
     return notes + _model_notes(config, spec["model"])
-
-
-# the engine a recipe becomes a spec of -> (its B for the recipe's step structure, the translation into its spec):
-# engine trl sweeps the recipe's generation batch; groupscale's trainer samples each optimizer step's completions fresh
-TARGETS: dict[str, tuple[Callable[[StepStructure], int], Callable[..., list[str]]]] = {
-    "trl": (lambda structure: structure.generation_batch_size, as_recipe),
-    "groupscale": (lambda structure: structure.completions_per_optimizer_step, lambda c, s, st, _: translated(c, s, st)),
-}

@@ -121,7 +121,7 @@ GROUP_SHARES = ("frac_groups_all_wrong", "frac_groups_all_right", "frac_groups_i
 def groups_table(trials: list[dict] | None) -> str:
     """What each G's gradients saw: per (B, G), the mean over its trials that kept them (succeeded and no_signal; the
     fit leaves no_signal trials out, whichever engine ran them) of the shares of groups without signal by cause and of
-    truncated completions, each a mean over the trial's steps (workers.metrics.SUMMARIZED), and the realized group
+    truncated completions, each a mean over the trial's steps (sweeps.metrics.SUMMARIZED), and the realized group
     sizes' range (a trial where it was not G failed)."""
     if not trials:
         return "<p id='groups'>The trials' groups: not given.</p>"

@@ -1,5 +1,5 @@
-"""How TRL's GRPOTrainer splits a generation batch of B completions into optimizer steps, and the settings that give a
-recipe's step structure at another B or on another number of processes.
+"""How TRL reads a recipe's values (``trl_value``), how its GRPOTrainer splits a generation batch of B completions into
+optimizer steps, and the settings that give a recipe's step structure at another B or on another number of processes.
 
 TRL 1.16 (``GRPOConfig.__post_init__``): a generation batch holds ``generation_batch_size`` completions
 = ``per_device_train_batch_size`` x processes x ``steps_per_generation``; each of its ``steps_per_generation``
@@ -47,6 +47,14 @@ class StepStructure:
         """The law's B: completions in one gradient estimate (generation_batch_size / k)."""
         return self.per_device_train_batch_size * self.num_processes * self.gradient_accumulation_steps
 
+    @property
+    def generation_cycle(self) -> int:
+        """Optimizer steps from one point where a generation and an optimizer step both start to the next: TRL generates
+        every steps_per_generation x num_iterations micro-steps and steps every gradient_accumulation_steps, so the two
+        meet every lcm of those micro-steps. A checkpoint inside a cycle would generate again on resume."""
+        micro = math.lcm(self.steps_per_generation * self.num_iterations, self.gradient_accumulation_steps)
+        return micro // self.gradient_accumulation_steps
+
     def config(self) -> dict[str, int]:
         """The GRPOConfig fields that give this structure (steps_per_generation follows from them in TRL)."""
         return {
@@ -69,8 +77,22 @@ class StepStructure:
         )
 
 
+def trl_value(value: Any) -> Any:
+    """A YAML 1.1 string as TRL's parser reads it: ``1e-6`` the number, ``true``/``false`` booleans; anything else as
+    it is. The one reading of a recipe's values (the spec's checks, the trial's GRPOConfig, the exports)."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
+    return value
+
+
 def _int(recipe: dict[str, Any], key: str, default: int | None) -> int | None:
-    """recipe[key] as a whole number >= 1 (a numeric string too, as TRL's parser reads it), else default when absent.
+    """recipe[key] as a whole number >= 1 (read by trl_value), else default when absent.
 
     Raises:
         ValueError: naming the key and the value.
@@ -78,11 +100,8 @@ def _int(recipe: dict[str, Any], key: str, default: int | None) -> int | None:
     value = recipe.get(key)
     if value is None:
         return default
-    try:
-        number = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
-    except ValueError:
-        number = math.nan
-    if not number.is_integer() or number < 1:
+    number = trl_value(value)
+    if isinstance(number, bool) or not isinstance(number, int | float) or not float(number).is_integer() or number < 1:
         raise ValueError(f"trl.{key}: {value!r} is not a whole number >= 1")
     return int(number)
 

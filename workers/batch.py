@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sweeps.trial import PolicyConfig, TrialConfig
 from workers import algos
-from workers.config import PolicyConfig, TrialConfig
 from workers.distributed import all_rows, rank_groups, world
 from workers.models.base import Policy
 from workers.models.loading import load_policy, prepare_model

@@ -3,7 +3,7 @@ only to read or write one: the controller asks has_checkpoint).
 
 A trial restarted from its checkpoint ends with the same metrics as one that never stopped
 (the RNG states make the remaining samples identical on the CPU). The folder is a storage location
-(workers.storage: a local folder, or a URI such as s3://bucket/prefix/checkpoints/<trial> that every node reaches).
+(sweeps.storage: a local folder, or a URI such as s3://bucket/prefix/checkpoints/<trial> that every node reaches).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from workers import storage
+from sweeps import storage
 
 FILE = "checkpoint.pt"
 

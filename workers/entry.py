@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from workers import storage
+from sweeps import storage
+from sweeps.trial import TrialConfig
 from workers.checkpoint import has_checkpoint
-from workers.config import TrialConfig
 from workers.measures import MEASURES, measure_function, run_measure
 from workers.progress import Report, say
 
@@ -56,12 +56,11 @@ def check_trl_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any] | Non
         None when the recipe builds here; else ``{"field": name or None, "message": ...}``
         (workers.engines.trl.recipe_refusal).
     """
-    from sweeps.planner import plan_trials
     from sweeps.spec import SweepSpec
     from workers.engines.trl import recipe_refusal
 
     parsed = SweepSpec.model_validate(spec)
-    cfg = TrialConfig.from_spec(parsed, plan_trials(parsed)[0], cache_dir)
+    cfg = TrialConfig.first_of(parsed, cache_dir)
     refusal = recipe_refusal(cfg, len(parsed.task.rewards) if parsed.task.name == "dataset" else 1)
     return None if refusal is None else {"field": refusal[0], "message": refusal[1]}
 
@@ -264,7 +263,7 @@ def run_tune_lr(
 
 def worker_starts(checkpoint_dir: str | Path) -> int:
     """How many times a worker process started the trial whose checkpoints are in ``checkpoint_dir``
-    (``<checkpoint_dir>/starts``, written by count_start; a workers.storage location); 0 when none did. The controller
+    (``<checkpoint_dir>/starts``, written by count_start; a sweeps.storage location); 0 when none did. The controller
     reads it to report Ray's restarts."""
     try:
         return int(storage.read_text(storage.join(checkpoint_dir, "starts")) or 0)
@@ -300,7 +299,7 @@ class TrialWorker:
         importlib.import_module("workers.tracking")  # MLflow's client, which every logged trial uses
         importlib.import_module("workers.system_metrics")  # and the system metrics
         self.name = name
-        self._state = storage.join(state_dir, f"{name}.json")  # workers.storage: every node reaches it
+        self._state = storage.join(state_dir, f"{name}.json")  # sweeps.storage: every node reaches it
         self._lock = threading.Condition()
         self._trial: str | None = None
         self._done = threading.Event()

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import torch
 
+from sweeps.trial import TrialConfig
 from workers.batch import score_completions, trainer_state
-from workers.config import TrialConfig
 from workers.models.base import Policy
 from workers.tasks import Problem, Task
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sweeps.trial import TrialConfig, TrialResult
 from workers.batch import sample_batch, setup
-from workers.config import TrialConfig
-from workers.engines.base import Report, TrialResult
+from workers.engines.base import Report
 from workers.models.base import Policy
 from workers.tasks import Task
 from workers.tasks.base import ExactComponents

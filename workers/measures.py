@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig, TrialResult
 from workers.engines import trainer
-from workers.engines.base import Report, TrialResult
+from workers.engines.base import Report
 
 # spec measure.kind -> "module:function" a trial runs; "outcome" (training, then an eval) is the engine's trainer
 # (workers.engines), the others measure groupscale's estimator (the spec takes them under engine groupscale alone)

@@ -28,8 +28,8 @@ from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
+from sweeps.trial import PolicyConfig, TrialConfig
 from workers.batch import setup
-from workers.config import PolicyConfig, TrialConfig
 from workers.models.base import Policy
 from workers.tasks.base import ExactComponents, Task, completion_ids_of
 

@@ -20,9 +20,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig, TrialResult
 from workers.distributed import join, leave
-from workers.engines.base import TrialResult
 from workers.measures import run_measure
 
 log = logging.getLogger("groupscale.ranks")

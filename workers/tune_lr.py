@@ -32,7 +32,7 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.engines.base import Report
 
 # The final metric a tuning trial is judged by, and whether lower or higher is better.

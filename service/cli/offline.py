@@ -13,6 +13,7 @@ import typer
 
 from service.cli.app import JsonOpt, _fail, _ints, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
+from sweeps.engines import ENGINES, get_engine
 
 
 @models_app.command("export")
@@ -97,9 +98,8 @@ def law_fit(
     _print_json(doc) if as_json else print_fit(doc)
 
 
-class Engine(StrEnum):
-    trl = "trl"
-    groupscale = "groupscale"
+Engine = StrEnum("Engine", {name: name for name in ENGINES})  # --engine's choices: sweeps.engines
+RECIPE_AS_WRITTEN = Engine("trl")  # --engine's default: TRL trains the recipe as written
 
 
 @spec_app.command("from-trl")
@@ -113,7 +113,7 @@ def spec_from_trl_command(
     model: Annotated[str | None, typer.Option(help="a local model folder (default: the recipe's model_name_or_path)")] = None,
     engine: Annotated[
         Engine, typer.Option(help="trl: TRL trains each trial on the recipe as written; groupscale: translated")
-    ] = Engine.trl,
+    ] = RECIPE_AS_WRITTEN,
     num_processes: Annotated[
         int | None, typer.Option(min=1, help="processes the recipe trains on (B is its generation batch there); default 1")
     ] = None,
@@ -142,7 +142,7 @@ def spec_from_trl_command(
                 highlight=False,
                 soft_wrap=True,
             )
-    fields = _grpo_config_fields() if engine is Engine.trl else None
+    fields = _grpo_config_fields() if get_engine(engine).section == "trl" else None
     try:
         spec, notes = spec_from_trl(
             data,

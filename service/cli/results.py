@@ -16,6 +16,7 @@ from rich.table import Table
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
 from service.cli.render import Stages, print_answer, print_fit, print_per_prompt
 from service.client import Client
+from sweeps.exports import EXPORTS, ExportError, get_export
 from sweeps.finite import finite_or_none
 from sweeps.verdict import verdict
 
@@ -163,11 +164,7 @@ def _print_recommendation(rec: dict) -> None:
     out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
 
 
-class RecommendFormat(StrEnum):
-    text = "text"
-    json = "json"
-    trl = "trl"
-    verl = "verl"
+RecommendFormat = StrEnum("RecommendFormat", {name: name for name in ("text", "json", *EXPORTS)})  # sweeps.exports
 
 
 @app.command()
@@ -177,9 +174,7 @@ def recommend(
     samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
     fmt: Annotated[
         RecommendFormat,
-        typer.Option(
-            "--format", help="text; json; trl: a GRPOConfig YAML; verl: hydra overrides (with the sweep's loss settings)"
-        ),
+        typer.Option("--format", help="text; json; " + "; ".join(f"{e.name}: {e.help}" for e in EXPORTS.values())),
     ] = RecommendFormat.text,
     num_processes: Annotated[
         int, typer.Option(min=1, help="--format trl: the processes your run trains on (the batch settings give B there)")
@@ -201,7 +196,6 @@ def recommend(
     if g is None:
         _fail(verdict(rec))  # stdout is a config file: nothing goes there
     from sweeps.engines import get_engine
-    from sweeps.engines.export import trl_config
     from sweeps.spec import SweepSpec
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
@@ -209,17 +203,11 @@ def recommend(
     head = (
         f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
     )
-    if fmt is RecommendFormat.trl:
-        try:
-            typer.echo(trl_config(g, budget, spec, header=head, num_processes=num_processes), nl=False)
-        except ValueError as e:
-            _fail(f"--num-processes: {e}", 2)
-    else:
-        try:  # the settings the sweep trained (an engine-trl sweep's recipe, not groupscale's defaults)
-            lines, notes = get_engine(spec.engine).verl_overrides(g, budget, spec)
-        except ValueError as e:
-            _fail(f"the sweep has no verl equivalent: {e}")
-        typer.echo("\n".join([f"# {head}", *(f"# note: {n}" for n in notes), *lines]))
+    try:  # the objective the sweep trained (an engine-trl sweep's recipe, not groupscale's defaults)
+        recipe = get_engine(spec.engine).recipe(spec)
+        typer.echo(get_export(fmt).render(g, budget, recipe, head, num_processes), nl=False)
+    except ExportError as e:
+        _fail(f"{e.option}: {e}", 2) if e.option else _fail(f"the sweep has no {fmt} equivalent: {e}")
     return None
 
 
@@ -234,11 +222,10 @@ def probe(
     spec = _read_spec(spec_path)
     if local:
         from service.settings import get_settings
-        from sweeps.planner import plan_trials
-        from workers.config import TrialConfig
+        from sweeps.trial import TrialConfig
         from workers.entry import run_probe_task
 
-        cfg = TrialConfig.from_spec(spec, plan_trials(spec)[0], get_settings().model_cache_dir)
+        cfg = TrialConfig.first_of(spec, get_settings().model_cache_dir)
         try:
             with Stages("probe") as stages:
                 result = run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=stages.show)

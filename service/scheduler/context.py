@@ -172,5 +172,5 @@ class Context:
         return list(self._prepared)
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        """The trial's checkpoint folder (GROUPSCALE_STORAGE_URI/checkpoints/<id>, a workers.storage location)."""
+        """The trial's checkpoint folder (GROUPSCALE_STORAGE_URI/checkpoints/<id>, a sweeps.storage location)."""
         return self.settings.checkpoint_dir(trial_id)

@@ -19,12 +19,11 @@ from sqlalchemy.orm import Session
 from service.lifecycle import ProbeStatus, SweepStatus, TrialStatus, TuningStatus, is_running, transition
 from service.scheduler.context import Context, Outcome, Work
 from service.store import LrTuning, Probe, ProbeKind, Sweep, Trial
+from sweeps import storage
 from sweeps.engines import get_engine
 from sweeps.finite import finite_or_none
-from sweeps.planner import TrialPlan, plan_trials
 from sweeps.spec import SweepSpec
-from workers import storage
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.entry import run_answer_task, run_probe_task, run_tune_lr, worker_starts
 
 log = logging.getLogger("groupscale.scheduler")
@@ -108,8 +107,9 @@ class TrialJob:
         row, spec = ready.trial, ready.spec
         assert row is not None
         ckpt = ctx.checkpoint_dir(ready.id)  # a rerun resumes from it
-        plan = TrialPlan(row.group_size, row.samples_per_step, row.seed)
-        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir, ckpt, lr=ready.lr)
+        config = TrialConfig.for_trial(
+            spec, row.group_size, row.samples_per_step, row.seed, ctx.settings.model_cache_dir, ckpt, lr=ready.lr
+        )
         run_id = row.mlflow_run_id  # a resume keeps its run
         if ctx.tracking and row.parent_run_id and not run_id:
             run_id = ctx.take_run(ready.id)  # made ahead by prepare, if it was
@@ -271,8 +271,7 @@ class ProbeJob:
         if ready.kind == ProbeKind.ANSWER:
             fn, args = run_answer_task, (spec.model_dump(mode="json"), str(ctx.settings.model_cache_dir))
         else:
-            plan = plan_trials(spec)[0]  # task, model and sampling settings; G and B are unused
-            config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
+            config = TrialConfig.first_of(spec, ctx.settings.model_cache_dir).to_dict()  # task, model, sampling; G, B unused
             fn, args = run_probe_task, (config, spec.probe.model_dump())
         with ctx.store.session() as s:
             if not transition(s, s.get(Probe, ready.id), ProbeStatus.RUNNING):
@@ -325,8 +324,7 @@ class TuningJob:
                 return None  # cancelled since ready() read it
             g, b, sweep = tuning.group_size, tuning.samples_per_step, tuning.sweep
             experiment_id, parent = sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id
-        plan = TrialPlan(g, b, spec.seeds[0])
-        config = TrialConfig.from_spec(spec, plan, ctx.settings.model_cache_dir).to_dict()
+        config = TrialConfig.for_trial(spec, g, b, spec.seeds[0], ctx.settings.model_cache_dir).to_dict()
         tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
         args = (config, tune, ctx.tracking.uri if ctx.tracking else None, experiment_id, parent)
         return _start_task(

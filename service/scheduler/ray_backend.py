@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from service.settings import Settings
 from service.store import outside_transaction
-from workers import storage
+from sweeps import storage
 from workers.entry import TrialWorker
 
 NAMESPACE = "groupscale"  # named detached actors are found again by a restarted controller in it

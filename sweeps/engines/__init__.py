@@ -1,22 +1,9 @@
-"""The engines a sweep can train with, by name, on the controller's side of the torch line (the training side:
-workers/engines/). Adding one: a module with a class that has the members of ``base.Engine``, and a line in ENGINES.
-"""
+"""The engines a sweep can train with, on the controller's side of the torch line (their trainers: workers/engines/).
+Adding one: a module with a class decorated ``@register_engine`` (sweeps.engines.base), imported here."""
 
 from __future__ import annotations
 
-from sweeps.engines.base import Engine
-from sweeps.engines.groupscale import GroupscaleEngine
-from sweeps.engines.trl import TrlEngine
+from sweeps.engines import groupscale, trl  # noqa: F401 - each module registers its engine
+from sweeps.engines.base import ENGINES, Engine, Recipe, get_engine, register_engine
 
-ENGINES: dict[str, Engine] = {engine.name: engine for engine in (GroupscaleEngine(), TrlEngine())}
-
-
-def get_engine(name: str) -> Engine:
-    """The engine called ``name``. Raises ValueError naming the valid engines."""
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}") from None
-
-
-__all__ = ["ENGINES", "Engine", "get_engine"]
+__all__ = ["ENGINES", "Engine", "Recipe", "get_engine", "register_engine"]

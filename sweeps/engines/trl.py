@@ -1,28 +1,78 @@
 """TRL's GRPOTrainer as an engine: the user's recipe (the spec's ``trl:``, GRPOConfig fields) trained as TRL trains
-it, with the sweep's G, B, T and seed; TRL itself is imported only where the controller checks a recipe."""
+it, with the sweep's G, B, T and seed. The recipe's values are read as TRL's parser reads a YAML config
+(sweeps.trl_steps.trl_value); TRL itself is imported only where the controller checks a recipe's field names and types.
+
+Source: TRL 1.16, ``GRPOConfig`` (trl/trainer/grpo_config.py).
+"""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from sweeps.from_trl import TRL_DEFAULTS
-from sweeps.trl_steps import recipe_structure, structure_for
+from sweeps.engines.base import Engine, Recipe, register_engine
+from sweeps.trl_steps import recipe_structure, structure_for, trl_value
 
 if TYPE_CHECKING:
-    from sweeps.spec import GRPOSpec, SweepSpec
+    from sweeps.spec.grpo import GRPOSpec
+    from sweeps.spec.sweep import SweepSpec
+
+# TRL 1.16's GRPOConfig defaults of the objective's settings (tests/sweeps/test_recipes.py holds them to the installed
+# TRL): what a recipe that names none of them trains with, in from-trl's translation and in the exports.
+TRL_DEFAULTS = {
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "epsilon": 0.2,
+    "beta": 0.0,
+    "num_iterations": 1,
+    "temperature": 1.0,
+    "max_completion_length": 512,
+}
 
 
-class TrlEngine:
-    """engine: trl. See sweeps.engines.base.Engine for each member."""
+@register_engine
+class TrlEngine(Engine):
+    """engine: trl."""
 
-    name: ClassVar[str] = "trl"
-    cluster_check: ClassVar[str | None] = "workers.entry:check_trl_task"  # the GRPOConfig built, its packages found
-    adds_lora: ClassVar[bool] = False  # TRL gets the LoRA settings as its peft_config
+    name = "trl"
+    trainer = "workers.engines.trl:train_trial_trl"
+    section = "trl"
+    holds = "GRPOConfig fields"
+    cluster_check = "workers.entry:check_trl_task"  # the GRPOConfig built, its packages found
+    checks = "the recipe's GRPOConfig"
+    adds_lora = False  # TRL gets the LoRA settings as its peft_config
+
+    def check_sections(self, data: dict[str, Any]) -> None:
+        """The recipe in ``trl:`` and nothing only groupscale's trainer runs (the bandit task, gradient_mse, tune_lr,
+        ``grpo:`` settings); no ``reward_weights`` (the task's terms carry them); each budget can be split as the
+        recipe's step structure asks. Raises ValueError naming the field and what is allowed."""
+        from sweeps.spec.grpo import GRPOSpec
+        from sweeps.spec.task import BanditTaskSpec
+
+        super().check_sections(data)
+        task, measure, grpo, recipe = data.get("task"), data.get("measure"), data.get("grpo"), data.get("trl")
+        # settings that differ from groupscale's defaults (a stored spec holds every field, at its default)
+        changed = sorted(k for k, v in (grpo or GRPOSpec()).model_dump().items() if v != GRPOSpec.model_fields[k].default)
+        refused = [
+            (isinstance(task, BanditTaskSpec), "task bandit (a tabular policy; TRL trains language models)"),
+            (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
+            (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
+            (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
+        ]
+        for bad, what in refused:
+            if bad:
+                raise ValueError(f"engine trl does not take {what}; the recipe goes in trl:, in TRL's names")
+        if recipe is not None and "reward_weights" in recipe:  # TRL would get two: the recipe's and the task's terms'
+            raise ValueError(
+                "trl.reward_weights: the sweep passes TRL each task.rewards entry's weight, in order; set "
+                "weight: on each entry instead"
+            )
+        for b in data.get("samples_per_step") or ():
+            structure_for(recipe or {}, b)  # a ValueError names the field and the allowed budgets
 
     def check_here(self, spec: SweepSpec) -> None:
-        """Every trl: field is a field of the installed TRL's GRPOConfig, with a value its parser reads
-        (workers.engines.trl.coerce). Raises ValueError when TRL is missing here (message starting ``engine:``)."""
+        """Every trl: field is a field of the installed TRL's GRPOConfig, with a value its parser reads (coerce).
+        Raises ValueError when TRL is missing here (message starting ``engine:``)."""
         try:
             import trl  # noqa: F401 - only whether it is there
         except ImportError as e:
@@ -31,6 +81,21 @@ class TrlEngine:
             ) from None
         coerce(spec.trl_recipe)
 
+    def recipe(self, spec: SweepSpec) -> Recipe:
+        """The recipe's objective in groupscale's names, TRL's defaults where it names none (the learning rate left at
+        groupscale's default: an export does not carry it over), its optimizer steps per generation, and the recipe.
+
+        Raises:
+            ValueError: a setting groupscale has no name for (a loss_type or scale_rewards it does not run), naming it.
+        """
+        from sweeps.spec.grpo import TRL_ALIASES, GRPOSpec
+
+        recipe = {k: trl_value(v) for k, v in spec.trl_recipe.items()}
+        names = [k for k in (*TRL_ALIASES, "temperature") if k != "learning_rate"]
+        given = {k: recipe[k] for k in names if recipe.get(k) is not None}
+        grpo = GRPOSpec.model_validate({**TRL_DEFAULTS, **given})
+        return Recipe(grpo, recipe_structure(recipe).optimizer_steps_per_generation, spec.trl_recipe)
+
     def trial_grpo(self, spec: SweepSpec, lr: float | None) -> GRPOSpec:
         """The held-out eval samples as the recipe does (its max_completion_length and temperature, TRL's defaults
         when it sets none); the recipe's own learning_rate trains."""
@@ -38,12 +103,6 @@ class TrlEngine:
         return spec.grpo.model_copy(
             update={"max_new_tokens": int(recipe["max_completion_length"]), "temperature": float(recipe["temperature"])}
         )
-
-    def run_params(self, spec: SweepSpec) -> dict[str, Any]:
-        return {}  # the worker logs trl.* as TRL ran them (workers.engines.trl.trained_settings)
-
-    def flat_metrics(self, spec: SweepSpec) -> dict[str, str]:
-        return {}
 
     def step_structure(self, spec: SweepSpec) -> list[str] | None:
         return [structure_for(spec.trl_recipe, b, spec.resources.num_processes).describe() for b in spec.samples_per_step]
@@ -57,28 +116,12 @@ class TrlEngine:
 
     def one_process_per_trial(self, spec: SweepSpec) -> bool:
         """Trials that vLLM generates for: vLLM does not give GPU memory back inside a process."""
-        return str(spec.trl_recipe.get("use_vllm", False)).lower() == "true"
-
-    def trl_config(self, group_size: int, samples_per_step: int, spec: SweepSpec, num_processes: int) -> tuple[dict, list[str]]:
-        """The user's recipe with num_generations = G and the batch settings that give B with the recipe's optimizer
-        steps per generation on ``num_processes`` processes."""
-        structure = structure_for(spec.trl_recipe, samples_per_step, num_processes)
-        settings = {k: v for k, v in spec.trl_recipe.items() if k != "steps_per_generation"}
-        settings |= {"num_generations": group_size, **structure.config()}
-        return settings, [structure.describe(), "the recipe as swept, with the measured G and B"]
-
-    def verl_overrides(self, group_size: int, samples_per_step: int, spec: SweepSpec) -> tuple[list[str], list[str]]:
-        """The recipe that was swept (its objective and optimizer steps per generation), not groupscale's defaults."""
-        from sweeps.engines.verl import verl_overrides
-        from sweeps.recipes import recipe_grpo
-
-        k = recipe_structure(spec.trl_recipe).optimizer_steps_per_generation
-        return verl_overrides(group_size, samples_per_step, recipe_grpo(spec.trl_recipe), k)
+        return trl_value(spec.trl_recipe.get("use_vllm", False)) is True
 
 
 def coerce(recipe: dict[str, Any]) -> dict[str, Any]:
-    """The recipe's values as TRL's parser reads a YAML config: strings for numeric or boolean fields converted
-    (YAML 1.1 reads ``1e-6`` as a string; ``trl grpo --config`` takes it as a float).
+    """The recipe's values as TRL's parser reads a YAML config (trl_value: YAML 1.1 reads ``1e-6`` as a string;
+    ``trl grpo --config`` takes it as a float), checked against the installed TRL's GRPOConfig.
 
     Raises:
         ValueError: an unknown GRPOConfig field (with the closest names), or a value TRL's parser would refuse.
@@ -100,19 +143,11 @@ def coerce(recipe: dict[str, Any]) -> dict[str, Any]:
             )
         kinds = {t for t in (typing.get_args(hints[key]) or (hints[key],)) if t in (int, float, bool)}
         if isinstance(value, str) and kinds:
-            try:
-                value = _parse(value, kinds)
-            except ValueError:
-                raise ValueError(f"trl.{key}: {value!r} is not a {' or '.join(sorted(k.__name__ for k in kinds))}") from None
+            read = trl_value(value)
+            if type(read) is int and int not in kinds and float in kinds:
+                read = float(read)  # "5" for a float field: 5.0, as TRL's parser makes it
+            if type(read) not in kinds:
+                raise ValueError(f"trl.{key}: {value!r} is not a {' or '.join(sorted(k.__name__ for k in kinds))}")
+            value = read
         out[key] = value
     return out
-
-
-def _parse(text: str, kinds: set[type]) -> Any:
-    if bool in kinds and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if int in kinds and text.lstrip("+-").isdigit():
-        return int(text)
-    if float in kinds:
-        return float(text)
-    raise ValueError(text)

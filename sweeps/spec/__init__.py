@@ -13,6 +13,7 @@ and error messages). Everything public is importable from ``sweeps.spec``.
 from sweeps.spec.base import (
     ADVANTAGE_NAMES,
     DTYPE_NAMES,
+    ENGINES,
     FUNCTION_PATTERN,
     LOSS_AGGREGATION_NAMES,
     MAX_COMPLETION_TOKENS,
@@ -24,6 +25,7 @@ from sweeps.spec.base import (
     TASK_NAMES,
     TEMPLATE_ARGUMENTS,
     StrictModel,
+    get_engine,
 )
 from sweeps.spec.grpo import TRL_ALIASES, TRL_LOSS_TYPES, TRL_SCALE_REWARDS, GRPOSpec
 from sweeps.spec.loading import error_message, load_spec, unknown_field_message
@@ -41,6 +43,7 @@ from sweeps.spec.task import (
 
 __all__ = [
     "ADVANTAGE_NAMES",
+    "ENGINES",
     "DEFAULT_EVAL_FRACTION",
     "DTYPE_NAMES",
     "FUNCTION_PATTERN",
@@ -74,7 +77,10 @@ __all__ = [
     "SweepSpec",
     "TuneLRSpec",
     "error_message",
+    "get_engine",
     "load_spec",
     "unknown_field_message",
     "valid_group_sizes",
 ]
+
+import sweeps.engines  # noqa: E402, F401 - last: registers every engine the spec validates against (ENGINES)

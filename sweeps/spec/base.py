@@ -36,6 +36,19 @@ TEMPLATE_ARGUMENTS = (
     "tokenizer_kwargs",
 )
 
+# The engines a spec may name, by name: the one list of engine names. sweeps.engines.base.register_engine fills it,
+# and sweeps.spec imports sweeps.engines last, so every engine is in it before a spec is read.
+ENGINES: dict[str, Any] = {}
+
+
+def get_engine(name: str) -> Any:
+    """The engine called ``name`` (a sweeps.engines.base.Engine). Raises ValueError naming the valid engines."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}") from None
+
+
 MAX_GROUP_SIZE = 4096
 MAX_COMPLETION_TOKENS = 1 << 17  # reasoning recipes ask for 8192 to 32768 tokens and more
 MAX_SAMPLES_PER_STEP = 1 << 20

@@ -8,16 +8,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from sweeps.spec.base import (
+    ENGINES,
     MAX_GROUP_SIZE,
     MAX_SAMPLES_PER_STEP,
     JsonObject,
     StrictModel,
+    get_engine,
 )
-from sweeps.spec.engine import ENGINE_SECTIONS
 from sweeps.spec.grpo import GRPOSpec
 from sweeps.spec.model import ModelSpec
 from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec
 from sweeps.spec.task import DatasetTaskSpec, JsonlTaskSpec, TaskSpec
+
+
+def _engine_names(schema: dict[str, Any]) -> None:
+    """The JSON schema of ``engine``: the registered names, read when the schema is made."""
+    schema["enum"] = list(ENGINES)
 
 
 class SweepSpec(StrictModel):
@@ -53,8 +59,10 @@ class SweepSpec(StrictModel):
         description="failure budget (Katib's maxFailedTrialCount): once more trials than this failed, the sweep ends "
         "failed and its other trials are cancelled; default a quarter of the trials, at least 3",
     )
-    engine: Literal["groupscale", "trl"] = Field(  # sweeps.engines.ENGINES (tests/sweeps/test_engines.py holds them equal)
-        "groupscale", description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe"
+    engine: str = Field(
+        "groupscale",
+        description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe",
+        json_schema_extra=_engine_names,
     )
     trl: JsonObject | None = Field(
         None,
@@ -188,11 +196,16 @@ class SweepSpec(StrictModel):
                 )
         return v
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        return get_engine(v).name  # a ValueError names the valid engines
+
     @field_validator("trl")
     @classmethod
     def _engine_fits(cls, v: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
         if "engine" in info.data:  # else the engine's own error is reported
-            ENGINE_SECTIONS[info.data["engine"]](v, info.data)  # a ValueError names the field and what is allowed
+            get_engine(info.data["engine"]).check_sections({**info.data, "trl": v})  # names the field and what is allowed
         return v
 
     @property

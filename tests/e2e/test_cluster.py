@@ -6,10 +6,10 @@ import time
 import pytest
 from mlflow import MlflowClient
 
+from sweeps import storage
 from tests.cluster import LocalCluster
 from tests.e2e.conftest import Stack
 from tests.factories import bandit_spec
-from workers import storage
 
 STEPS = 6000  # a bandit trial of about a minute here
 RESTART_S = 30.0  # the lost trial starts again on another node within this long of the loss (DESIGN, issue 41)

@@ -193,9 +193,9 @@ def _opens_in_the_model_training_view(url: str, screenshot: Path) -> None:
 
 def _trial_charts_show_learning(stack, parent_url: str, run_id: str, screenshot: Path) -> None:
     """A trial's "Model metrics" tab (MLflow orders charts by name) starts with charts that move: what the settings
-    make constant is not logged (workers.metrics.flat_by_construction), and the held-out gap is a curve over the
+    make constant is not logged (sweeps.metrics.flat_by_construction), and the held-out gap is a curve over the
     default eval checkpoints (step 0 and every ceil(20 / 4) = 5 steps)."""
-    from workers.metrics import STEP
+    from sweeps.metrics import STEP
 
     history = MlflowClient(stack.mlflow_uri).get_metric_history(run_id, "gap")
     assert sorted(m.step for m in history) == [0, 5, 10, 15, 20]

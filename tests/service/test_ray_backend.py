@@ -9,7 +9,7 @@ import ray
 
 from service.scheduler.ray_backend import RayBackend, _current
 from service.settings import Settings
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a real Ray head and workers that import the trainer (87 s)
 

@@ -57,7 +57,7 @@ def test_up_refuses_a_storage_uri_no_file_system_takes_naming_the_setting(tmp_pa
 def test_storage_where_checkpoints_cannot_be_written_stops_up_before_anything_starts(s3_bucket, tmp_path):
     from service.lifetime import StackConfigError
     from service.settings import Settings
-    from workers import storage
+    from sweeps import storage
 
     stack.check_storage(Settings(data_dir=tmp_path, storage_uri=s3_bucket))  # a bucket that exists: nothing left in it
     assert storage.listing(s3_bucket) == {}

@@ -16,9 +16,9 @@ import ray
 
 from service.scheduler.ray_backend import RayBackend
 from service.settings import Settings
+from sweeps.trial import TrialConfig
 from tests.service.test_ray_backend import long_trial
 from tests.user_material import word_problem_rows, write_parquet
-from workers.config import TrialConfig
 from workers.models.presets import preset_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a Ray head of its own, a chat-tiny trial and a bandit trial (~60 s)

@@ -6,10 +6,9 @@ import yaml
 
 from sweeps.engines import get_engine
 from sweeps.from_trl import SWEEP_OWNED, spec_from_trl
-from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
+from sweeps.trial import TrialConfig
 from sweeps.trl_steps import recipe_structure
-from workers.config import TrialConfig
 from workers.engines.trl import trl_arguments
 
 trl = pytest.importorskip("trl")
@@ -102,7 +101,7 @@ def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
     assert get_engine(parsed.engine).one_process_per_trial(parsed)  # use_vllm: each trial in a process of its own
     assert parsed.resources.num_processes == 8 and parsed.resources.cpus_per_trial == 8
-    cfg = TrialConfig.from_spec(parsed, plan_trials(parsed)[0], "/cache")
+    cfg = TrialConfig.first_of(parsed, "/cache")
     assert cfg.num_processes == 8 and trl_arguments(cfg)["per_device_train_batch_size"] == 16  # the recipe's, on 8
 
 

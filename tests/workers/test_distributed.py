@@ -10,9 +10,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from sweeps.trial import TrialConfig
 from tests.ports import free_port
 from workers.batch import Batch, sample_batch, setup
-from workers.config import TrialConfig
 from workers.distributed import rank_groups
 from workers.engines.groupscale import grpo_update, make_optimizer
 from workers.models.presets import preset_path

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from sweeps import storage
+from sweeps.engines import ENGINES
+from sweeps.metrics import SUMMARIZED
+from sweeps.trial import TrialOutcome
 from tests.workers.test_trl_engine import RECIPE, Recorder, _config, _run, chat  # noqa: F401 - chat: the fixture
-from workers import storage
-from workers.engines import TRAINERS
-from workers.engines.base import TrialOutcome
-from workers.metrics import SUMMARIZED
 
 ENGINE_SETTINGS = {"groupscale": {"engine": "groupscale", "trl": {}, "lr": 3e-4}, "trl": {"engine": "trl", "trl": RECIPE}}
 BROKEN = "def broken(completions, **kwargs):\n    raise RuntimeError('the grader is down')\n"
 
 
-@pytest.fixture(params=sorted(TRAINERS))
+@pytest.fixture(params=list(ENGINES))
 def engine(request):
     return request.param
 

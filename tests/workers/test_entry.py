@@ -7,9 +7,9 @@ import socket
 import pytest
 from mlflow import MlflowClient
 
+from sweeps import storage
 from tests.workers.test_bandit import bandit_cfg
 from tests.workers.test_tracking_retry import mlflow_uri  # noqa: F401 - the fixture
-from workers import storage
 from workers.entry import count_start, run_trial, worker_starts
 
 

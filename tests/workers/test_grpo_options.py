@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from sweeps.planner import plan_trials
 from sweeps.spec import SweepSpec
 from workers.checkpoint import load_checkpoint
 from workers.engines.groupscale import TrialConfig, train_trial
@@ -48,7 +47,7 @@ def test_several_inner_steps_clip_and_show_momentum_overshoot(model_cache):
 
 
 def test_what_one_inner_step_makes_constant_is_constant_and_not_logged(model_cache, monkeypatch):
-    """workers.metrics.flat_by_construction's claim, measured on the update's own statistics: with one inner step,
+    """sweeps.metrics.flat_by_construction's claim, measured on the update's own statistics: with one inner step,
     seq_mean_token_mean, loo and no kl_beta nothing clips or overshoots, kl is 0 and the loss is 0 up to rounding;
     those charts are not logged. With token_mean the loss weighs advantages by length, so it is logged."""
     import workers.engines.groupscale as trainer
@@ -206,7 +205,7 @@ def test_jsonl_task_and_local_model_folder_train_through_the_spec(model_cache, t
             "eval": {"prompts": 64},
         }
     )
-    result = train_trial(TrialConfig.from_spec(spec, plan_trials(spec)[0], model_cache))
+    result = train_trial(TrialConfig.first_of(spec, model_cache))
     assert result.status == "succeeded", result.reason
     assert 0.0 < result.metrics["eval_accuracy_initial"] < 1.0
     assert result.metrics["gap"] == pytest.approx(1 - result.metrics["eval_accuracy"])

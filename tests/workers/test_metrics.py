@@ -1,16 +1,15 @@
-"""workers.metrics is the registry of what a trial logs: a real trial reports nothing it does not list."""
+"""sweeps.metrics is the registry of what a trial logs: a real trial reports nothing it does not list."""
 
-from sweeps.planner import TrialPlan
+from sweeps import metrics
 from sweeps.spec import SweepSpec
-from workers import metrics
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.entry import run_measure
 
 
 def _keys(spec: dict, tmp_path) -> set[str]:
     spec = SweepSpec.model_validate({"name": "m", "seeds": [0], **spec})
     seen: set[str] = set()
-    cfg = TrialConfig.from_spec(spec, TrialPlan(spec.group_sizes[0], spec.samples_per_step[0], 0), tmp_path)
+    cfg = TrialConfig.for_trial(spec, spec.group_sizes[0], spec.samples_per_step[0], 0, tmp_path)
     result = run_measure(cfg, lambda m, step: seen.update(m))
     return seen | set(result.metrics)
 

@@ -11,9 +11,8 @@ import threading
 
 import pytest
 
+from sweeps.trial import TrialConfig, TrialResult
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
-from workers.config import TrialConfig
-from workers.engines.base import TrialResult
 from workers.engines.groupscale import train_trial
 from workers.models.presets import preset_path
 

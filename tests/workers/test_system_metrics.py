@@ -2,7 +2,7 @@
 
 from mlflow import MlflowClient
 
-from workers.config import TrialConfig
+from sweeps.trial import TrialConfig
 from workers.entry import run_trial
 
 SAMPLING_INTERVAL_S = 0.1

@@ -10,14 +10,12 @@ import numpy as np
 import pytest
 
 from sweeps.engines.trl import coerce
-from sweeps.planner import plan_trials
+from sweeps.metrics import SUMMARIZED
 from sweeps.spec import SweepSpec
+from sweeps.trial import TrialConfig, TrialResult
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
-from workers.config import TrialConfig
 from workers.engines import trainer
-from workers.engines.base import TrialResult
 from workers.engines.trl import silent_generation, trained_settings, trl_arguments
-from workers.metrics import SUMMARIZED
 from workers.models.presets import preset_path
 
 TRL_NAMES = (
@@ -138,7 +136,7 @@ def test_the_recipe_reaches_trl_unchanged_but_for_what_a_sweep_sets(tmp_path):
     assert (bare.max_completion_length, bare.temperature) == (default["max_completion_length"], default["temperature"])
     # the held-out gap samples as TRL trains: with its defaults when the recipe sets none (it sampled 256 tokens, not 512)
     spec = SweepSpec.model_validate({"name": "s", **arithmetic, "engine": "trl", "group_sizes": [2], "samples_per_step": [8]})
-    eval_sampling = TrialConfig.from_spec(spec, plan_trials(spec)[0], str(tmp_path)).grpo
+    eval_sampling = TrialConfig.first_of(spec, str(tmp_path)).grpo
     assert (eval_sampling.max_new_tokens, eval_sampling.temperature) == (default["max_completion_length"], default["temperature"])
     shown = trained_settings(trl, recipe)  # the run's params: what TRL ran, not groupscale's grpo defaults
     assert shown["trl.max_completion_length"] == "24" and shown["trl.weight_decay"] == "0.1"

@@ -21,9 +21,9 @@ trl = pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 
 from sweeps.spec import GRPOSpec  # noqa: E402
+from sweeps.trial import TrialConfig  # noqa: E402
 from workers import algos  # noqa: E402
 from workers.batch import Batch, setup  # noqa: E402
-from workers.config import TrialConfig  # noqa: E402
 from workers.engines.groupscale import grpo_update  # noqa: E402
 from workers.rollout import Rollout  # noqa: E402
 

@@ -17,10 +17,9 @@ import numpy as np
 import optuna
 
 from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, rung_cost
-from sweeps.planner import TrialPlan
 from sweeps.spec import SweepSpec
+from sweeps.trial import TrialConfig
 from workers.batch import prepare
-from workers.config import TrialConfig
 from workers.measures import run_measure
 from workers.probe import run_probe
 from workers.progress import Report, say
@@ -40,7 +39,7 @@ def run_stages(
     """
     start = time.perf_counter()
     plan = method.plan(spec, budget)
-    base = TrialConfig.from_spec(spec, TrialPlan(min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0]), cache_dir)
+    base = TrialConfig.for_trial(spec, min(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0], cache_dir)
     prepare(base, report)
     k, m = plan.probe.prompts, plan.probe.completions
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")

@@ -1,26 +1,18 @@
-"""The engines' trainers, by name, on the workers' side of the torch line (what the controller knows of each engine:
-sweeps/engines/). Each trains one outcome trial: ``train(cfg, report) -> TrialResult`` (workers.engines.base). A
-trainer's module is imported only when it runs, so the controller, which imports workers.measures, never imports
-torch."""
+"""The engines' trainers on the workers' side of the torch line: each engine's declaration (sweeps.engines) names its
+trainer as ``"module:function"``, imported here only when it runs, so the controller, which imports workers.measures,
+never imports torch. A trainer trains one outcome trial: ``train(cfg, report) -> TrialResult``."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
 
-from workers.config import TrialConfig
-from workers.engines.base import Report, TrialResult
-
-# engine -> "module:function" that trains an outcome trial
-TRAINERS: dict[str, str] = {
-    "groupscale": "workers.engines.groupscale:train_trial",
-    "trl": "workers.engines.trl:train_trial_trl",
-}
+from sweeps.engines import get_engine
+from sweeps.trial import TrialConfig, TrialResult
+from workers.engines.base import Report
 
 
 def trainer(engine: str) -> Callable[[TrialConfig, Report], TrialResult]:
     """The trial function of ``engine`` (its module imported). Raises ValueError naming the valid engines."""
-    if engine not in TRAINERS:
-        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(TRAINERS)}")
-    module, name = TRAINERS[engine].split(":")
+    module, name = get_engine(engine).trainer.split(":")
     return getattr(importlib.import_module(module), name)

@@ -18,14 +18,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from sweeps.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics, summarize, summary_metrics
+from sweeps.trial import TrialConfig, TrialResult
 from workers import algos
 from workers.batch import Batch, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
-from workers.config import TrialConfig
 from workers.distributed import all_gather, all_sum, first_failure, reduce_metrics, seed_rank, sum_gradients, world
-from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
+from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, run_report
 from workers.evaluation import evaluate
-from workers.metrics import KEPT_AT_CHECKPOINTS, flat_by_construction, result_metrics, summarize, summary_metrics
 from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, parameter_counts, trainable_state
 from workers.per_prompt import PerPromptG
@@ -232,7 +232,7 @@ def _guarded(cfg: TrialConfig, phase: _Phase) -> Iterator[None]:
 
 
 def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float]) -> dict[str, float]:
-    """One step's metrics (workers.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
+    """One step's metrics (sweeps.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
     groups = batch.reward_groups()
@@ -373,7 +373,7 @@ def _allocation(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy)
 
 def _finish(cfg: TrialConfig, report: RunReport, task: Task, policy: Policy, state: dict) -> TrialResult:
     """After the last step: no_signal when most steps had no signal, else the final eval and the trial's metrics; both
-    with the steps' summary (workers.metrics.SUMMARIZED)."""
+    with the steps' summary (sweeps.metrics.SUMMARIZED)."""
     counters, t = state["counters"], cfg.steps
     summary = summary_metrics(counters.get("summary", {}))  # the realized G and the no-signal causes over the steps
     if counters["silent_steps"] > NO_SIGNAL_STEP_FRACTION * t:

@@ -33,9 +33,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from sweeps import storage
 from sweeps.engines.trl import coerce
+from sweeps.metrics import KEPT_AT_CHECKPOINTS, result_metrics, summarize, summary_metrics
+from sweeps.trial import TrialConfig, TrialResult
 from sweeps.trl_steps import structure_for
-from workers import storage
 from workers.algos import (
     GroupSizeError,
     check_group_sizes,
@@ -45,11 +47,9 @@ from workers.algos import (
     zero_variance_group_fraction,
 )
 from workers.batch import setup
-from workers.config import TrialConfig
 from workers.distributed import accelerate_env, all_gather, world
-from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, TrialResult, run_report
+from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, run_report
 from workers.evaluation import evaluate
-from workers.metrics import KEPT_AT_CHECKPOINTS, result_metrics, summarize, summary_metrics
 from workers.models.lora import lora_config, parameter_counts
 from workers.probe import probe_during_training
 from workers.rewards import RewardError, TrainerState
@@ -158,7 +158,7 @@ class TrlRewards:
     ``log_extra``, checks the generation's groups (check_generation: ``pending`` holds its metrics for the next log)
     and counts it (``generations``; ``silent``: those without signal, silent_generation); the others read their
     term's values. Rows come back to the task's problems by the ROW column. ``summary``: the logged steps' summary
-    (workers.metrics.summarize), kept in the checkpoints with the counts.
+    (sweeps.metrics.summarize), kept in the checkpoints with the counts.
     """
 
     def __init__(self, task: Task, problems: list[Problem], args: Any) -> None:
@@ -417,7 +417,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> Tri
     reward function's failure or groups of another size than G (workers.algos.GroupSizeError), ``no_signal`` when most
     generations' groups all had equal rewards (TrlRewards counts each generation once, however many optimizer steps
     reuse it), else ``succeeded`` with groupscale's final eval metrics; both with the logged steps' summary
-    (workers.metrics.SUMMARIZED)."""
+    (sweeps.metrics.SUMMARIZED)."""
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 

@@ -1,9 +1,9 @@
-"""Storage every node reaches (workers.storage): locations, whole writes, and the mirror of TRL's checkpoint folders,
+"""Storage every node reaches (sweeps.storage): locations, whole writes, and the mirror of TRL's checkpoint folders,
 on a local folder and on an S3 API server."""
 
 import pytest
 
-from workers import storage
+from sweeps import storage
 from workers.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 
 

@@ -1,6 +1,7 @@
-"""What one trial runs, as plain data: TrialConfig, built from a sweep spec and a planned (G, B, seed).
+"""One trial as typed values: what it runs (TrialConfig, built from a sweep spec and a (G, B, seed)) and how it ended
+(TrialOutcome, TrialResult).
 
-Torch-free, so the controller builds configs without importing the trainer; the dataclass travels
+Torch-free, so the controller builds configs and reads results without importing the trainer; the config travels
 to Ray workers as a dict (``TrialConfig(**cfg.to_dict())``). The GRPO hyper-parameters, the eval, the
 probe and the measure are the spec's own sections (``cfg.grpo``, ``cfg.eval``, ``cfg.probe``, ``cfg.measure``),
 so their names and defaults live in sweeps.spec alone.
@@ -9,6 +10,7 @@ so their names and defaults live in sweeps.spec alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from sweeps.engines import get_engine
-from sweeps.planner import TrialPlan, prompts_per_step
+from sweeps.planner import prompts_per_step
 from sweeps.spec import EvalSpec, GRPOSpec, MeasureSpec, ProbeSpec, SweepSpec
 
-SECTIONS = {"grpo": GRPOSpec, "eval": EvalSpec, "probe": ProbeSpec, "measure": MeasureSpec}  # the spec's, nested
+# the spec's sections a config nests
+SECTIONS: dict[str, type[BaseModel]] = {"grpo": GRPOSpec, "eval": EvalSpec, "probe": ProbeSpec, "measure": MeasureSpec}
 # TrialConfig.flat's names for nested settings, as benchmarks and tests write them: name -> (section, field)
 FLAT_NAMES = {
     "eval_prompts": ("eval", "prompts"),
@@ -129,21 +132,23 @@ class TrialConfig:
         return replace(self, grpo=self.grpo.model_copy(update=changes))
 
     @classmethod
-    def from_spec(
+    def for_trial(
         cls,
         spec: SweepSpec,
-        plan: TrialPlan,
+        group_size: int,
+        samples_per_step: int,
+        seed: int,
         cache_dir: str | Path,
         checkpoint_dir: str | Path | None = None,
         lr: float | None = None,
     ) -> TrialConfig:
-        """The trial at ``plan`` of ``spec``; ``lr`` (a tuned learning rate) replaces the spec's when given."""
+        """The trial of ``spec`` at (G, B, seed); ``lr`` (a tuned learning rate) replaces the spec's when given."""
         return cls(
             task=spec.task.model_dump(),
             model=spec.model.model_dump(exclude_none=True),
-            group_size=plan.group_size,
-            samples_per_step=plan.samples_per_step,
-            seed=plan.seed,
+            group_size=group_size,
+            samples_per_step=samples_per_step,
+            seed=seed,
             steps=spec.steps,
             grpo=get_engine(spec.engine).trial_grpo(spec, lr),
             eval=spec.eval,
@@ -159,9 +164,44 @@ class TrialConfig:
             trl=spec.trl_recipe,
         )
 
+    @classmethod
+    def first_of(cls, spec: SweepSpec, cache_dir: str | Path) -> TrialConfig:
+        """The trial a grid sweep runs first (sweeps.planner.plan_trials: the largest G at the smallest B, the first seed):
+        what a probe or a check at submit sets its task, model and sampling from."""
+        return cls.for_trial(spec, max(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0], cache_dir)
+
 
 def _plain(section: Any) -> Any:
     """A section given to TrialConfig.flat as plain data: a model's fields as a dict, a dict copied, None as {}."""
     if section is None:
         return {}
     return section.model_dump() if isinstance(section, BaseModel) else dict(section)
+
+
+class TrialOutcome(StrEnum):
+    """How a trial ended, as its trainer says (the controller's TrialStatus takes it as is)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NO_SIGNAL = "no_signal"  # most generations had equal rewards in every group: not a data point
+
+
+@dataclass
+class TrialResult:
+    """status: a TrialOutcome (a plain string is read as one); metrics: the final metrics; reason: why, if not
+    succeeded; steps_done: optimizer steps (or measurement repeats) completed.
+
+    Raises:
+        ValueError: a status that is not a TrialOutcome, naming the valid ones.
+    """
+
+    status: TrialOutcome
+    metrics: dict[str, float] = field(default_factory=dict)
+    reason: str | None = None
+    steps_done: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            self.status = TrialOutcome(self.status)
+        except ValueError:
+            raise ValueError(f"unknown trial outcome {self.status!r}; valid: {', '.join(TrialOutcome)}") from None

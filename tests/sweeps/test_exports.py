@@ -1,14 +1,25 @@
-"""TRL and verl translation of an answer (sweeps.recipes): recommendation -> GRPOConfig / verl overrides."""
+"""The exports of an answer (sweeps.exports): recommendation -> GRPOConfig / verl overrides, from the engine's recipe."""
 
 from fractions import Fraction
 
 import pytest
 import yaml
 
-from sweeps.engines.export import trl_config
-from sweeps.engines.verl import verl_overrides
-from sweeps.recipes import trl_settings
+from sweeps.engines import get_engine
+from sweeps.exports import get_export
+from sweeps.exports.trl import trl_settings
+from sweeps.exports.verl import verl_overrides
 from sweeps.spec import GRPOSpec, SweepSpec
+
+
+def trl_config(group_size, budget, spec, header="", num_processes=1) -> str:
+    """`recommend --format trl`'s text for the spec's recipe."""
+    return get_export("trl").render(group_size, budget, get_engine(spec.engine).recipe(spec), header, num_processes)
+
+
+def recipe_grpo(trl: dict) -> GRPOSpec:
+    """The objective of an engine-trl spec of ``trl``, in groupscale's names."""
+    return get_engine("trl").recipe(_spec(engine="trl", trl=trl)).grpo
 
 
 def _spec(**over) -> SweepSpec:
@@ -21,7 +32,7 @@ def test_the_trl_snippet_trains_b_as_one_optimizer_step_as_the_sweep_measured(tm
     """Under TRL's defaults (per-device batch 8) B = 48 trained as 6 optimizer steps of 8 and B = 12 was refused."""
     trl = pytest.importorskip("trl")
     grpo = {"loss_aggregation": "seq_mean_token_sum_norm", "advantage": "mean", "clip_eps": 0.25, "kl_beta": 0.04}
-    text = trl_config(4, budget, _spec(grpo=grpo, samples_per_step=[budget]), header=f"groupscale: G = 4 at B = {budget}")
+    text = trl_config(4, budget, _spec(grpo=grpo, samples_per_step=[budget]), f"groupscale: G = 4 at B = {budget}")
     assert text.startswith(f"# groupscale: G = 4 at B = {budget}\n")
     cfg = trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, **yaml.safe_load(text))
     assert (cfg.num_generations, cfg.generation_batch_size) == (4, budget)
@@ -94,7 +105,7 @@ def test_trls_defaults_that_an_export_assumes_are_the_installed_trls():
 
     from trl import GRPOConfig
 
-    from sweeps.from_trl import TRL_DEFAULTS
+    from sweeps.engines.trl import TRL_DEFAULTS
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     assert {k: defaults[k] for k in TRL_DEFAULTS} == TRL_DEFAULTS
@@ -102,8 +113,6 @@ def test_trls_defaults_that_an_export_assumes_are_the_installed_trls():
 
 def test_an_engine_trl_sweeps_verl_export_is_the_recipe_that_was_swept():
     """It exported groupscale's defaults (rloo, seq-mean-token-mean, clip 0.2, 4 tokens) instead of the DAPO recipe."""
-    from sweeps.recipes import recipe_grpo
-
     dapo = {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.0, "scale_rewards": "group",
             "max_completion_length": 1024, "temperature": 0.7, "learning_rate": "1e-6"}  # fmt: skip
     got = dict(line.split("=", 1) for line in verl_overrides(8, 64, recipe_grpo(dapo))[0])

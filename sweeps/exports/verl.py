@@ -1,5 +1,5 @@
-"""verl as an export: the answer of a sweep as verl hydra overrides (``recommend --format verl``), carrying the loss
-settings the sweep trained with, so the run that uses G trains the objective G was measured for.
+"""``recommend --format verl``: the answer as verl hydra overrides, carrying the loss settings and optimizer steps per
+generation the sweep trained with, so the run that uses G trains the objective G was measured for.
 
 Names: verl ``verl/trainer/config/ppo_trainer.yaml`` (actor_rollout_ref.rollout.n, data.train_batch_size counted in
 prompts, actor.ppo_mini_batch_size also in prompts, actor.loss_agg_mode, algorithm.norm_adv_by_std_in_grpo,
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from sweeps.engines import Recipe
+from sweeps.exports.base import Export, ExportError, check_divides, comments, register_export
 from sweeps.planner import prompts_per_step
-from sweeps.recipes import check_divides
 from sweeps.spec import GRPOSpec
 
 TO_VERL_LOSS = {
@@ -19,6 +20,20 @@ TO_VERL_LOSS = {
     "token_mean": "token-mean",
     "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
 }
+
+
+@register_export
+class VerlExport(Export):
+    name = "verl"
+    help = "hydra overrides (with the sweep's loss settings)"
+
+    def render(self, group_size: int, samples_per_step: int, recipe: Recipe, header: str, num_processes: int = 1) -> str:
+        """Raises ExportError when verl cannot express the objective (no option at fault)."""
+        try:
+            lines, notes = verl_overrides(group_size, samples_per_step, recipe.grpo, recipe.optimizer_steps_per_generation)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+        return "\n".join([*comments(header, notes), *lines]) + "\n"
 
 
 def verl_overrides(

@@ -1,46 +1,50 @@
-"""Translation between groupscale's GRPO settings and TRL's GRPOConfig, both ways.
+"""``recommend --format trl``: the answer as the YAML ``trl grpo --config`` reads (or ``GRPOConfig(**yaml.safe_load(
+text))``). A TRL recipe (engine trl) comes back as written with the measured G and the batch settings that give B with
+its optimizer steps per generation; groupscale's objective as the GRPOConfig settings that train it (trl_settings).
 
-groupscale's loss settings for G and B as GRPOConfig settings (``trl_settings``, what ``recommend --format trl``
-prints for a groupscale sweep: sweeps.engines.export), so the run that uses G trains the objective G was measured
-for; a TRL recipe's objective in groupscale's names (``recipe_grpo``). A recipe into a spec: sweeps.from_trl.
-
-Names: TRL ``trl/trainer/grpo_config.py`` (num_generations, generation_batch_size, loss_type,
-scale_rewards, epsilon, epsilon_high, beta, num_iterations).
+Names: TRL ``trl/trainer/grpo_config.py`` (num_generations, generation_batch_size, loss_type, scale_rewards, epsilon,
+epsilon_high, beta, num_iterations).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sweeps.from_trl import TRL_DEFAULTS, trl_value
-from sweeps.spec import TRL_ALIASES, TRL_LOSS_TYPES, GRPOSpec, valid_group_sizes
+from sweeps.engines import Recipe
+from sweeps.exports.base import Export, ExportError, check_divides, comments, register_export
+from sweeps.spec import TRL_LOSS_TYPES, GRPOSpec
 from sweeps.trl_steps import structure_for
+from sweeps.yamlfile import dump_yaml
 
 # our loss_aggregation -> TRL loss_type (dapo for token_mean: TRL's default and its global-token normaliser)
 TO_TRL_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 assert set(TO_TRL_LOSS.values()) <= set(TRL_LOSS_TYPES)
 
 
-def recipe_grpo(recipe: dict[str, Any]) -> GRPOSpec:
-    """The objective a TRL recipe (an engine-trl sweep's ``trl:``) trains, in groupscale's names, with TRL's defaults
-    where it names none (TRL_DEFAULTS): what ``recommend --format verl`` exports for such a sweep. The learning rate
-    is left at groupscale's default (an export does not carry it over).
+@register_export
+class TrlExport(Export):
+    name = "trl"
+    help = "a GRPOConfig YAML"
 
-    Raises:
-        ValueError: a setting groupscale has no name for (a loss_type or scale_rewards it does not run), naming it.
-    """
-    names = [k for k in (*TRL_ALIASES, "temperature") if k != "learning_rate"]
-    given = {k: trl_value(recipe[k]) for k in names if recipe.get(k) is not None}
-    return GRPOSpec.model_validate({**TRL_DEFAULTS, **given})
+    def render(self, group_size: int, samples_per_step: int, recipe: Recipe, header: str, num_processes: int = 1) -> str:
+        """Raises ExportError (option ``--num-processes``) when G and B cannot be set so on ``num_processes``."""
+        try:
+            settings, notes = trl_config(group_size, samples_per_step, recipe, num_processes)
+        except ValueError as e:
+            raise ExportError(str(e), option="--num-processes") from None
+        return "\n".join([*comments(header, notes), dump_yaml(settings).rstrip()]) + "\n"
 
 
-def check_divides(group_size: int, samples_per_step: int) -> None:
-    allowed = valid_group_sizes(samples_per_step)
-    if group_size not in allowed:
-        raise ValueError(
-            f"group_size {group_size} must be >= 2 and divide samples_per_step {samples_per_step}; "
-            f"allowed: {', '.join(map(str, allowed)) or 'none (B < 2)'}"
-        )
+def trl_config(group_size: int, samples_per_step: int, recipe: Recipe, num_processes: int = 1) -> tuple[dict, list[str]]:
+    """GRPOConfig settings for G and B that train ``recipe`` on ``num_processes`` processes, and notes: a TRL recipe
+    with num_generations = G and the batch settings that keep its optimizer steps per generation; else trl_settings.
+    Raises ValueError when they cannot be set so."""
+    if recipe.trl is None:
+        return trl_settings(group_size, samples_per_step, recipe.grpo, num_processes)
+    structure = structure_for(recipe.trl, samples_per_step, num_processes)
+    settings = {k: v for k, v in recipe.trl.items() if k != "steps_per_generation"}
+    settings |= {"num_generations": group_size, **structure.config()}
+    return settings, [structure.describe(), "the recipe as swept, with the measured G and B"]
 
 
 def trl_settings(

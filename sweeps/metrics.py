@@ -12,10 +12,11 @@ tests/workers/test_metrics.py checks that a real trial reports nothing that is n
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweeps.spec import GRPOSpec
+    from sweeps.spec.grpo import GRPOSpec
 
 STEP: dict[str, str] = {
     "reward_mean": "mean reward of the step's B completions (the learning signal)",
@@ -123,11 +124,11 @@ SUMMARIZED: dict[str, str] = {
 def summarize(summary: dict[str, list[float]], metrics: dict[str, float]) -> None:
     """Fold one step's ``metrics`` into ``summary`` in place: name -> [steps, the min, max or sum so far] for each
     SUMMARIZED name the step has (plain lists: a checkpoint or TRL's trainer_state.json holds it)."""
-    fold = {"min": min, "max": max, "mean": operator.add}  # a mean's sum
+    fold: dict[str, Callable[[float, float], float]] = {"min": min, "max": max, "mean": operator.add}  # a mean's sum
     for key, how in SUMMARIZED.items():
         if key in metrics:
-            steps, acc = summary.get(key, [0, None])
-            summary[key] = [steps + 1, metrics[key] if acc is None else fold[how](acc, metrics[key])]
+            steps, acc = summary.get(key, [0, metrics[key]])
+            summary[key] = [steps + 1, metrics[key] if not steps else fold[how](acc, metrics[key])]
 
 
 def summary_metrics(summary: dict[str, list[float]]) -> dict[str, float]:

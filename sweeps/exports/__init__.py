@@ -1,0 +1,11 @@
+"""The answer of a sweep ("use G at budget B") in another trainer's keys and units, one module per ``recommend
+--format``: each export reads the engine's normalised objective (sweeps.engines.Recipe), so the run that uses G trains
+the objective G was measured for. Adding one: a module with a class decorated ``@register_export`` (sweeps.exports.base),
+imported here."""
+
+from __future__ import annotations
+
+from sweeps.exports import trl, verl  # noqa: F401 - each module registers its export
+from sweeps.exports.base import EXPORTS, Export, ExportError, get_export, register_export
+
+__all__ = ["EXPORTS", "Export", "ExportError", "get_export", "register_export"]
