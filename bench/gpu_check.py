@@ -132,11 +132,13 @@ def _rank(rank: int, port: int, config: dict, results: dict) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)  # before the first CUDA call in this process
     from sweeps.trial import TrialConfig, TrialResult
     from workers.distributed import join, leave
+    from workers.engines.base import Placement
     from workers.measures import run_measure
 
-    join(f"tcp://127.0.0.1:{port}", rank, 2, "cuda")
+    placement = Placement(rank, 2, "cuda")
+    join(f"tcp://127.0.0.1:{port}", placement)
     t0 = time.perf_counter()
-    res: TrialResult = run_measure(TrialConfig(**config), lambda m, s: None)
+    res: TrialResult = run_measure(TrialConfig(**config), lambda m, s: None, placement)
     results[rank] = {
         "status": str(res.status),
         "reason": res.reason,

@@ -76,10 +76,10 @@ def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler |
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
     422 shape (field path + reason). Returns preflight's warnings."""
     try:
-        warnings = preflight(spec, settings, scheduler.cluster_nodes() if scheduler else None)
+        warnings = preflight(spec, settings, scheduler.cluster.nodes() if scheduler else None)
         if scheduler is not None:
-            check_rewards_on_cluster(spec, scheduler.run_task)
-            check_engine_on_cluster(spec, scheduler.run_task, settings.model_cache_dir)
+            check_rewards_on_cluster(spec, scheduler.cluster.run_task)
+            check_engine_on_cluster(spec, scheduler.cluster.run_task, settings.model_cache_dir)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
     return warnings

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from sweeps.spec import SweepSpec
-from workers.data import content_digest
+from workers.entry import content_digest
 
 DIGEST_CHARS = 16
 

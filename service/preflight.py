@@ -16,11 +16,17 @@ if TYPE_CHECKING:
     from sweeps.answer import AnswerPlan
 from sweeps.engines import get_engine
 from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, ResourcesSpec, SweepSpec
-from workers.data import DatasetError, check_rows, load_rows, read_prompt_answer_lines
-from workers.entry import check_rewards_task
-from workers.rewards import math_verify_available
-from workers.rewards.loading import answer_paths
-from workers.rewards.process import needs_process
+from workers.entry import (
+    DatasetError,
+    answer_paths,
+    check_rewards_task,
+    check_rows,
+    load_rows,
+    math_verify_available,
+    model_config_error,
+    needs_process,
+    read_prompt_answer_lines,
+)
 
 log = logging.getLogger("groupscale.preflight")
 
@@ -129,7 +135,7 @@ REWARD_CHECK_S = 60.0  # the reward check at submit: loading and calling every r
 
 def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any]) -> None:
     """Run a dataset task's user reward functions (and math_verify) once where user code may run, before anything
-    is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Scheduler.run_task).
+    is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Cluster.run_task).
 
     Raises:
         SpecError: a reward cannot be imported (a missing package named with its pip command), its factory
@@ -347,13 +353,9 @@ def check_model_folder(model_path: str, model_root: Path | None) -> None:
     path = check_under_root(model_path, model_root, ("model", "path"), "model", "GROUPSCALE_MODEL_ROOT")
     if not _is_file(path / "config.json"):
         raise SpecError(("model", "path"), f"{model_path[:200]!r} is not a Hugging Face model folder (no config.json)")
-    try:
-        from transformers import AutoConfig  # only for a model folder: transformers takes a second to import
-
-        AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
-    except Exception as e:  # noqa: BLE001 - any load failure is bad input, reported in one line
-        first = (str(e).splitlines() or [""])[0][:300]
-        raise SpecError(("model", "path"), f"{model_path!r} has no loadable config.json ({type(e).__name__}: {first})") from None
+    why = model_config_error(path)
+    if why is not None:
+        raise SpecError(("model", "path"), f"{model_path!r} has no loadable config.json ({why})")
 
 
 def preflight_answer(spec: SweepSpec) -> AnswerPlan:

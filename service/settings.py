@@ -121,7 +121,7 @@ class Settings(BaseSettings):
     @property
     def worker_state_dir(self) -> str:
         """Where each warm worker writes the trial it runs, a sweeps.storage location (a restart on another node
-        finds it: workers.entry.TrialWorker)."""
+        finds it: workers.worker.TrialWorker)."""
         return join(self.storage, "workers")
 
     @property

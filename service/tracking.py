@@ -26,7 +26,7 @@ from sweeps.planner import prompts_per_step
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
 from sweeps.spec import SweepSpec
-from workers.tracking import RetryingClient
+from workers.entry import RetryingClient
 
 log = logging.getLogger("groupscale.tracking")
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sweeps.engines import get_engine
-from sweeps.engines.trl import TRL_DEFAULTS
+from sweeps.engines.trl import TRL_DEFAULTS, grpo_config_fields
 from sweeps.spec import TRL_ALIASES, GRPOSpec, valid_group_sizes
 from sweeps.spec.sections import MAX_PROCESSES
 from sweeps.trl_steps import StepStructure, recipe_structure, trl_value
@@ -121,7 +121,7 @@ def spec_from_trl(
         engine: ``trl`` (the recipe under ``trl:``) or ``groupscale`` (translated into ``grpo:``).
         num_processes: the processes the recipe trains on (accelerate's num_processes; the recipe's own num_processes
             when this is 1): B is its generation batch there.
-        grpo_fields: the installed TRL's GRPOConfig field names (engine trl: which keys go under ``trl:``).
+        grpo_fields: the GRPOConfig field names that go under ``trl:`` (engine trl; default: the installed TRL's).
     Returns:
         (spec dict, notes "key: value (why)"). The task is left for the user to fill (a local data file, FILE.py:NAME).
     Raises:
@@ -162,7 +162,10 @@ def spec_from_trl(
         "steps": steps or _steps(config) or 200,
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),  # trials on the recipe's processes
     }
-    notes = as_recipe(config, spec, structure, grpo_fields) if keeps_recipe else translated(config, spec, structure)
+    if keeps_recipe:
+        notes = as_recipe(config, spec, structure, grpo_config_fields() if grpo_fields is None else grpo_fields)
+    else:
+        notes = translated(config, spec, structure)
     notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
     if from_recipe and not Path(str(model)).expanduser().is_dir():
         notes.append(
@@ -209,10 +212,8 @@ def _model_notes(config: dict[str, Any], kept: dict[str, Any]) -> list[str]:
     return notes
 
 
-def as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grpo_fields: Collection[str] | None) -> list[str]:
+def as_recipe(config: dict[str, Any], spec: dict[str, Any], structure: Any, grpo_fields: Collection[str]) -> list[str]:
     """engine trl: the recipe's GRPOConfig fields under trl:, but for what a sweep owns; notes on the rest."""
-    if grpo_fields is None:
-        raise ValueError("engine trl needs the installed TRL's GRPOConfig fields: pip install 'groupscale[trl]'")
     trl = {k: v for k, v in config.items() if k in grpo_fields and k not in SWEEP_OWNED}
     if config.get("generation_batch_size") is not None:  # kept as the steps it gives on the recipe's processes
         trl["steps_per_generation"] = structure.steps_per_generation

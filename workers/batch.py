@@ -14,7 +14,8 @@ import torch
 
 from sweeps.trial import PolicyConfig, TrialConfig
 from workers import algos
-from workers.distributed import all_rows, rank_groups, world
+from workers.distributed import all_rows, rank_groups
+from workers.engines.base import ALONE, Placement
 from workers.models.base import Policy
 from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
@@ -129,14 +130,15 @@ def sample_batch(
     step: int = 1,
     log_history: list[dict] | None = None,
     allocation: PerPromptG | None = None,
+    placement: Placement = ALONE,
 ) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
 
     With ``allocation`` (grpo.allocation per_prompt, one process) each prompt gets its own G (workers.per_prompt),
     B completions in all, and the advantages weight every prompt 1/N (algos.per_prompt_advantages).
 
-    On several processes (workers.distributed) each rank samples and scores its share of the N groups (its
-    ``rank_groups``) and the batch holds those; advantages are computed on the step's N groups (rewards gathered).
+    On several processes (``placement``; workers.distributed) each rank samples and scores its share of the N groups
+    (its ``rank_groups``) and the batch holds those; advantages are computed on the step's N groups (rewards gathered).
 
     Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
     ``step`` is the optimizer step this batch is for (1-based); reward functions see ``step - 1`` steps done
@@ -147,7 +149,7 @@ def sample_batch(
         workers.rewards.RewardError: a reward function failed.
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
-    rank, world_size = world()
+    rank, world_size = placement.rank, placement.world_size
     if allocation is None:  # N = B / G prompts, every rank draws them (the prompt RNG stays equal on all)
         mine = rank_groups(cfg.prompts_per_step, rank, world_size)  # this rank's groups (all of them on one process)
         problems = task.sample_train(cfg.prompts_per_step, rng)[mine]

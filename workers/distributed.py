@@ -12,23 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+if TYPE_CHECKING:
+    from workers.engines.base import Placement
+
 COLLECTIVE_TIMEOUT_S = 3 * 3600.0  # a rank waits this long for the others (rank 0's held-out evaluation included)
 
 
-def join(master: str, rank: int, world_size: int, device: str, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
-    """Join a trial's process group of ``world_size`` ranks at ``master`` (``tcp://host:port``, rank 0's address):
-    NCCL on CUDA (each rank's one visible GPU), gloo on CPU. A rank that dies closes its connections, and the
-    others' next collective raises (RuntimeError) instead of waiting ``timeout_s``."""
-    backend = "nccl" if device == "cuda" else "gloo"
-    if device == "cuda":
+def join(master: str, placement: Placement, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Join a trial's process group at ``master`` (``tcp://host:port``, rank 0's address) as ``placement``'s rank of
+    its world_size: NCCL on CUDA (each rank's one visible GPU), gloo on CPU. A rank that dies closes its connections,
+    and the others' next collective raises (RuntimeError) instead of waiting ``timeout_s``."""
+    backend = "nccl" if placement.device == "cuda" else "gloo"
+    if placement.device == "cuda":
         torch.cuda.set_device(0)  # Ray shows each rank its own GPU as device 0
-    dist.init_process_group(backend, init_method=master, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    timeout = timedelta(seconds=timeout_s)
+    dist.init_process_group(backend, init_method=master, rank=placement.rank, world_size=placement.world_size, timeout=timeout)
 
 
 def leave() -> None:
@@ -37,24 +41,21 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def accelerate_env() -> dict[str, str]:
+def accelerate_env(placement: Placement) -> dict[str, str]:
     """The environment that makes accelerate (TRL's Trainer) use this process group: its rank and size (accelerate
     sees a group already initialised and keeps it; each Ray rank has one GPU, device 0)."""
-    rank, world_size = world()
-    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world_size)}
+    rank, size = str(placement.rank), str(placement.world_size)
+    return {"RANK": rank, "WORLD_SIZE": size, "LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": size}
 
 
-def world() -> tuple[int, int]:
-    """(rank, world_size) of this process: (0, 1) without a process group."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+def _world_size() -> int:
+    """The ranks of this process's trial group: 1 without one (the collectives below are then the identity)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def seed_rank(seed: int) -> None:
+def seed_rank(seed: int, rank: int) -> None:
     """Give rank r > 0 a sampling RNG of its own (from (seed, r)), after the model is built from ``seed`` on every rank
     (the same weights and LoRA initialisation); rank 0 keeps ``seed``'s stream, so one process is unchanged."""
-    rank, _ = world()
     if rank:
         torch.manual_seed(int(np.random.SeedSequence([seed, rank]).generate_state(1, dtype=np.uint64)[0]))
 
@@ -75,7 +76,7 @@ def rank_groups(n_groups: int, rank: int, world_size: int) -> slice:
 
 def all_sum(values: list[float]) -> list[float]:
     """Each value summed over the trial's ranks (float64); the values themselves on one process."""
-    if world()[1] == 1:
+    if _world_size() == 1:
         return list(values)
     t = torch.tensor(values, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
@@ -85,7 +86,7 @@ def all_sum(values: list[float]) -> list[float]:
 def sum_gradients(params: Iterable[torch.nn.Parameter]) -> None:
     """Replace each trainable parameter's gradient by its sum over the ranks (a rank that left one without a
     gradient adds zeros: every rank makes the same collective calls in the same order)."""
-    if world()[1] == 1:
+    if _world_size() == 1:
         return
     for p in params:
         if not p.requires_grad:
@@ -97,7 +98,7 @@ def sum_gradients(params: Iterable[torch.nn.Parameter]) -> None:
 
 def all_gather(obj: Any) -> list[Any]:
     """Each rank's ``obj`` (picklable: a few numbers, a small tensor), in rank order; ``[obj]`` on one process."""
-    rank, world_size = world()
+    world_size = _world_size()
     if world_size == 1:
         return [obj]
     parts: list[Any] = [None] * world_size
@@ -108,7 +109,7 @@ def all_gather(obj: Any) -> list[Any]:
 def all_rows(t: torch.Tensor) -> torch.Tensor:
     """The step's (N, ...) tensor on every rank from each rank's rows (its groups, rank_groups order); ``t`` itself on
     one process. For small per-group values (rewards, values): advantages that normalise over the batch see it all."""
-    if world()[1] == 1:
+    if _world_size() == 1:
         return t
     return torch.cat([part.to(t.device) for part in all_gather(t.cpu())])
 
@@ -129,7 +130,7 @@ def reduce_metrics(metrics: dict[str, float], completions: float) -> dict[str, f
     """One step's metrics over the ranks, each rank's computed on its own ``completions``: SUMMED summed, MAXED the
     maximum, MINNED the minimum, any other the mean over the ranks that have it weighted by their completions (a mean
     over completions, tokens or groups alike: every group has G completions). The metrics themselves on one process."""
-    if world()[1] == 1:
+    if _world_size() == 1:
         return metrics
     parts = all_gather((metrics, completions))
     out: dict[str, float] = {}

@@ -11,14 +11,14 @@ from collections.abc import Callable
 
 from sweeps.trial import TrialConfig, TrialResult
 from workers.engines import trainer
-from workers.engines.base import Report
+from workers.engines.base import Placement, Report
 
 # spec measure.kind -> "module:function" a trial runs; "outcome" (training, then an eval) is the engine's trainer
-# (workers.engines), the others measure groupscale's estimator (the spec takes them under engine groupscale alone)
+# (workers.engines), the others measure groupscale's estimator on one process (the spec takes them so alone)
 MEASURES: dict[str, str | None] = {"outcome": None, "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
 
 
-def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialConfig, Report], TrialResult]:
+def measure_function(kind: str, engine: str = "groupscale") -> Callable[..., TrialResult]:
     """The function that runs measure ``kind`` (its module imported): for an outcome trial, ``engine``'s trainer.
     Raises ValueError for an unknown kind or engine (lists the valid ones)."""
     if kind not in MEASURES:
@@ -30,6 +30,8 @@ def measure_function(kind: str, engine: str = "groupscale") -> Callable[[TrialCo
     return getattr(importlib.import_module(module), name)
 
 
-def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """measure_function(cfg.measure.kind, cfg.engine)(cfg, report). Raises ValueError for an unknown measure or engine."""
-    return measure_function(cfg.measure.kind, cfg.engine)(cfg, report)
+def run_measure(cfg: TrialConfig, report: Report = lambda m, s: None, placement: Placement | None = None) -> TrialResult:
+    """Run the trial's measure: an outcome trial by its engine's trainer on ``placement`` (default: alone), another
+    measure on this one process. Raises ValueError for an unknown measure or engine."""
+    run = measure_function(cfg.measure.kind, cfg.engine)
+    return run(cfg, report, placement) if MEASURES[cfg.measure.kind] is None else run(cfg, report)

@@ -8,7 +8,7 @@ logs to MLflow and writes the checkpoint.
 
 A rank that dies (its node lost, its process killed) closes its connections, so rank 0's next collective raises;
 rank 0 then ends its own process, and Ray restarts the TrialWorker, which resumes the trial from its checkpoint with
-new ranks (workers.entry.TrialWorker). A rank whose trainer raises, or fails alone, fails the trial with its error.
+new ranks (workers.worker.TrialWorker). A rank whose trainer raises, or fails alone, fails the trial with its error.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sweeps.trial import TrialConfig, TrialResult
+from sweeps.trial import TrialConfig, TrialOutcome, TrialResult
 from workers.distributed import join, leave
+from workers.engines.base import Placement
 from workers.measures import run_measure
 
 log = logging.getLogger("groupscale.ranks")
@@ -39,12 +40,13 @@ class RankWorker:
         """Raises RankFailed when its trainer ended ``failed``: alone, rank 0 would wait for it in a collective;
         with the others (a failure they agreed on), rank 0's own result says the same."""
         cfg = TrialConfig(**config)
-        join(master, rank, world_size, cfg.device)
+        placement = Placement(rank, world_size, cfg.device)  # this process's role, decided here once
+        join(master, placement)
         try:
-            result = run_measure(cfg, lambda metrics, step: None)
+            result = run_measure(cfg, lambda metrics, step: None, placement)
         finally:
             leave()
-        if result.status == "failed":
+        if result.status is TrialOutcome.FAILED:
             raise RankFailed(f"rank {rank} of {world_size}: {result.reason}")
 
 
@@ -125,11 +127,12 @@ class _Watch:
                 self._kill(i)
 
 
-def run_with_ranks(cfg: TrialConfig, train: Callable[[], TrialResult]) -> TrialResult:
-    """Start ranks 1..P-1 of ``cfg`` in this actor's placement group, join them as rank 0 and ``train()`` (rank 0's
-    run of the trainer); its result is the trial's. A failed result is returned as it is (the ranks failed with it, or
-    rank 0 alone); a rank that failed or raised alone raises its error here; when a rank died, this process ends
-    (exit RANK_DIED_EXIT) so that Ray restarts the trial's worker, which resumes from the checkpoint.
+def run_with_ranks(cfg: TrialConfig, placement: Placement, train: Callable[[], TrialResult]) -> TrialResult:
+    """Start ranks 1..P-1 of ``cfg`` in this actor's placement group, join them as rank 0 (``placement``) and
+    ``train()`` (rank 0's run of the trainer); its result is the trial's. A failed result is returned as it is (the
+    ranks failed with it, or rank 0 alone); a rank that failed or raised alone raises its error here; when a rank
+    died, this process ends (exit RANK_DIED_EXIT) so that Ray restarts the trial's worker, which resumes from the
+    checkpoint.
 
     Raises:
         RuntimeError: this actor is not in a placement group of cfg.num_processes bundles.
@@ -152,9 +155,9 @@ def run_with_ranks(cfg: TrialConfig, train: Callable[[], TrialResult]) -> TrialR
     ]
     watch = _Watch([h.run.remote(cfg.to_dict(), master, r, p) for r, h in enumerate(handles, start=1)], handles)
     try:
-        join(master, 0, p, cfg.device)
+        join(master, placement)
         result = train()
-        if result.status != "failed":
+        if result.status is not TrialOutcome.FAILED:
             ray.get(watch.refs)  # every rank ends its last step with rank 0; a rank's own failure is the trial's
         return result
     except BaseException:

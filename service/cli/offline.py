@@ -13,7 +13,8 @@ import typer
 
 from service.cli.app import JsonOpt, _fail, _ints, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
-from sweeps.engines import ENGINES, get_engine
+from sweeps.engines import ENGINES
+from sweeps.spec import PRESET_NAMES
 
 
 @models_app.command("export")
@@ -24,16 +25,16 @@ def models_export(
 ) -> None:
     """Write a built-in preset as a plain Hugging Face model folder (point model.path at it)."""
     from service.settings import get_settings
-    from workers.models.presets import LM_PRESETS, preset_path
-    from workers.tasks import make_task
+    from workers.entry import build_preset
 
-    if preset not in LM_PRESETS:
-        _fail(f"PRESET: unknown preset {preset!r}; allowed: {', '.join(LM_PRESETS)}", 2)
+    language_models = [p for p in PRESET_NAMES if p != "tabular"]  # the tabular policy has no model folder
+    if preset not in language_models:
+        _fail(f"PRESET: unknown preset {preset!r}; allowed: {', '.join(language_models)}", 2)
     if preset == "tiny-llama" and task != "arithmetic":
         _fail(f"--task: tiny-llama is exported warm-started on a built-in task; allowed: arithmetic (got {task!r})", 2)
     if folder.exists():
         _fail(f"DIR: {folder} exists; give a new folder", 2)
-    built = preset_path(preset, make_task({"name": task}), get_settings().model_cache_dir)
+    built = build_preset(preset, task, get_settings().model_cache_dir)
     shutil.copytree(built, folder)
     out.print(f"{preset} written to {folder} (load it with model: {{path: {folder.resolve()}}})")
 
@@ -142,7 +143,6 @@ def spec_from_trl_command(
                 highlight=False,
                 soft_wrap=True,
             )
-    fields = _grpo_config_fields() if get_engine(engine).section == "trl" else None
     try:
         spec, notes = spec_from_trl(
             data,
@@ -152,7 +152,6 @@ def spec_from_trl_command(
             model=model,
             engine=engine.value,
             num_processes=processes or 1,
-            grpo_fields=fields,
         )
     except ValueError as e:
         _fail(str(e), 2)
@@ -178,14 +177,3 @@ def _yaml_mapping(path: Path, what: str) -> dict:
     if not isinstance(data, dict):
         _fail(f"{what}: {path} holds no mapping of settings", 2)
     return data
-
-
-def _grpo_config_fields() -> set[str]:
-    """The installed TRL's GRPOConfig field names (engine trl puts those of a recipe under trl:)."""
-    import dataclasses
-
-    try:
-        from trl import GRPOConfig
-    except ImportError:
-        _fail("--engine trl reads the installed TRL's GRPOConfig: pip install 'groupscale[trl]' (or --engine groupscale)", 2)
-    return {f.name for f in dataclasses.fields(GRPOConfig)}

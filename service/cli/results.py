@@ -293,11 +293,11 @@ def answer(
         _fail(f"{'.'.join(map(str, e.loc))}: {e.msg}", 2)
     if local:
         from service.settings import get_settings
-        from workers.answers import run_answer
+        from workers.entry import run_answer_task
 
         try:
             with Stages("answer") as stages:
-                result = run_answer(spec, get_settings().model_cache_dir, report=stages.show).model_dump(mode="json")
+                result = run_answer_task(spec.model_dump(mode="json"), str(get_settings().model_cache_dir), stages.show)
         except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
             _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
     else:

@@ -58,13 +58,13 @@ def _checks(request: Request, store: Any, scheduler: Any, tracking: Any) -> dict
             return True, "", None
 
         def ray_ok() -> tuple[bool, str, Any]:
-            if scheduler is None or not scheduler.healthy():
+            if scheduler is None or not scheduler.cluster.healthy():
                 return False, "not connected", None
             missing = scheduler.missing_shapes()
             if missing and not scheduler.ctx.settings.autoscaling:  # nothing will add the node: trials wait for ever
-                return False, "trials wait for a node no alive node matches: " + "; ".join(missing), scheduler.pool()
+                return False, "trials wait for a node no alive node matches: " + "; ".join(missing), scheduler.cluster.pool()
             waiting = f"; waiting for the autoscaler: {'; '.join(missing)}" if missing else ""
-            return True, f"{scheduler.cluster_resources()}{waiting}", scheduler.pool()
+            return True, f"{scheduler.cluster.resources()}{waiting}", scheduler.cluster.pool()
 
         def mlflow_ok() -> tuple[bool, str, Any]:
             if tracking is None:

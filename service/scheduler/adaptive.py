@@ -16,7 +16,7 @@ from service.scheduler.jobs import tuned_lrs
 from service.store import Sweep, Trial
 from sweeps import adaptive
 from sweeps.spec import SweepSpec
-from workers.tune_lr import frozen_trials
+from workers.entry import frozen_trials
 
 
 class AdaptiveDriver:

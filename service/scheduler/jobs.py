@@ -71,7 +71,7 @@ class TrialRow:
 
 
 class TrialJob:
-    """A trial: run on a warm worker (workers.entry.TrialWorker, a detached named actor), logging into its
+    """A trial: run on a warm worker (workers.worker.TrialWorker, a detached named actor), logging into its
     own MLflow child run."""
 
     kind = "trial"

@@ -147,7 +147,7 @@ class RayBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.state_dir = settings.worker_state_dir  # what each worker runs (workers.entry.TrialWorker), in storage
+        self.state_dir = settings.worker_state_dir  # what each worker runs (workers.worker.TrialWorker), in storage
         self._workers: dict[str, _Worker] = {}
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
         self._session: Path | None = None  # the session folder of the local head it started (removed with it)

@@ -119,6 +119,19 @@ class TrlEngine(Engine):
         return trl_value(spec.trl_recipe.get("use_vllm", False)) is True
 
 
+def grpo_config_fields() -> set[str]:
+    """The installed TRL's GRPOConfig field names. Raises ValueError (starting ``--engine``) when TRL is missing."""
+    import dataclasses
+
+    try:
+        from trl import GRPOConfig
+    except ImportError:
+        raise ValueError(
+            "--engine trl reads the installed TRL's GRPOConfig: pip install 'groupscale[trl]' (or --engine groupscale)"
+        ) from None
+    return {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
 def coerce(recipe: dict[str, Any]) -> dict[str, Any]:
     """The recipe's values as TRL's parser reads a YAML config (trl_value: YAML 1.1 reads ``1e-6`` as a string;
     ``trl grpo --config`` takes it as a float), checked against the installed TRL's GRPOConfig.

@@ -16,7 +16,7 @@ RESTART_S = 30.0  # the lost trial starts again on another node within this long
 
 
 def _node_of(client: MlflowClient, run_id: str | None, attempt: int) -> str | None:
-    """The Ray node id attempt ``attempt`` of a trial ran on (workers.entry.attempt_tags), None before it starts."""
+    """The Ray node id attempt ``attempt`` of a trial ran on (workers.worker.attempt_tags), None before it starts."""
     return client.get_run(run_id).data.tags.get(f"groupscale.attempt.{attempt}.node_id") if run_id else None
 
 

@@ -32,7 +32,7 @@ def _alive(pid: int) -> bool:
 
 
 def _worker_of(stack: Stack, trial_id: str, other_than: int | None = None, timeout_s: float = 180) -> int:
-    """The pid of the live worker process running ``trial_id`` (workers.entry.TrialWorker's state file),
+    """The pid of the live worker process running ``trial_id`` (workers.worker.TrialWorker's state file),
     once it is another process than ``other_than``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -322,7 +322,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(stack):
                 break
         assert time.monotonic() < deadline, trials
         time.sleep(0.2)
-    states = [json.loads(f.read_text()) for f in (stack.data_dir / "workers").glob("*.json")]  # workers.entry.TrialWorker
+    states = [json.loads(f.read_text()) for f in (stack.data_dir / "workers").glob("*.json")]  # workers.worker.TrialWorker
     pids = [s["pid"] for s in states if s["trial"] == f"trial-{trial['id']}" and not s["done"]]
     assert len(pids) == 1, states
     titles = []  # what a person sees in ps: set again every 0.2 s (Ray resets it after each call), so within 1 s

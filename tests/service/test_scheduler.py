@@ -787,7 +787,7 @@ def test_a_cancel_while_a_trials_mlflow_run_is_made_ends_that_run(tmp_path):
 def test_a_cancel_between_reading_an_lr_tuning_and_launching_it_launches_nothing(env):
     store, backend, _, sched = env
     sid = submit(store, tune_lr={"low": 1e-4, "high": 1e-1, "trials": 2, "steps": 2})
-    sched.admit()
+    sched.admission.admit()
     job = sched.jobs["tune"]
     with store.read() as s:
         ready = list(job.ready(sched.ctx, s))
@@ -879,7 +879,7 @@ def test_a_sweep_waiting_for_a_shape_does_not_hold_back_a_smaller_one_behind_it(
     assert sched.missing_shapes() == ["1 CPU and 1 GPU (1 trial, 3m)"]
     backend.late.clear()  # the node came: placed
     backend.node_list.append({"CPU": 4.0, "GPU": 1.0})
-    sched._resources_at = 0.0  # the cluster is read again now (its cache lasts RESOURCES_TTL_S)
+    sched.cluster.read_at = 0.0  # the cluster is read again now (its cache lasts RESOURCES_TTL_S)
     tick(sched)
     with store.read() as s:
         assert {t.reason for t in s.get(Sweep, big).trials} == {None}

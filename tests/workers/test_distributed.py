@@ -38,7 +38,7 @@ def test_a_steps_metrics_over_ranks_take_the_realized_sizes_min_and_max_and_weig
         ({"realized_group_size_min": 4.0, "realized_group_size_max": 5.0, "frac_groups_all_wrong": 0.5}, 8.0),
         ({"realized_group_size_min": 3.0, "realized_group_size_max": 4.0, "frac_groups_all_wrong": 0.0}, 24.0),
     ]
-    monkeypatch.setattr(distributed, "world", lambda: (0, 2))
+    monkeypatch.setattr(distributed, "_world_size", lambda: 2)
     monkeypatch.setattr(distributed, "all_gather", lambda obj: parts)
     out = distributed.reduce_metrics(parts[0][0], parts[0][1])
     assert out == {"realized_group_size_min": 3.0, "realized_group_size_max": 5.0, "frac_groups_all_wrong": 0.125}
@@ -135,21 +135,23 @@ def _trial(rank: int, world_size: int, port: int, config: dict, out: str, crash_
     ``crash_at`` is reported (before that step's checkpoint), as a killed worker does."""
     from workers.distributed import join, leave
     from workers.engines import groupscale
+    from workers.engines.base import Placement
+    from workers.engines.harness import Harness
 
     torch.set_num_threads(1)
-    join(f"tcp://127.0.0.1:{port}", rank, world_size, "cpu", timeout_s=120)
-    finish = groupscale._finish
+    join(f"tcp://127.0.0.1:{port}", Placement(rank, world_size), timeout_s=120)
+    finish = Harness.finish
 
-    def keep_parameters(cfg, report, task, policy, state):  # noqa: ANN001, ANN202 - _finish's own
-        torch.save({k: v.detach().clone() for k, v in policy.module.state_dict().items()}, f"{out}.params.{rank}")
-        return finish(cfg, report, task, policy, state)
+    def keep_parameters(self):  # noqa: ANN001, ANN202 - Harness.finish's own
+        torch.save({k: v.detach().clone() for k, v in self.policy.module.state_dict().items()}, f"{out}.params.{rank}")
+        return finish(self)
 
     def report(metrics: dict, step: int) -> None:
         if step == crash_at and "reward_mean" in metrics:
             os._exit(3)
 
-    groupscale._finish = keep_parameters
-    result = groupscale.train_trial(TrialConfig(**config), report)
+    Harness.finish = keep_parameters
+    result = groupscale.train_trial(TrialConfig(**config), report, Placement(rank, world_size))
     torch.save(asdict(result), f"{out}.result.{rank}")
     leave()
 
@@ -197,7 +199,7 @@ def test_a_two_process_lora_trial_trains_only_the_adapter_and_resumes_to_the_sam
     stopped = {**config, "checkpoint_dir": str(tmp_path / "stopped")}
     codes = _spawn(2, stopped, tmp_path / "stopped", crash_at=3)
     assert codes[0] == 3 and codes[1] not in (0, None), codes  # rank 1 raised (a closed connection), did not hang
-    assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["step"] == 2
+    assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["trial"]["step"] == 2
     assert _spawn(2, stopped, tmp_path / "stopped") == [0, 0]
     again = torch.load(tmp_path / "stopped.params.0")
     for key in start:
@@ -232,6 +234,7 @@ def _trl_step(rank: int, world_size: int, port: int, config: dict, out: str) -> 
     from transformers.generation.utils import GenerationMixin
 
     from workers.distributed import join, leave
+    from workers.engines.base import Placement
     from workers.engines.trl import train_trial_trl
 
     class Report:  # what the trial logs: the GRPOConfig TRL ran, TRL's step metrics
@@ -247,9 +250,9 @@ def _trl_step(rank: int, world_size: int, port: int, config: dict, out: str) -> 
     GenerationMixin.generate = _fixed_generate
     torch.set_num_threads(1)
     if world_size > 1:
-        join(f"tcp://127.0.0.1:{port}", rank, world_size, "cpu", timeout_s=120)
+        join(f"tcp://127.0.0.1:{port}", Placement(rank, world_size), timeout_s=120)
     report = Report()
-    result = train_trial_trl(TrialConfig(**config), report)
+    result = train_trial_trl(TrialConfig(**config), report, Placement(rank, world_size))
     torch.save({"result": asdict(result), "params": report.params, "steps": report.steps}, f"{out}.{rank}")
     leave()
 

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 from sweeps import storage
 from tests.workers.test_bandit import bandit_cfg
 from tests.workers.test_tracking_retry import mlflow_uri  # noqa: F401 - the fixture
-from workers.entry import count_start, run_trial, worker_starts
+from workers.worker import count_start, run_trial, worker_starts
 
 
 @pytest.mark.e2e

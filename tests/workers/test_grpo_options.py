@@ -105,7 +105,7 @@ def test_a_killed_trial_resumes_from_its_checkpoint_with_the_same_result(model_c
     config = cfg(model_cache, steps=30, checkpoint_every=10, checkpoint_dir=str(tmp_path / "ckpt"))
     with pytest.raises(Killed):
         train_trial(config, die_at_25)
-    assert load_checkpoint(config.checkpoint_dir)["step"] == 20
+    assert load_checkpoint(config.checkpoint_dir)["trial"]["step"] == 20
     steps_seen = []
     resumed = train_trial(config, lambda m, s: steps_seen.append(s))
     assert min(s for s in steps_seen) == 20  # it did not start over: the first report is the resume point
@@ -122,7 +122,7 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_the_on
 
     def killed_while_writing_step_20(state, path):
         save(state, path)
-        if state["step"] == 20:
+        if state["trial"]["step"] == 20:
             Path(path).write_bytes(Path(path).read_bytes()[:1000])  # the part written before the kill
             raise KeyboardInterrupt
 
@@ -131,7 +131,7 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_the_on
         train_trial(config)
     monkeypatch.setattr(torch, "save", save)
     assert sorted(p.name for p in Path(config.checkpoint_dir).iterdir()) == ["checkpoint.pt", "checkpoint.pt.tmp"]
-    assert load_checkpoint(config.checkpoint_dir)["step"] == 10
+    assert load_checkpoint(config.checkpoint_dir)["trial"]["step"] == 10
     resumed = train_trial(config)
     assert resumed.status == "succeeded" and resumed.metrics == straight.metrics
     assert sorted(p.name for p in Path(config.checkpoint_dir).iterdir()) == ["checkpoint.pt"]
@@ -154,7 +154,7 @@ def test_metric_points_are_flushed_before_each_checkpoint_is_written(model_cache
         def flush(self):
             saved = load_checkpoint(config.checkpoint_dir)
             # at the flush for step k, the checkpoint on disk is still the previous one
-            assert saved is None or saved["step"] < max(self.buffered)
+            assert saved is None or saved["trial"]["step"] < max(self.buffered)
             self.durable += self.buffered
             self.buffered = []
 

@@ -65,7 +65,7 @@ def test_a_resumed_lora_trial_equals_an_uninterrupted_one_and_checkpoints_hold_t
     with pytest.raises(Killed):
         train_trial(config, die_at_5)
     saved = load_checkpoint(config.checkpoint_dir)
-    assert saved["step"] == 4 and saved["model"] and all(LORA_MARK in key for key in saved["model"])
+    assert saved["trial"]["step"] == 4 and saved["model"] and all(LORA_MARK in key for key in saved["model"])
     resumed = train_trial(config)
     assert straight.status == resumed.status == "succeeded"
     assert resumed.metrics == straight.metrics

@@ -1,7 +1,7 @@
 """Real GRPO trials on chat-tiny with users' material: every shape of reward file, a verl parquet, a model folder
 that ships sampling fields and a template variable, a data file with glob characters in its name.
 
-Each trial runs in a thread, as on a warm Ray worker (workers.entry.TrialWorker), so math_verify's signal-based
+Each trial runs in a thread, as on a warm Ray worker (workers.worker.TrialWorker), so math_verify's signal-based
 timeouts are exercised where they used to fail; tests/e2e/test_user_material.py runs them on Ray with MLflow.
 """
 

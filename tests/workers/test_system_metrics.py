@@ -3,7 +3,7 @@
 from mlflow import MlflowClient
 
 from sweeps.trial import TrialConfig
-from workers.entry import run_trial
+from workers.worker import run_trial
 
 SAMPLING_INTERVAL_S = 0.1
 
@@ -110,7 +110,7 @@ def test_a_sweeps_experiment_opens_in_mlflows_model_training_view(tmp_path, monk
 
 
 def test_system_metrics_are_sampled_every_5_s_by_default():
-    from workers.entry import SYSTEM_METRICS_EVERY_S
+    from workers.worker import SYSTEM_METRICS_EVERY_S
 
     assert SYSTEM_METRICS_EVERY_S == 5  # README: every 5 s (the tests above sample faster)
 

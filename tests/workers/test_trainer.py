@@ -201,6 +201,6 @@ def test_a_trial_whose_groups_are_cut_fails_naming_the_realized_g(monkeypatch):
     ],
 )
 def test_each_no_signal_reason(reward_mean, truncation, says):
-    from workers.engines.groupscale import _no_signal_reason
+    from workers.engines.harness import no_signal_reason as _no_signal_reason
 
     assert _no_signal_reason(reward_mean, truncation) == says

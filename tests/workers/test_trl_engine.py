@@ -186,7 +186,7 @@ def test_a_killed_trl_trial_resumes_from_trls_last_checkpoint(chat, tmp_path):
     assert sorted(p.name for p in Path(cfg.checkpoint_dir).glob("checkpoint-*")) == ["checkpoint-2"]
     assert killed_report.flushed == 2  # step 2's points were flushed before TRL wrote checkpoint-2
     saved = json.loads((Path(cfg.checkpoint_dir) / "checkpoint-2" / "trainer_state.json").read_text())
-    assert saved["stateful_callbacks"]["SignalCount"]["attributes"]["summary"]["realized_group_size_min"] == [2, 2.0]
+    assert saved["stateful_callbacks"]["TrialState"]["attributes"]["summary"]["realized_group_size_min"] == [2, 2.0]
     report = Recorder()
     resumed = _run(cfg, report)
     assert resumed.status == "succeeded" and min(report.steps) == 2 and report.steps[2] == {"resumed_from_step": 2.0}
@@ -299,7 +299,9 @@ def test_a_trl_trial_without_signal_is_no_signal_when_each_generation_feeds_seve
     silent = _run(_config(chat, tmp_path / "a", task=silent_task, trl=trl), report)
     assert sorted(s for s in report.steps if "frac_reward_zero_std" in report.steps[s]) == [1, 3]  # TRL's own log
     assert silent.status == "no_signal", silent
-    assert silent.reason == "2/2 generations without signal (every group's rewards were equal)"
+    assert silent.reason == (
+        "2/2 generations without signal; almost every completion failed (mean reward 0.000): task too hard for this model"
+    )
     # why, kept in the result: every group all wrong (reward 0) or, before that, of one completion text
     assert silent.metrics["frac_groups_identical"] + silent.metrics["frac_groups_all_wrong"] == pytest.approx(1.0)
     assert silent.metrics["frac_groups_all_right"] == 0.0 and silent.metrics["realized_group_size_min"] == 2.0
@@ -324,8 +326,9 @@ def test_a_recipe_with_several_generations_per_optimizer_step_trains_as_trl_trai
 
 
 def test_a_resumed_trl_trial_counts_the_generations_made_before_it_was_killed(chat, tmp_path):
-    """The count of generations with and without signal is part of TRL's checkpoint (trainer_state.json, written
-    last), so a killed trial resumes it; here 1 generation before the kill at step 3, 1 after the resume."""
+    """The count of generations with and without signal is part of TRL's checkpoint (the harness's TrialState in
+    trainer_state.json, written last), so a killed trial resumes it; here 1 generation before the kill at step 3, 1
+    after the resume."""
     (tmp_path / "zero.py").write_text(ZERO_REWARD)
     task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"function": f"{tmp_path / 'zero.py'}:zero"}]}
     trl = {**RECIPE, **REUSED["steps_per_generation"]}
@@ -356,9 +359,9 @@ def test_answer_for_a_trl_recipe_trains_its_stages_with_trl_within_its_budget(ch
     calls: list[tuple[int, int]] = []
     train = trl_engine.train_trial_trl
 
-    def counted(cfg, report=lambda m, s: None):  # noqa: ANN001, ANN202 - train_trial_trl's own
+    def counted(cfg, report=lambda m, s: None, placement=None):  # noqa: ANN001, ANN202 - train_trial_trl's own
         calls.append((cfg.group_size, cfg.steps))
-        return train(cfg, report)
+        return train(cfg, report, placement)
 
     monkeypatch.setattr(trl_engine, "train_trial_trl", counted)
     from trl import GRPOConfig
@@ -393,7 +396,7 @@ def _generation(rows: list[int], texts: list[str]) -> dict:
 
     from workers.engines.trl import ROW, TrlRewards
 
-    args = SimpleNamespace(num_generations=2, generation_batch_size=4, reward_weights=[1.0],
+    args = SimpleNamespace(num_generations=2, generation_batch_size=4, reward_weights=[1.0], max_completion_length=8,
                            multi_objective_aggregation="sum_then_normalize")  # fmt: skip
     rewards = TrlRewards(_RightTask(), [f"p{i}" for i in range(3)], args)
     values = rewards.functions()[0](texts, [[1]] * len(texts), **{ROW: rows, "trainer_state": SimpleNamespace(global_step=1)})

@@ -1,12 +1,39 @@
-"""What every engine's trainer shares: the outcome of a trial, its rule for ``no_signal``, and the ``report`` callback
-it sends metrics through (Ray and MLflow stay at the edge: workers.entry, workers.tracking)."""
+"""What every engine's trainer is given besides its config: where its process runs in the trial (Placement) and the
+``report`` callback it sends metrics through (Ray and MLflow stay at the edge: workers.entry, workers.tracking). Torch-free:
+the processes that start trials decide their placement here without importing the trainer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-NO_SIGNAL_STEP_FRACTION = 0.5  # a trial with more steps (or generations) than this without any signal is no_signal
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process runs in its trial, decided once where the process starts (workers.worker for rank 0,
+    workers.ranks for the others; a trainer called directly runs alone) and passed down, as nanoGPT's train.py sets
+    ``ddp_rank`` and ``master_process`` once.
+
+    rank, world_size: this process among the trial's P processes; device: ``cpu`` or ``cuda`` (each rank sees its one
+    GPU as device 0); is_main: rank 0, which evaluates, probes, logs and saves the trial's checkpoint.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    device: str = "cpu"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def alone(cls, device: str = "cpu") -> Placement:
+        """A trial on one process."""
+        return cls(0, 1, device)
+
+
+ALONE = Placement()  # one process on the CPU: the default of what only asks for the rank
 
 # report(metrics, step): a trial's metrics at an optimizer step (a RunReport gets the rest of what a trial logs)
 Report = Callable[[dict[str, float], int], None]

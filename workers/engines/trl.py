@@ -7,13 +7,15 @@ per generation (sweeps.trl_steps), ``max_steps`` = T, ``seed``, ``output_dir`` (
 and ``save_only_model`` = false (one checkpoint at a time on disk, holding what resume needs) and, on a CPU, ``use_cpu``.
 Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
 engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
-reach TRL as ``reward_funcs`` with ``reward_weights``. TRL's per-step logs go to ``report`` under TRL's names; the
-held-out ``gap`` comes from groupscale's own evaluator (workers.engines.groupscale.evaluate: the same eval set and seed as the
-groupscale engine) every ``eval.every`` steps and at the end. A trial resumes from TRL's last complete checkpoint.
-No signal is counted per generation in the reward path, which sees each one once however many optimizer steps reuse
-it (TRL logs ``frac_reward_zero_std`` only on the steps that generated); the count is saved in each checkpoint. The
-reward path also checks that each of the generation's groups is G completions of one prompt (a trial where it is not
-fails naming the realized G) and adds the groups' metrics (realized sizes, no-signal causes) to the step that
+reach TRL as ``reward_funcs`` with ``reward_weights``. The measurement is the harness's (workers.engines.harness), which
+a TrainerCallback feeds: TRL's per-step logs go to ``report`` under TRL's names, the held-out ``gap`` comes from
+groupscale's own evaluator (the same eval set and seed as the groupscale engine) at ``eval.every``'s steps and at the
+end, and TRL checkpoints where the harness says (never inside a generation cycle, so a resume never generates again),
+with the harness's TrialState inside TRL's trainer_state.json. A trial resumes from TRL's last complete checkpoint; one
+whose checkpoint is at T evaluates and ends. No signal is counted per generation in the reward path, which sees each
+one once however many optimizer steps reuse it (TRL logs ``frac_reward_zero_std`` only on the steps that generated).
+The reward path also checks that each of the generation's groups is G completions of one prompt (a trial where it is
+not fails naming the realized G) and adds the groups' metrics (realized sizes, no-signal causes) to the step that
 generated; ``truncation_rate`` repeats TRL's ``completions/clipped_ratio`` under the groupscale engine's name.
 
 Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
@@ -27,6 +29,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +38,7 @@ import torch
 
 from sweeps import storage
 from sweeps.engines.trl import coerce
-from sweeps.metrics import KEPT_AT_CHECKPOINTS, result_metrics, summarize, summary_metrics
-from sweeps.trial import TrialConfig, TrialResult
+from sweeps.trial import TrialConfig, TrialOutcome, TrialResult
 from sweeps.trl_steps import structure_for
 from workers.algos import (
     GroupSizeError,
@@ -47,11 +49,10 @@ from workers.algos import (
     zero_variance_group_fraction,
 )
 from workers.batch import setup
-from workers.distributed import accelerate_env, all_gather, world
-from workers.engines.base import NO_SIGNAL_STEP_FRACTION, Report, RunReport, run_report
-from workers.evaluation import evaluate
-from workers.models.lora import lora_config, parameter_counts
-from workers.probe import probe_during_training
+from workers.distributed import accelerate_env, all_gather
+from workers.engines.base import ALONE, Placement, Report, RunReport, run_report
+from workers.engines.harness import Harness, TrialFailed
+from workers.models.lora import lora_config
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
 from workers.tasks import Problem, Task
@@ -79,7 +80,7 @@ SWEEP_SETS = (
 )
 
 
-def output_dir(cfg: TrialConfig) -> Path:
+def output_dir(cfg: TrialConfig, placement: Placement) -> Path:
     """Where TRL writes its checkpoint-N folders: the trial's checkpoint folder, or, when that is a remote storage
     location (GROUPSCALE_STORAGE_URI s3://...), a local copy of it under the cache that MirrorCheckpoints uploads (on
     several processes, rank r > 0 downloads the checkpoint to resume from into a copy of its own: ranks may share a
@@ -87,27 +88,28 @@ def output_dir(cfg: TrialConfig) -> Path:
     if not cfg.checkpoint_dir:
         return Path(cfg.cache_dir) / "trl-unsaved"
     if storage.is_remote(cfg.checkpoint_dir):
-        local, rank = storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir)), world()[0]
-        return local.with_name(f"{local.name}.rank{rank}") if rank else local
+        local = storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir))
+        return local.with_name(f"{local.name}.rank{placement.rank}") if placement.rank else local
     return Path(cfg.checkpoint_dir)
 
 
-def trl_arguments(cfg: TrialConfig) -> dict[str, Any]:
-    """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring)."""
+def trl_arguments(cfg: TrialConfig, placement: Placement = ALONE) -> dict[str, Any]:
+    """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring). TRL
+    saves where the harness says (TrialCallback); ``save_steps`` 1 lets it save at any step."""
     structure = structure_for(cfg.trl, cfg.samples_per_step, cfg.num_processes)  # the recipe's steps on P processes
     args = {k: v for k, v in coerce(cfg.trl).items() if k not in SWEEP_SETS}
     args |= structure.config() | {
         "num_generations": cfg.group_size,
         "max_steps": cfg.steps,
         "seed": cfg.seed,
-        "output_dir": str(output_dir(cfg)),
+        "output_dir": str(output_dir(cfg, placement)),
         "logging_steps": 1,
         "report_to": "none",
         "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
-        "save_steps": cfg.checkpoint_every or 1,
+        "save_steps": 1,
         "save_total_limit": 1,  # TRL then deletes the older checkpoint once the new one is written to the end
         "save_only_model": False,  # the optimizer, scheduler and RNG states too: a resumed trial goes on as it was
-        "restore_callback_states_from_checkpoint": False,  # SignalCount restores itself (a restore would replace it)
+        "restore_callback_states_from_checkpoint": False,  # the harness reads its state from the checkpoint itself
         "disable_tqdm": True,
     }
     if cfg.device == "cpu":
@@ -156,18 +158,18 @@ class TrlRewards:
     TRL calls the functions in order with the same keyword arguments, once per generation; the first scores every
     term (in the task's reward process, workers.rewards), replays what they logged through TRL's ``log_metric`` and
     ``log_extra``, checks the generation's groups (check_generation: ``pending`` holds its metrics for the next log)
-    and counts it (``generations``; ``silent``: those without signal, silent_generation); the others read their
-    term's values. Rows come back to the task's problems by the ROW column. ``summary``: the logged steps' summary
-    (sweeps.metrics.summarize), kept in the checkpoints with the counts.
+    and counts it: ``count(silent, reward_mean, truncation)`` (the harness's ``generation``; silent_generation says
+    whether it gave no signal); the others read their term's values. Rows come back to the task's problems by the ROW
+    column.
     """
 
-    def __init__(self, task: Task, problems: list[Problem], args: Any) -> None:
-        self.task, self.problems, self.args = task, problems, args
+    def __init__(
+        self, task: Task, problems: list[Problem], args: Any, count: Callable[[bool, float, float], None] = lambda *a: None
+    ) -> None:
+        self.task, self.problems, self.args, self.count = task, problems, args, count
         self.keys = task.reward_keys if isinstance(task, RewardTerms) else ["reward"]  # a built-in task: one reward
         self._batch: dict[str, np.ndarray] = {}
-        self.generations, self.silent = 0, 0
         self.pending: dict[str, float] = {}
-        self.summary: dict[str, list[float]] = {}
 
     def functions(self) -> list[Any]:
         return [self._term(i, key) for i, key in enumerate(self.keys)]
@@ -194,25 +196,29 @@ class TrlRewards:
             per_term = self._score(problems, texts, completion_ids, kwargs)
         except RewardError as e:
             own = e
-        # one exchange a generation: each rank's failure (or None), rows, texts and values
+        # one exchange a generation: each rank's failure (or None), rows, texts, truncations and values
+        cut = [len(ids) >= self.args.max_completion_length for ids in completion_ids]
         mine = [per_term.get(key) for key in self.keys]
-        shares = all_gather((None if own is None else str(own), list(rows), texts, mine))
+        shares = all_gather((None if own is None else str(own), list(rows), texts, cut, mine))
         if own is not None:
             raise own
         agreed = next((failure for failure, *_ in shares if failure is not None), None)
         if agreed is not None:
             raise RewardError(agreed)
-        rows, texts = [r for _, share, _, _ in shares for r in share], [t for _, _, share, _ in shares for t in share]
-        values = [np.concatenate([share[i] for *_, share in shares]) for i in range(len(self.keys))]
-        self.pending = self.check_generation(rows, texts, values, kwargs["trainer_state"].global_step + 1)
-        self.generations += 1
-        self.silent += silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
+        rows, texts, cut = ([x for share in shares for x in share[i]] for i in (1, 2, 3))
+        values = [np.concatenate([share[-1][i] for share in shares]) for i in range(len(self.keys))]
+        self.pending, reward = self.check_generation(rows, texts, values, kwargs["trainer_state"].global_step + 1)
+        silent = silent_generation(values, self.args.reward_weights, g, self.args.multi_objective_aggregation)
+        self.count(silent, float(reward.mean()), float(np.mean(cut)))
         return per_term
 
-    def check_generation(self, rows: list[int], texts: list[str], values: list[np.ndarray], step: int) -> dict[str, float]:
+    def check_generation(
+        self, rows: list[int], texts: list[str], values: list[np.ndarray], step: int
+    ) -> tuple[dict[str, float], np.ndarray]:
         """The metrics of a whole generation's groups (TRL's layout: G consecutive rows a group, generation_batch_size
         rows): the realized group sizes (workers.algos.realized_group_sizes, a row's prompt: its ROW) and the no-signal
-        causes of the weighted reward (abstentions 0), once checked that every group is G completions of one prompt.
+        causes of the weighted reward (abstentions 0), once checked that every group is G completions of one prompt;
+        and that weighted reward, (S,).
 
         Args:
             rows: (S,) each completion's ROW; texts: (S,) the completions; values: each term's (S,) values;
@@ -228,7 +234,8 @@ class TrlRewards:
         reward = np.sum([w * np.nan_to_num(v, nan=0.0) for v, w in zip(values, weights, strict=True)], axis=0)
         windows = group_windows(len(rows), sizes)
         causes = no_signal_causes([reward[w] for w in windows], [texts[w] for w in windows])
-        return {**causes, "realized_group_size_min": float(min(realized)), "realized_group_size_max": float(max(realized))}
+        sizes_seen = {"realized_group_size_min": float(min(realized)), "realized_group_size_max": float(max(realized))}
+        return {**causes, **sizes_seen}, reward
 
     def _score(self, problems: list[Problem], texts: list[str], completion_ids: list[list[int]], kwargs: dict) -> dict:
         if not isinstance(self.task, RewardTerms):
@@ -264,44 +271,10 @@ def _dataset(task: Task) -> tuple[Any, list[Problem]]:
     return Dataset.from_list(rows), problems
 
 
-INITIAL = "groupscale-initial.json"  # the eval before step 1, kept beside TRL's checkpoints for a resumed trial
-EVALS = "groupscale-evals.json"  # the gap at each eval checkpoint done so far, kept there too
-
-
-def _initial(policy: Any, task: Task, cfg: TrialConfig, resume: str | None, report: RunReport) -> tuple[dict, list]:
-    """The held-out eval before training (reported at step 0 and kept in output_dir), or the kept one on a resume."""
-    kept = storage.read_text(storage.join(cfg.checkpoint_dir, INITIAL)) if cfg.checkpoint_dir else None
-    if resume is not None and kept:
-        step = int(resume.rsplit("-", 1)[-1])
-        report({"resumed_from_step": float(step)}, step)
-        return json.loads(kept), []
-    if world()[0] != 0:  # rank 0 evaluates and keeps the result
-        return {}, []
-    initial, samples = evaluate(policy, task, cfg, 0)
-    report(initial | parameter_counts(policy.module), 0)  # gap, eval_accuracy: a curve from step 0
-    if cfg.checkpoint_dir:
-        storage.write_text(storage.join(cfg.checkpoint_dir, INITIAL), json.dumps(initial))
-    return initial, samples
-
-
-def _kept_evals(cfg: TrialConfig, resume: str | None) -> dict[int, dict[str, float]]:
-    """The gap (and gap_se) of the eval checkpoints up to the resumed step: step -> values ({} for a fresh trial)."""
-    kept = storage.read_text(storage.join(cfg.checkpoint_dir, EVALS)) if cfg.checkpoint_dir and resume else None
-    if not kept:
-        return {}
-    step = int(str(resume).rsplit("-", 1)[-1])
-    return {int(s): v for s, v in json.loads(kept).items() if int(s) <= step}  # later ones run again
-
-
-def _keep_evals(cfg: TrialConfig, at: dict[int, dict[str, float]]) -> None:
-    if cfg.checkpoint_dir:
-        storage.write_text(storage.join(cfg.checkpoint_dir, EVALS), json.dumps(at))
-
-
 def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     """TRL's last checkpoint that was written to the end: the highest ``checkpoint-N`` whose trainer_state.json (which
-    Trainer._save_checkpoint writes last) parses. A worker killed while saving leaves a higher, partial one that
-    transformers' get_last_checkpoint would pick, and resuming from it fails the trial."""
+    Trainer._save_checkpoint writes last, with the harness's TrialState) parses. A worker killed while saving leaves a
+    higher, partial one that transformers' get_last_checkpoint would pick, and resuming from it fails the trial."""
     folder = Path(output_dir)
     if not folder.is_dir():
         return None
@@ -315,57 +288,39 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     return None
 
 
-SIGNAL = "SignalCount"  # the callback whose state (generations, silent) each checkpoint's trainer_state.json holds
+STATE = "TrialState"  # each checkpoint's trainer_state.json holds the harness's TrialState under this callback's name
 
 
-def _callbacks(
-    cfg: TrialConfig, report: RunReport, task: Task, policy: Any, rewards: TrlRewards, history: list[dict], at: dict
-) -> list[Any]:
-    """The trial's TrainerCallbacks: Measure (TRL's logs to report and ``history``; groupscale's eval at cfg.eval's
-    checkpoints, kept in ``at`` and beside the checkpoints; the probe every ``probe.every`` steps, as in groupscale's
-    trainer) and SignalCount (rewards' generation counts, saved by TRL
-    in each checkpoint's trainer_state.json, which it writes last, and taken back from it on a resume)."""
+def saved_state(checkpoint: str) -> dict[str, Any] | None:
+    """The harness's TrialState in TRL's ``checkpoint`` folder (None: one TRL saved without it)."""
+    saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("stateful_callbacks", {})
+    return saved.get(STATE, {}).get("attributes")
+
+
+def _callbacks(cfg: TrialConfig, placement: Placement, harness: Harness, rewards: TrlRewards) -> list[Any]:
+    """The trial's TrainerCallbacks: the harness's hands in TRL (each step's logs, with the generation's group metrics,
+    to Harness.after_step; a save where Harness.checkpoint_due says; its TrialState exported into every checkpoint's
+    trainer_state.json, which TRL writes last) and, on a remote checkpoint folder, the mirror of each checkpoint."""
     from transformers import TrainerCallback
     from transformers.trainer_callback import ExportableState
 
-    evals = set(cfg.eval.checkpoints(cfg.steps)) - {cfg.steps}  # before the last (the final eval follows training)
+    class TrialState(TrainerCallback, ExportableState):
+        def state(self) -> dict:
+            return {"args": {}, "attributes": harness.state.to_checkpoint()}
 
-    class Measure(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            control.should_save = harness.checkpoint_due(state.global_step)
+
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
             metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
+            if state.global_step <= harness.state.step:  # training's own summary at its end: not a step
+                harness.report(metrics, state.global_step)
+                return
             if "completions/clipped_ratio" in metrics:  # the groupscale engine's name for the same share
                 metrics["truncation_rate"] = metrics["completions/clipped_ratio"]
             metrics |= rewards.pending  # the generation's groups, on the step that generated (as TRL's own)
             rewards.pending = {}
-            summarize(rewards.summary, metrics)
-            report(metrics, state.global_step)
-            history.append({**metrics, "step": state.global_step})
-            saves = cfg.checkpoint_dir and cfg.checkpoint_every and state.global_step % cfg.checkpoint_every == 0
-            if saves:  # TRL logs a step, then saves it: points before the checkpoint
-                report.flush()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            step = state.global_step
-            if world()[0] != 0:  # rank 0 evaluates and probes (the others wait in the next step's collectives)
-                return
-            if cfg.probe.every and step % cfg.probe.every == 0:  # the probe's G* as TRL moves the policy
-                report(probe_during_training(policy, task, cfg, step), step)
-            if step in evals:
-                mid, _ = evaluate(policy, task, cfg, step, history)
-                report(mid, step)
-                at[step] = {k: mid[k] for k in KEPT_AT_CHECKPOINTS if k in mid}
-                _keep_evals(cfg, at)
-
-    class SignalCount(TrainerCallback, ExportableState):
-        def state(self) -> dict:
-            counts = {"generations": rewards.generations, "silent": rewards.silent, "summary": rewards.summary}
-            return {"args": {}, "attributes": counts}
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            # a resume's state is its checkpoint's; one saved before this count existed starts it at 0
-            saved = state.stateful_callbacks.setdefault(SIGNAL, self.state())["attributes"]
-            rewards.generations, rewards.silent = saved["generations"], saved["silent"]
-            rewards.summary = saved.get("summary", {})  # a checkpoint of before: the steps from here
+            harness.after_step(state.global_step, metrics)
 
     class MirrorCheckpoints(TrainerCallback):
         """A remote checkpoint folder gets each checkpoint once TRL has written it (trainer_state.json last, which
@@ -374,9 +329,9 @@ def _callbacks(
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             storage.mirror(args.output_dir, str(cfg.checkpoint_dir), last="trainer_state.json", only="checkpoint-")
 
-    assert SignalCount.__name__ == SIGNAL
-    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir)) and world()[0] == 0  # TRL's saver
-    return [Measure(), SignalCount(), *([MirrorCheckpoints()] if remote else [])]
+    assert TrialState.__name__ == STATE
+    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir)) and placement.is_main  # TRL's saver
+    return [TrialState(), *([MirrorCheckpoints()] if remote else [])]
 
 
 def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
@@ -412,63 +367,62 @@ def recipe_refusal(cfg: TrialConfig, n_rewards: int) -> tuple[str | None, str] |
     return None
 
 
-def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None) -> TrialResult:
-    """One trial with TRL's GRPOTrainer (module docstring). Returns a TrialResult: ``failed`` with TRL's exception, a
-    reward function's failure or groups of another size than G (workers.algos.GroupSizeError), ``no_signal`` when most
-    generations' groups all had equal rewards (TrlRewards counts each generation once, however many optimizer steps
-    reuse it), else ``succeeded`` with groupscale's final eval metrics; both with the logged steps' summary
-    (sweeps.metrics.SUMMARIZED)."""
-    from transformers import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    rank, world_size = world()
-    report = run_report(report if rank == 0 else lambda metrics, step: None)  # rank 0 logs (TRL's logs are reduced)
+def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None, placement: Placement | None = None) -> TrialResult:
+    """One trial with TRL's GRPOTrainer within the measurement harness (module docstring); ``placement``: this process
+    in the trial (default: alone on cfg.device). Returns a TrialResult: ``failed`` with TRL's exception, a reward
+    function's failure or groups of another size than G (workers.algos.GroupSizeError), else the harness's end
+    (``no_signal`` counts each generation once, however many optimizer steps reuse it)."""
+    placement = placement or Placement.alone(cfg.device)
+    run = run_report(report if placement.is_main else lambda metrics, step: None)  # rank 0 logs (TRL's logs are reduced)
     missing = missing_package(cfg.trl)
     if missing is not None:
-        return TrialResult("failed", reason=f"trl.{missing[0]}: {missing[1]}")
-    if world_size > 1:
-        os.environ.update(accelerate_env())  # before GRPOConfig: its accelerate state takes this process group
+        return TrialResult(TrialOutcome.FAILED, reason=f"trl.{missing[0]}: {missing[1]}")
+    if placement.world_size > 1:
+        os.environ.update(accelerate_env(placement))  # before GRPOConfig: its accelerate state takes this process group
     task, policy, _ = setup(cfg.policy)
     try:
-        data, problems = _dataset(task)
-        args = GRPOConfig(**trl_arguments(cfg), reward_weights=reward_weights(task))
-        report.log_params(trained_settings(args, cfg.trl))  # the run shows what TRL ran, defaults included
-        rewards = TrlRewards(task, problems, args)
-        history: list[dict] = []  # TRL's logs, step by step
-        at: dict[int, dict[str, float]] = {}  # step -> gap, gap_se there
-        lora = cfg.model.get("lora")
-        trainer = GRPOTrainer(
-            model=policy.module,
-            reward_funcs=rewards.functions(),
-            args=args,
-            train_dataset=data,
-            processing_class=policy.tokenizer,
-            callbacks=_callbacks(cfg, report, task, policy, rewards, history, at),
-            peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
-        )
-        trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
-        if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # resumed on a node without the local copy
-            storage.download(cfg.checkpoint_dir, args.output_dir)
-        resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
-        initial, samples = _initial(policy, task, cfg, resume, report)
-        at.update(_kept_evals(cfg, resume))
-        trainer.train(resume_from_checkpoint=resume)
-        if rewards.silent > NO_SIGNAL_STEP_FRACTION * rewards.generations:
-            reason = f"{rewards.silent}/{rewards.generations} generations without signal (every group's rewards were equal)"
-            return TrialResult("no_signal", metrics=summary_metrics(rewards.summary), reason=reason, steps_done=cfg.steps)
-        if rank != 0:  # rank 0's result is the trial's
-            return TrialResult("succeeded", steps_done=cfg.steps)
-        final, last = evaluate(policy, task, cfg, cfg.steps, history)
-        report(final, cfg.steps)
-        if samples + last:
-            report.log_table(samples + last)
-        metrics = result_metrics(final, initial, at) | summary_metrics(rewards.summary)
-        return TrialResult("succeeded", metrics=metrics, steps_done=cfg.steps)
+        return _train(cfg, placement, run, task, policy)
+    except TrialFailed as failed:
+        return failed.result
     except (RewardError, GroupSizeError) as e:
-        return TrialResult("failed", reason=str(e))
+        return TrialResult(TrialOutcome.FAILED, reason=str(e))
     except (ValueError, RuntimeError, TypeError, torch.OutOfMemoryError) as e:  # TRL's own refusals and failures
-        return TrialResult("failed", reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
+        return TrialResult(TrialOutcome.FAILED, reason=f"TRL: {type(e).__name__}: {str(e)[:500]}")
     finally:
         task.close()  # the reward process of a dataset task
         if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # the local copy: storage holds the checkpoints
-            shutil.rmtree(output_dir(cfg), ignore_errors=True)
+            shutil.rmtree(output_dir(cfg, placement), ignore_errors=True)
+
+
+def _train(cfg: TrialConfig, placement: Placement, run: RunReport, task: Task, policy: Any) -> TrialResult:
+    """The trial's GRPOTrainer, started from TRL's last complete checkpoint (its TrialState given to the harness) or
+    fresh; trained only while steps are left (a checkpoint at T: its weights are loaded and the trial ends)."""
+    from transformers import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    data, problems = _dataset(task)
+    args = GRPOConfig(**trl_arguments(cfg, placement), reward_weights=reward_weights(task))
+    run.log_params(trained_settings(args, cfg.trl))  # the run shows what TRL ran, defaults included
+    cycle = structure_for(cfg.trl, cfg.samples_per_step, cfg.num_processes).generation_cycle
+    harness = Harness(cfg, placement, run, task, policy, unit="generations", cycle=cycle)
+    rewards = TrlRewards(task, problems, args, harness.generation)
+    lora = cfg.model.get("lora")
+    trainer = GRPOTrainer(
+        model=policy.module,
+        reward_funcs=rewards.functions(),
+        args=args,
+        train_dataset=data,
+        processing_class=policy.tokenizer,
+        callbacks=_callbacks(cfg, placement, harness, rewards),
+        peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
+    )
+    trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
+    if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # resumed on a node without the local copy
+        storage.download(cfg.checkpoint_dir, args.output_dir)
+    resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
+    harness.start(saved_state(resume) if resume else None)
+    if harness.steps:
+        trainer.train(resume_from_checkpoint=resume)
+    elif resume is not None:  # the checkpoint is at T: TRL would train step T + 1 on a resume
+        trainer._load_from_checkpoint(resume)  # the weights the final eval reads
+    return harness.finish()

@@ -1,0 +1,100 @@
+"""Launching: which ready work starts this tick, within the resources the cluster has free, and which in-flight trials
+wait for a node (service.scheduler.placement says whether a shape fits and what a waiting trial's reason is)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.scheduler.cluster import Cluster
+from service.scheduler.context import Context, Work
+from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
+from service.scheduler.placement import Waiting, fits, store_reasons
+
+LOOKAHEAD = 8  # at most this many waiting trials get their MLflow run made ahead (one per running trial)
+
+
+class Launcher:
+    """Starts work on the cluster into ``inflight`` (handle -> Work, the scheduler's own) and keeps ``waiting``: the
+    in-flight trials whose workers wait for a node."""
+
+    def __init__(self, ctx: Context, cluster: Cluster, inflight: dict[Any, Work]) -> None:
+        self.ctx, self.cluster, self.inflight = ctx, cluster, inflight
+        self.waiting = Waiting()
+
+    def place(self) -> None:
+        """Find the in-flight trials whose workers wait for a node (new, or restarted after their node died): they hold
+        no resources; idle warm workers are stopped at once so that Ray can place them, and their reasons say so."""
+        trials = {trial_actor_name(w.id): w for w in self.inflight.values() if w.kind == "trial"}
+        late = {trials[n].id: s for n, s in self.ctx.backend.unplaced().items() if n in trials}
+        nodes = self.cluster.nodes()
+        late |= self.waiting.no_node([w for w in trials.values() if not fits(nodes, w.cpus, w.gpus, w.processes)], late)
+        self.waiting.seconds = late
+        self.waiting.shapes = {w.id: (w.cpus, w.gpus, w.processes) for w in trials.values() if w.id in late}
+        roomy = any(fits(nodes, *self.waiting.shapes[t]) for t in late)  # idle workers may hold its room
+        if roomy and any(v > 0 for v in self.ctx.backend.idle_resources().values()):
+            self.ctx.backend.reap_idle(0)  # every idle worker: which node each holds is Ray's to know, not ours
+        changed = self.waiting.reasons()
+        if changed:
+            with self.ctx.store.session() as s:
+                store_reasons(s, changed)
+
+    def _free(self) -> tuple[float, float]:
+        """CPUs and GPUs free: what the cluster reports available (other users' work on a shared cluster
+        shows there), but never more than its total less what this controller's work holds or will be placed on
+        first (the cluster's figure lags a launch by a moment; a worker waiting for a node that some alive node
+        holds keeps its room, one waiting for a shape the cluster lost does not)."""
+        total, avail = self.cluster.resources(), self.ctx.backend.available_resources()
+        idle = self.ctx.backend.idle_resources()  # warm workers: reused by a trial of their shape, or evicted
+        avail = {k: avail.get(k, 0.0) + idle.get(k, 0.0) for k in ("CPU", "GPU")}
+        nodes = self.cluster.nodes()
+        held = [w for w in self.inflight.values() if w.id not in self.waiting.seconds or fits(nodes, w.cpus, w.gpus, w.processes)]
+        ours = [sum(w.cpus for w in held), sum(w.gpus for w in held)]
+        return tuple(max(min(total.get(k, 0.0) - used, avail.get(k, 0.0)), 0.0) for k, used in zip(("CPU", "GPU"), ours))  # type: ignore[return-value]
+
+    def launch(self, job: TrialJob | ProbeJob | TuningJob) -> None:
+        """Start the job kind's ready rows in order while resources are free; with nothing in flight one
+        always starts (the cluster queues it). A row that does not fit holds back the later rows of its shape or
+        larger (order holds within a shape), never those of a smaller shape: a sweep waiting for a GPU does not
+        stop a CPU sweep behind it. With an autoscaler, one trial of a shape no node holds starts as demand it sees.
+        Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
+        started = {w.id for w in self.inflight.values()}
+        with self.ctx.store.read() as s:
+            rows = [r for r in job.ready(self.ctx, s) if r.id not in started]
+        free: tuple[float, float] | None = None
+        blocked: list[tuple[float, float]] = []
+        for i, ready in enumerate(rows):
+            res = ready.spec.resources
+            procs = res.num_processes if job.kind == "trial" else 1  # a probe or an lr tuning runs on one process
+            cpus, gpus = procs * res.cpus_per_process, procs * res.gpus_per_process
+            if any(cpus >= c - 1e-9 and gpus >= g - 1e-9 for c, g in blocked):
+                continue
+            free = free or self._free()
+            if self.inflight and (cpus > free[0] + 1e-9 or gpus > free[1] + 1e-9) and not self._demand(cpus, gpus, procs):
+                if not blocked:  # the next to start, made ready
+                    running = sum(1 for w in self.inflight.values() if w.kind == job.kind)
+                    job.prepare(self.ctx, rows[i : i + min(running, LOOKAHEAD)])
+                blocked.append((cpus, gpus))
+                continue
+            if not (job.kind == "trial" and procs == 1 and self.ctx.backend.has_idle(cpus, gpus)):
+                self._make_room(cpus, gpus, free)
+            handle = job.launch(self.ctx, ready)
+            if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
+                continue
+            self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus, procs)
+            free = (max(free[0] - cpus, 0.0), max(free[1] - gpus, 0.0))  # a GPU trial waiting as demand holds no GPU
+
+    def _demand(self, cpus: float, gpus: float, processes: int) -> bool:
+        """With GROUPSCALE_AUTOSCALING, whether to start a trial of a shape that no alive node holds so that it waits as
+        demand the autoscaler sees: yes while none of that shape is in flight (one asks; the node it brings takes the
+        next ones through the free resources)."""
+        if not self.ctx.settings.autoscaling or fits(self.cluster.nodes(), cpus, gpus, processes):
+            return False
+        return not any((w.cpus, w.gpus, w.processes) == (cpus, gpus, processes) for w in self.inflight.values())
+
+    def _make_room(self, cpus: float, gpus: float, free: tuple[float, float]) -> None:
+        """Evict idle warm workers until new work of this size fits beside them: ``free`` counts what idle
+        workers hold, so without them there is ``free - idle``."""
+        idle = self.ctx.backend.idle_resources()
+        short = (cpus - (free[0] - idle.get("CPU", 0.0)), gpus - (free[1] - idle.get("GPU", 0.0)))
+        if short[0] > 1e-9 or short[1] > 1e-9:
+            self.ctx.backend.evict_idle(max(short[0], 0.0), max(short[1], 0.0))
