@@ -39,7 +39,7 @@ bench: setup
 lint: setup
 	$(BIN)/ruff check service workers sweeps tests bench
 	$(BIN)/ruff format --check service workers sweeps tests bench
-	$(BIN)/mypy sweeps workers/algos.py
+	$(BIN)/mypy sweeps workers/algos.py workers/groups.py
 
 # The docs site (mkdocs-material, docs/ and mkdocs.yml): the reference pages are generated from the code first.
 docs: setup

@@ -114,16 +114,14 @@ def spec_from_trl(
     """A sweep spec (plain data, for SweepSpec.model_validate) from a TRL GRPO recipe, and notes on what it did not keep.
 
     Args:
-        config: the recipe (YAML mapping) or a GRPOConfig dump.
-        group_sizes: the G to sweep; each must divide B.
-        seeds: seeds per (G, B); steps: T (default: the recipe's max_steps when > 0, else 200).
-        model: a local model folder (default: the recipe's model_name_or_path).
+        config: the recipe (YAML mapping) or a GRPOConfig dump; group_sizes: the G to sweep, each dividing B.
+        seeds: seeds per (G, B); steps: T (default: the recipe's max_steps when > 0, else 200); model: a local model
+            folder (default: the recipe's model_name_or_path).
         engine: ``trl`` (the recipe under ``trl:``) or ``groupscale`` (translated into ``grpo:``).
         num_processes: the processes the recipe trains on (accelerate's num_processes; the recipe's own num_processes
             when this is 1): B is its generation batch there.
         grpo_fields: the GRPOConfig field names that go under ``trl:`` (engine trl; default: the installed TRL's).
-    Returns:
-        (spec dict, notes "key: value (why)"). The task is left for the user to fill (a local data file, FILE.py:NAME).
+    Returns (spec dict, notes "key: value (why)"); the task is left for the user to fill (a data file, FILE.py:NAME).
     Raises:
         ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
             (engine groupscale), each naming the key and the value.
@@ -132,11 +130,7 @@ def spec_from_trl(
         keeps_recipe = get_engine(engine).section == "trl"  # TRL's engine trains the recipe itself
     except ValueError as e:
         raise ValueError(f"--engine: {e}") from None
-    recipe_processes = trl_value(config.get("num_processes"))
-    if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
-        num_processes = recipe_processes  # `trl grpo --config` passes num_processes to accelerate
-    if not 1 <= num_processes <= MAX_PROCESSES:
-        raise ValueError(f"--num-processes: {num_processes}; allowed: 1 to {MAX_PROCESSES} (resources.num_processes)")
+    num_processes = _processes(config, num_processes)
     from_recipe = model is None
     model = model or config.get("model_name_or_path")
     if not model:
@@ -166,8 +160,24 @@ def spec_from_trl(
         notes = as_recipe(config, spec, structure, grpo_config_fields() if grpo_fields is None else grpo_fields)
     else:
         notes = translated(config, spec, structure)
-    notes += [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
-    if from_recipe and not Path(str(model)).expanduser().is_dir():
+    return spec, notes + _other_notes(config, group_sizes, str(model), from_recipe)
+
+
+def _processes(config: dict[str, Any], num_processes: int) -> int:
+    """The processes the recipe trains on: ``num_processes``, or the recipe's own when that is 1 (`trl grpo --config`
+    passes num_processes to accelerate). Raises ValueError outside 1 to MAX_PROCESSES."""
+    recipe_processes = trl_value(config.get("num_processes"))
+    if num_processes == 1 and isinstance(recipe_processes, int) and recipe_processes > 1:
+        num_processes = recipe_processes
+    if not 1 <= num_processes <= MAX_PROCESSES:
+        raise ValueError(f"--num-processes: {num_processes}; allowed: 1 to {MAX_PROCESSES} (resources.num_processes)")
+    return num_processes
+
+
+def _other_notes(config: dict[str, Any], group_sizes: list[int], model: str, from_recipe: bool) -> list[str]:
+    """The notes on what a spec holds elsewhere (ELSEWHERE), a model folder that is not here, the recipe's own G."""
+    notes = [f"{k}: {config[k]!r} ({why})" for k, why in ELSEWHERE.items() if k in config]
+    if from_recipe and not Path(model).expanduser().is_dir():
         notes.append(
             f"model_name_or_path: {model!r} is not a local folder here: groupscale never downloads weights; download it "
             f"(e.g. `hf download {model} --local-dir DIR`) and pass --model DIR, or set model.path"
@@ -175,7 +185,7 @@ def spec_from_trl(
     recipe_g = trl_value(config.get("num_generations"))
     if isinstance(recipe_g, int) and recipe_g not in group_sizes:
         notes.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")
-    return spec, notes
+    return notes
 
 
 _BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size")

@@ -34,16 +34,10 @@ def fit_over_time(
     random_state: int = 0,
     known: Mapping[int, LawFit] | None = None,
 ) -> tuple[dict[int, LawFit], TimeUniversality | None]:
-    """The law at each checkpoint and the test of G* against T.
-
-    Args:
-        group_size, samples_per_step, seed: (n,) one row per trial.
-        y_by_step: checkpoint step T -> (n,) the trials' metric at T (NaN where a trial has none).
-        n_boot: bootstrap resamples, for each checkpoint's interval and for the slope's.
-        known: fits already made at some checkpoints (the final one, by the caller): not made again.
-    Returns:
-        ({T: LawFit}, TimeUniversality, or None with fewer than 2 checkpoints).
-    """
+    """The law at each checkpoint and the test of G* against T: ({T: LawFit}, TimeUniversality, or None with fewer
+    than 2 checkpoints). group_size, samples_per_step, seed: (n,) one row per trial; y_by_step: checkpoint step T -> (n,)
+    the trials' metric at T (NaN where a trial has none); n_boot: bootstrap resamples, for each checkpoint's interval
+    and for the slope's; known: fits already made at some checkpoints (the final one, by the caller): not made again."""
     steps = sorted(y_by_step)
     known = known or {}
     fits = {
@@ -88,12 +82,17 @@ def fit_over_time(
     stat = f"slope of log G* on log T = {point:.2g}, 95% CI [{lo:.2g}, {hi:.2g}], {p_text}"
     first, last = fits[steps[0]].g_star, fits[steps[-1]].g_star
     trend = f": G* {'grows' if point > 0 else 'shrinks'} from {first:.3g} at T={steps[0]} to {last:.3g} at T={steps[-1]}"
+    return fits, _verdict(point, [lo, hi], p, stat, trend)
+
+
+def _verdict(point: float, ci: list[float], p: float, stat: str, trend: str) -> TimeUniversality:
+    """The test's result in words: G* changes with T at ``p`` < ALPHA (``trend`` says how), else one G* fits."""
     message = (
         f"G* changes with training time ({stat}){trend}"
         if p < ALPHA
         else f"one G* over training time is consistent with the data ({stat})"
     )
-    return fits, TimeUniversality(slope=point, slope_ci95=[lo, hi], p_value=p, rejected=p < ALPHA, message=message)
+    return TimeUniversality(slope=point, slope_ci95=ci, p_value=p, rejected=p < ALPHA, message=message)
 
 
 def step_fits(fits: Mapping[int, LawFit]) -> list[StepFit]:

@@ -81,12 +81,25 @@ def render_report(
                 f"<tr><td>{b.samples_per_step}</td><td>{p['group_size']}</td><td>{_fmt(p['mean'], 4)}</td>"
                 f"<td>{_fmt(p['se'], 2)}</td><td>{p['n_seeds']}</td></tr>"
             )
-    parts.append("</table>" + groups_table(trials) + "<h2>Is G* universal?</h2>")
+    parts.append("</table>" + groups_table(trials) + universality_section(fit, title))
+    parts.append("<h2>The probe</h2>\n" + probe_paragraph(fit, probe))
+    parts.append("<h2>The cheap answer</h2>")
+    parts.append(answer_paragraph(fit, answer))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+NO_TIME_TEST = "no eval.every checkpoints: no test"
+
+
+def universality_section(fit: LawFit, title: str) -> str:
+    """Whether G* holds across budgets and training time: the tests in words, G* over time plotted and tabled."""
     uni, time = fit.universality, fit.time_universality
-    parts.append(f"<p id='across-budgets'>Across budgets: {escape(uni.message) if uni else 'one budget: no test'}.</p>")
-    parts.append(
-        f"<p id='across-time'>Across training time: {escape(time.message) if time else 'no eval.every checkpoints: no test'}.</p>"
-    )
+    parts = [
+        "<h2>Is G* universal?</h2>",
+        f"<p id='across-budgets'>Across budgets: {escape(uni.message) if uni else 'one budget: no test'}.</p>",
+        f"<p id='across-time'>Across training time: {escape(time.message) if time else NO_TIME_TEST}.</p>",
+    ]
     over_time = plot_g_star_over_time(fit, title)
     if over_time is not None:
         parts.append(_png(over_time))
@@ -99,20 +112,19 @@ def render_report(
                 f"<td>[{_fmt(sci[0])}, {_fmt(sci[1])}]</td><td>{s.recommended_group_size or '-'}</td></tr>"
             )
         parts.append("</table>")
-    parts.append("<h2>The probe</h2>")
-    if probe:
-        pci = probe.get("g_star_ci95") or [None, None]
-        parts.append(
-            f"<p id='probe'>Probe G* = {_fmt(probe.get('g_star'))} [{_fmt(pci[0])}, {_fmt(pci[1])}] (use G = "
-            f"{probe.get('recommended_group_size') or '-'}) against the sweep's {_fmt(fit.g_star)}. "
-            f"{agreement(fit, probe)}</p>"
-        )
-    else:
-        parts.append("<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>")
-    parts.append("<h2>The cheap answer</h2>")
-    parts.append(answer_paragraph(fit, answer))
-    parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def probe_paragraph(fit: LawFit, probe: dict | None) -> str:
+    """A probe's G* (GET /v1/probes/{id} ``result``) beside the sweep's, and whether they agree; or how to add one."""
+    if not probe:
+        return "<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>"
+    pci = probe.get("g_star_ci95") or [None, None]
+    return (
+        f"<p id='probe'>Probe G* = {_fmt(probe.get('g_star'))} [{_fmt(pci[0])}, {_fmt(pci[1])}] (use G = "
+        f"{probe.get('recommended_group_size') or '-'}) against the sweep's {_fmt(fit.g_star)}. "
+        f"{agreement(fit, probe)}</p>"
+    )
 
 
 GROUP_SHARES = ("frac_groups_all_wrong", "frac_groups_all_right", "frac_groups_identical", "truncation_rate")

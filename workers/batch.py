@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from sweeps.trial import PolicyConfig, TrialConfig
-from workers import algos
+from workers import algos, groups
 from workers.distributed import all_rows, rank_groups
 from workers.engines.base import ALONE, Placement
 from workers.models.base import Policy
@@ -109,16 +109,16 @@ def score_completions(
 
 
 def checked_group_sizes(rollout: Rollout, sizes: list[int], step: int) -> list[int]:
-    """The completions each group of ``rollout`` trains (algos.realized_group_sizes; a row's prompt: its prompt token
+    """The completions each group of ``rollout`` trains (groups.realized_group_sizes; a row's prompt: its prompt token
     ids where the attention mask is 1), checked to be the configured ``sizes`` (one int per group) at ``step``.
 
     Raises:
-        workers.algos.GroupSizeError: a group of another size (the policy dropped, merged or repeated completions).
+        workers.groups.GroupSizeError: a group of another size (the policy dropped, merged or repeated completions).
     """
     p = rollout.prompt_len
     prompts = [tuple(ids[mask == 1].tolist()) for ids, mask in zip(rollout.input_ids[:, :p], rollout.attention_mask[:, :p])]
-    realized = algos.realized_group_sizes(prompts, sizes)
-    algos.check_group_sizes(realized, sizes, step)
+    realized = groups.realized_group_sizes(prompts, sizes)
+    groups.check_group_sizes(realized, sizes, step)
     return realized
 
 
@@ -145,7 +145,7 @@ def sample_batch(
     and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
 
     Raises:
-        workers.algos.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
+        workers.groups.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
         workers.rewards.RewardError: a reward function failed.
         workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
@@ -161,29 +161,12 @@ def sample_batch(
     expanded = [p for p, g in zip(problems, sizes) for _ in range(g)]
     hint = cfg.group_size if allocation is None else 1  # rows come in groups of G (a sampler may share their prompt)
     t0 = time.perf_counter()
-    ro = Rollout.concat(
-        [
-            policy.sample(
-                [p.prompt for p in expanded[lo:hi]],
-                max_new_tokens=cfg.grpo.max_new_tokens,
-                temperature=cfg.grpo.temperature,
-                group_size=hint,
-            )
-            for lo, hi in generation_chunks(sizes, cfg.grpo.generation_batch_size)
-        ],
-        group_size=hint,
-    )
+    ro = _generate(policy, [p.prompt for p in expanded], sizes, cfg, hint)
     t1 = time.perf_counter()
     realized = checked_group_sizes(ro, sizes, step)  # before the (N, G) view: it names a cut group's size
     scored = score_completions(task, expanded, ro, draws, trainer_state(cfg, task, max(0, step - 1), log_history))
     flat = torch.as_tensor(scored.rewards)
-    values = None
-    if cfg.grpo.advantage in algos.NEEDS_VALUES:
-        with torch.no_grad():
-            values = task.expected_reward(
-                policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature
-            )
-        values = all_rows(values.float().cpu() * cfg.grpo.reward_scale)
+    values = _values(policy, task, problems, cfg) if cfg.grpo.advantage in algos.NEEDS_VALUES else None
     if allocation is None:
         rewards = flat.view(len(problems), cfg.group_size)
         # advantages over the step's N groups (a batch-level normaliser sees every rank's), then this rank's rows
@@ -197,6 +180,24 @@ def sample_batch(
     extra |= {f"reward_log/{metric_key(name)}": v for name, v in scored.logged.items()}  # TRL's log_metric
     seconds = {"seconds_generate": t1 - t0, "seconds_score": time.perf_counter() - t1}
     return Batch(problems, ro, rewards, adv, **seconds, reward_metrics=extra, group_sizes=realized)
+
+
+def _generate(policy: Policy, prompts: list, sizes: list[int], cfg: TrialConfig, hint: int) -> Rollout:
+    """The step's completions of ``prompts`` (one per completion row, groups of ``sizes`` adjacent), sampled
+    ``generation_batch_size`` at a time in whole groups; ``hint``: G when rows come in groups of G (a sampler may
+    share their prompt), else 1."""
+    chunks = [
+        policy.sample(prompts[lo:hi], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature, group_size=hint)
+        for lo, hi in generation_chunks(sizes, cfg.grpo.generation_batch_size)
+    ]
+    return Rollout.concat(chunks, group_size=hint)
+
+
+def _values(policy: Policy, task: Task, problems: list[Problem], cfg: TrialConfig) -> torch.Tensor:
+    """V(x) of the step's prompts (the oracle baseline): (N,) float32, scaled as the rewards, every rank's rows."""
+    with torch.no_grad():
+        values = task.expected_reward(policy, problems, max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
+    return all_rows(values.float().cpu() * cfg.grpo.reward_scale)
 
 
 def generation_chunks(sizes: list[int], limit: int | None) -> list[tuple[int, int]]:

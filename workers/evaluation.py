@@ -72,8 +72,18 @@ def evaluate(
         var = r.var(axis=1, ddof=1) if k > 1 else np.full(len(problems), r.var(ddof=1) if r.size > 1 else 0.0)
         metrics["gap_se"] = float(math.sqrt(var.mean() / k / len(problems)))
     module.train(was_training)
+    samples = _samples(policy, problems, texts, r, extras, step)
+    return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
+
+
+def _samples(
+    policy: Policy, problems: list[Problem], texts: list[str], r: np.ndarray, extras: dict[str, list], step: int
+) -> list[dict]:
+    """The first completion of each of the first SAMPLES_LOGGED prompts (rewards ``r``: (prompts, k)) as rows of
+    MLflow's table: {step, prompt, completion, reward} and the reward functions' ``log_extra`` columns."""
+    k = r.shape[1]
     extras = {c: v for c, v in extras.items() if len(v) == len(texts) and c not in ("step", "prompt", "completion", "reward")}
-    samples = [
+    return [
         {
             "step": step,
             "prompt": policy.render(problems[i // k].prompt),
@@ -83,7 +93,6 @@ def evaluate(
         }
         for i in range(0, min(len(texts), SAMPLES_LOGGED * k), k)
     ]
-    return {"eval_accuracy": float(v.mean()), **metrics, "gap": float((best - v).mean())}, samples
 
 
 def _expected(policy: Policy, task: Task, problems: list[Problem], cfg: TrialConfig) -> np.ndarray:

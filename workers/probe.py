@@ -236,6 +236,16 @@ def run_probe(cfg: PolicyConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
     return probe_policy(policy, task, cfg, rng, probe, n_boot, start=start)
 
 
+def _probed(module: torch.nn.Module, parameters: str) -> list[torch.nn.Parameter]:
+    """The parameters whose scores the probe takes: every trainable one (``all``), else workers.scores'
+    select_parameters (``lora``, ``last_layers:k``, ``lm_head``)."""
+    if parameters == "all":
+        return [p for p in module.parameters() if p.requires_grad]
+    from workers.scores import select_parameters
+
+    return select_parameters(module, parameters)
+
+
 def probe_policy(
     policy: Policy,
     task: Task,
@@ -252,12 +262,7 @@ def probe_policy(
     start = time.perf_counter() if start is None else start
     was_training = policy.module.training
     policy.module.eval()
-    if parameters == "all":
-        params = [p for p in policy.module.parameters() if p.requires_grad]
-    else:
-        from workers.scores import select_parameters
-
-        params = select_parameters(policy.module, parameters)
+    params = _probed(policy.module, parameters)
     n_params = sum(p.numel() for p in params)
     sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)

@@ -76,19 +76,16 @@ def tune_learning_rate(
 ) -> dict[str, Any]:
     """Search the learning rate at cfg's (G, B) with ``trials`` trials of ``steps`` steps each.
 
-    Every trial trains ``cfg`` with lr, steps replaced (no checkpoints) and the same seed (common
-    random numbers: the lrs start from the same prompts). Every ``report_every`` steps it reports an
-    intermediate value to Optuna: the running mean of the trainer's per-step ``reward_mean`` over all
-    steps so far (the area under the learning curve: a one-step mean of B samples is too noisy to judge
-    by, and a fast learner scores better), as ``1 - reward`` when the metric is minimized (a train-side
-    shortfall, lower is better like the gap); it stops when the pruner says so.
+    Every trial trains ``cfg`` with lr, steps replaced (no checkpoints) and the same seed (common random numbers: the
+    lrs start from the same prompts). Every ``report_every`` steps it reports to Optuna the running mean of the
+    trainer's per-step ``reward_mean`` so far (the area under the learning curve: a one-step mean of B samples is too
+    noisy, and a fast learner scores better), as ``1 - reward`` when the metric is minimized; it stops when the
+    pruner says so.
 
     Args:
         cfg: the trial configuration of the sweep at this (G, B) (its lr, steps and checkpoints are replaced).
-        low, high: the lr range, 0 < low < high (sampled log-uniformly).
-        trials: tuning trials (>= 1).
-        steps: optimizer steps of each tuning trial (>= 1).
-        seed: seed of the TPE sampler (the trials train with cfg.seed).
+        low, high: the lr range, 0 < low < high (sampled log-uniformly); trials, steps: tuning trials and optimizer
+            steps of each (>= 1); seed: seed of the TPE sampler (the trials train with cfg.seed).
         make_report: ``make_report(number, lr)`` gives the report that gets trial ``number``'s metrics
             (the trainer's per-step and final metrics and ``tune_lr.intermediate``), e.g. an MLflow run.
         metric: the final metric judged (a key of DIRECTIONS); default ``default_metric(cfg)``.
@@ -103,22 +100,9 @@ def tune_learning_rate(
     Raises:
         ValueError: bad range, trials or steps; an unknown metric; measure gradient_mse; or from the trainer.
     """
-    if not (0 < low < high and math.isfinite(high)):
-        raise ValueError(f"tune_lr needs 0 < low < high, got low={low}, high={high}")
-    if trials < 1 or steps < 1:
-        raise ValueError(f"tune_lr needs trials >= 1 and steps >= 1, got trials={trials}, steps={steps}")
-    metric = metric or default_metric(cfg)
-    if metric not in DIRECTIONS:
-        raise ValueError(f"unknown tune_lr metric {metric!r}; valid: {', '.join(DIRECTIONS)}")
+    metric = _checked(low, high, trials, steps, metric or default_metric(cfg))
     direction = DIRECTIONS[metric]
-    startup = n_startup(trials)
-    study = optuna.create_study(
-        direction=direction,
-        sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
-        pruner=optuna.pruners.MedianPruner(
-            n_startup_trials=startup, n_warmup_steps=steps // 4, interval_steps=1, n_min_trials=startup
-        ),
-    )
+    study = _study(direction, trials, steps, seed)
     objective = _Objective(cfg, (low, high), steps, metric, report_every or max(1, steps // 8), make_report)
     callbacks = [] if on_trial_end is None else [lambda _study, frozen: on_trial_end(_plain(frozen))]
     study.optimize(objective, n_trials=trials, catch=(_TuningTrialFailed,), callbacks=callbacks)
@@ -128,19 +112,38 @@ def tune_learning_rate(
         default=None,
         key=lambda t: t["value"] if direction == "minimize" else -t["value"],
     )
-    return {
-        "metric": metric,
-        "direction": direction,
-        "low": low,
-        "high": high,
+    search = {"metric": metric, "direction": direction, "low": low, "high": high, "seed": seed}
+    return search | {
         "group_size": cfg.group_size,
         "samples_per_step": cfg.samples_per_step,
-        "seed": seed,
         "best_lr": None if best is None else best["lr"],
         "best_value": None if best is None else best["value"],
         "best_trial": None if best is None else best["number"],
         "trials": done,
     }
+
+
+def _checked(low: float, high: float, trials: int, steps: int, metric: str) -> str:
+    """``metric``, once the search's settings are checked. Raises ValueError naming the setting and what is allowed."""
+    if not (0 < low < high and math.isfinite(high)):
+        raise ValueError(f"tune_lr needs 0 < low < high, got low={low}, high={high}")
+    if trials < 1 or steps < 1:
+        raise ValueError(f"tune_lr needs trials >= 1 and steps >= 1, got trials={trials}, steps={steps}")
+    if metric not in DIRECTIONS:
+        raise ValueError(f"unknown tune_lr metric {metric!r}; valid: {', '.join(DIRECTIONS)}")
+    return metric
+
+
+def _study(direction: str, trials: int, steps: int, seed: int) -> optuna.Study:
+    """The in-memory study of one search: TPE (seeded) after n_startup(trials) random trials, the median pruner
+    after a quarter of the steps."""
+    startup = n_startup(trials)
+    pruner = optuna.pruners.MedianPruner(
+        n_startup_trials=startup, n_warmup_steps=steps // 4, interval_steps=1, n_min_trials=startup
+    )
+    return optuna.create_study(
+        direction=direction, sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup), pruner=pruner
+    )
 
 
 class _Objective:

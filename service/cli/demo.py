@@ -62,20 +62,7 @@ def demo(
         if final["status"] != "succeeded":
             _fail(f"sweep {final['id']} ended {final['status']}: {final['error']}")
         print_fit(_api(client.fit, sweep["id"]))
-        trials = _api(client.trials, sweep["id"])
-        t = Table(title="eval accuracy (expected, held-out) before and after GRPO, mean over seeds")
-        for col in ("G", "N=B/G", "before", "after"):
-            t.add_column(col)
-        for g in sorted({tr["group_size"] for tr in trials}):
-            ok = [tr for tr in trials if tr["group_size"] == g and tr["status"] == "succeeded"]
-            if ok:
-                t.add_row(
-                    str(g),
-                    str(ok[0]["prompts_per_step"]),
-                    f"{sum(tr['metrics']['eval_accuracy_initial'] for tr in ok) / len(ok):.3f}",
-                    f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}",
-                )
-        out.print(t)
+        out.print(_before_and_after(_api(client.trials, sweep["id"])))
         url = final["mlflow"]["url"]
         note = "" if keep else f"  (the stack stops now; `groupscale up --data-dir {data_dir}` serves it again)"
         out.print(f"MLflow run: {url}{note}", soft_wrap=True)
@@ -91,3 +78,20 @@ def demo(
         pass
     finally:
         stop_process_group(proc, grace_s=30)
+
+
+def _before_and_after(trials: list[dict]) -> Table:
+    """The held-out accuracy before and after GRPO for each G, the mean over its succeeded trials (the API's trials)."""
+    t = Table(title="eval accuracy (expected, held-out) before and after GRPO, mean over seeds")
+    for col in ("G", "N=B/G", "before", "after"):
+        t.add_column(col)
+    for g in sorted({tr["group_size"] for tr in trials}):
+        ok = [tr for tr in trials if tr["group_size"] == g and tr["status"] == "succeeded"]
+        if ok:
+            t.add_row(
+                str(g),
+                str(ok[0]["prompts_per_step"]),
+                f"{sum(tr['metrics']['eval_accuracy_initial'] for tr in ok) / len(ok):.3f}",
+                f"{sum(tr['metrics']['eval_accuracy'] for tr in ok) / len(ok):.3f}",
+            )
+    return t

@@ -11,7 +11,7 @@ from service.deps import ReadAuthorized, StoreDep
 from service.lifecycle import SweepStatus
 from service.results import latest_job
 from service.schemas import Recommendation
-from service.store import ProbeKind, Sweep
+from service.store import ProbeKind, Store, Sweep
 from sweeps.fit import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
@@ -46,19 +46,7 @@ def recommend(
     G* does not depend on the budget (THEORY.md), so for a given B the answer is the divisor of B
     that minimises the law's shape G + (G* - 1)^2 / (G - 1).
     """
-    with store.read() as s:
-        finished = select(Sweep).where(Sweep.status == SweepStatus.SUCCEEDED, Sweep.fit.is_not(None))
-        finished = finished.order_by(Sweep.created_at.desc())
-        exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
-        # A label (my-math) or a model folder's path names every version of it: answer only when that is one.
-        sweeps = exact or list(
-            s.scalars(
-                finished.where(
-                    or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
-                    or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
-                )
-            )
-        )
+    sweeps = _finished_sweeps(store, task, model)
     if not sweeps:
         raise HTTPException(
             404,
@@ -78,17 +66,7 @@ def recommend(
         probe = latest_job(s, store, ProbeKind.PROBE, (best.task_name, best.model_name))
         probed = None if probe is None else {"id": probe.id, **{k: probe.result.get(k) for k in PROBE_KEYS}}
     fit = LawFit.model_validate(best.fit)
-    rec, message = fit.recommended_group_size, fit.message
-    if samples_per_step is not None and rec is not None:
-        candidates = valid_group_sizes(samples_per_step)
-        if fit.g_star is not None and fit.evidence != "empirical":  # empirical: the measured G, not the law's pick
-            rec = recommend_group_size(fit.g_star, candidates)
-            message = f"G* = {fit.g_star:.3g}; the best divisor of B={samples_per_step} is {rec}"
-        else:
-            rec = min(candidates, key=lambda g: abs(g - fit.recommended_group_size))
-            message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
-        if fit.evidence == "weak" and "weak evidence" not in message:
-            message += f"; weak evidence: {fit.evidence_reason}"
+    rec, message = _at_budget(fit, samples_per_step)
     if probed is not None:
         g = probed["g_star"]
         message += f"; probe {probed['id']}: G* = {'none' if g is None else f'{g:.3g}'}. {agreement(fit, probed)}"
@@ -109,3 +87,38 @@ def recommend(
         sweep_id=best.id,
         message=message,
     )
+
+
+def _finished_sweeps(store: Store, task: str, model: str) -> list[Sweep]:
+    """The succeeded, fitted sweeps of (task, model), newest first: those of the exact keys, else those a label (my-math)
+    or a model folder's path names (every version of it)."""
+    with store.read() as s:
+        finished = select(Sweep).where(Sweep.status == SweepStatus.SUCCEEDED, Sweep.fit.is_not(None))
+        finished = finished.order_by(Sweep.created_at.desc())
+        exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
+        return exact or list(
+            s.scalars(
+                finished.where(
+                    or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
+                    or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
+                )
+            )
+        )
+
+
+def _at_budget(fit: LawFit, samples_per_step: int | None) -> tuple[int | None, str]:
+    """(the G to use, the message): the fit's own, or at budget B the divisor of B the law prefers (the closest to the
+    grid's edge when the fit has no G*; the measured G's closest when its evidence is empirical)."""
+    rec, message = fit.recommended_group_size, fit.message
+    if samples_per_step is None or rec is None:
+        return rec, message
+    candidates = valid_group_sizes(samples_per_step)
+    if fit.g_star is not None and fit.evidence != "empirical":  # empirical: the measured G, not the law's pick
+        rec = recommend_group_size(fit.g_star, candidates)
+        message = f"G* = {fit.g_star:.3g}; the best divisor of B={samples_per_step} is {rec}"
+    else:
+        rec = min(candidates, key=lambda g: abs(g - fit.recommended_group_size))
+        message = f"{fit.status}: closest valid G to the grid edge at B={samples_per_step}. " + fit.message
+    if fit.evidence == "weak" and "weak evidence" not in message:
+        message += f"; weak evidence: {fit.evidence_reason}"
+    return rec, message

@@ -48,18 +48,7 @@ class AdaptiveDriver:
         by number (Trial.position), so a restart at any point neither loses nor repeats a trial.
         """
         store, tracking = self.ctx.store, self.ctx.tracking
-        with store.read() as s:
-            todo = []
-            for sweep in store.sweeps_with_status(s, SweepStatus.RUNNING):
-                spec = store.spec(sweep)
-                if spec.mode == "adaptive" and tuned_lrs(sweep) is not None:
-                    metric = spec.measure.metric
-                    rows = {
-                        t.position: (t.status, t.metrics.get(metric) if t.status == TrialStatus.SUCCEEDED else None)
-                        for t in sweep.trials
-                    }
-                    todo.append((sweep.id, spec, rows, sweep.mlflow_parent_run_id))
-        for sweep_id, spec, rows, parent in todo:
+        for sweep_id, spec, rows, parent in self._running():
             study = self.study(sweep_id, spec)
             new = []
             for point in adaptive.running_points(study):
@@ -101,6 +90,22 @@ class AdaptiveDriver:
                         before.fit,
                         before.reason,
                     )
+
+    def _running(self) -> list[tuple[str, SweepSpec, dict[int, tuple[TrialStatus, float | None]], str | None]]:
+        """Each running adaptive sweep whose lr tuning has ended: (id, spec, its trials by position as (status, the
+        law's metric when it succeeded), its MLflow parent run)."""
+        todo = []
+        with self.ctx.store.read() as s:
+            for sweep in self.ctx.store.sweeps_with_status(s, SweepStatus.RUNNING):
+                spec = self.ctx.store.spec(sweep)
+                if spec.mode == "adaptive" and tuned_lrs(sweep) is not None:
+                    metric = spec.measure.metric
+                    rows = {
+                        t.position: (t.status, t.metrics.get(metric) if t.status == TrialStatus.SUCCEEDED else None)
+                        for t in sweep.trials
+                    }
+                    todo.append((sweep.id, spec, rows, sweep.mlflow_parent_run_id))
+        return todo
 
     def done(self, sweep: Sweep) -> bool:
         """An adaptive sweep ends once its study says stop and every trial it asked for was told (a grid

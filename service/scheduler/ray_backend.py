@@ -14,7 +14,6 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from service.scheduler.pool import PooledWorker, WarmPool
+from service.scheduler.progress import ProgressBoard, Reporter
 from service.settings import Settings
 from service.store import outside_transaction
 from sweeps import storage
@@ -89,69 +90,16 @@ def remove_session(session_dir: Path) -> None:
         pass
 
 
-REPORT_EVERY_S = 0.5  # a task's reports within one stage reach the board at most this often (a stage change at once)
-
-
-class _ProgressBoard:
-    """What each running task (a probe, an answer) reported last, with the first report of each stage it went through
-    (``stages``), so that no stage is missed between two reads. One actor per controller (Ray's pattern for progress:
-    tasks call an actor); wrapped by ray.remote at its first use."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[str, dict[str, Any]] = {}
-
-    def put(self, key: str, progress: dict[str, Any]) -> None:
-        stages = self._jobs.get(key, {}).get("stages", [])
-        if not stages or stages[-1]["stage"] != progress["stage"]:
-            stages = [*stages, {"stage": progress["stage"], "label": progress["label"]}]
-        self._jobs[key] = {**progress, "stages": stages}
-
-    def read(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        return {k: self._jobs[k] for k in keys if k in self._jobs}
-
-    def drop(self, key: str) -> None:
-        self._jobs.pop(key, None)
-
-
-class _Reporter:
-    """The ``report`` callback a task gets (workers.progress.Report): sends to the board without waiting for it,
-    a report of the same stage at most every REPORT_EVERY_S. Pickled into the task with the board's handle."""
-
-    def __init__(self, board: Any, key: str) -> None:
-        self.board, self.key = board, key
-        self._stage, self._sent = None, 0.0
-
-    def __call__(self, progress: dict[str, Any]) -> None:
-        now = time.monotonic()
-        if progress["stage"] == self._stage and now - self._sent < REPORT_EVERY_S:
-            return
-        self._stage, self._sent = progress["stage"], now
-        self.board.put.remote(self.key, progress)
-
-
-@dataclass
-class _Worker:
-    handle: Any
-    cpus: float  # a process's
-    gpus: float
-    processes: int = 1  # several: the worker is rank 0 of its trial, in a placement group of its own (never reused)
-    trial: str | None = None  # the trial it runs now; None: idle (warm, holding its resources)
-    idle_since: float = field(default_factory=time.monotonic)
-    started: Any = None  # ref of the worker's first answer: ready once its imports are done
-    ping: Any = None  # ref of the last liveness question to a busy worker, unanswered yet
-    asked: float = field(default_factory=time.monotonic)  # when ``ping`` (or, before the first answer, the start) was sent
-
-
 class RayBackend:
     """Backend on Ray. Handles are Ray ObjectRefs of a trial's ``TrialWorker.run`` or of a task's result."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.state_dir = settings.worker_state_dir  # what each worker runs (workers.worker.TrialWorker), in storage
-        self._workers: dict[str, _Worker] = {}
+        self.warm = WarmPool()
         self._connected = False  # this object called ray.init (so it calls ray.shutdown)
         self._session: Path | None = None  # the session folder of the local head it started (removed with it)
-        self._board: Any = None  # the _ProgressBoard actor, made for the first task that reports
+        self._board: Any = None  # the ProgressBoard actor, made for the first task that reports
         self._reports: dict[Any, str] = {}  # a reporting task's ref -> its key on the board
 
     # -- the connection ----------------------------------------------------------------------
@@ -198,7 +146,7 @@ class RayBackend:
         ready within UNPLACED_S of the question means it is placed, and the next question is sent. A new worker's first
         answer comes after its imports (torch, transformers: seconds), so it has STARTING_S."""
         now, late = time.monotonic(), {}
-        for w in self._workers.values():
+        for w in self.warm.workers.values():
             if w.trial is None:
                 continue
             ref = w.started if w.ping is None else w.ping
@@ -222,15 +170,14 @@ class RayBackend:
         the ref of its result. A worker already running ``name`` (launched just before a controller
         crash) is attached to instead of starting it twice. A trial of several ``processes`` (each of ``cpus`` CPUs and
         ``gpus`` GPUs) gets a new worker in a placement group of its own (workers.ranks)."""
-        worker = next((w for w in self._workers.values() if w.trial == name), None)
-        if worker is None and processes == 1:
-            worker = next((w for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus)), None)
+        running = self.warm.running(name)
+        worker = self.warm.workers[running[0]] if running else self.warm.idle(cpus, gpus) if processes == 1 else None
         if worker is None:
             worker = self._new_worker(cpus, gpus, processes)
         worker.trial = name
         return worker.handle.run.remote(name, *args)
 
-    def _new_worker(self, cpus: float, gpus: float, processes: int = 1) -> _Worker:
+    def _new_worker(self, cpus: float, gpus: float, processes: int = 1) -> PooledWorker:
         """A detached, named TrialWorker actor (it outlives the controller). A dead worker process is
         restarted by Ray at most trial_retries times and resumes its trial from the last checkpoint;
         the pending run() is retried on the restarted actor (max_task_retries=-1, bounded by the restarts).
@@ -254,67 +201,54 @@ class RayBackend:
             max_concurrency=TRIAL_SLOTS,
             **placed,
         ).remote(self.state_dir, name)
-        self._workers[name] = _Worker(handle, cpus, gpus, processes, started=_current(handle))
-        return self._workers[name]
+        self.warm.workers[name] = PooledWorker(handle, cpus, gpus, processes, started=_current(handle))
+        return self.warm.workers[name]
 
     @outside_transaction
     def prewarm(self, n: int, cpus: float, gpus: float) -> None:
         """Start idle workers of this shape until ``n`` are warm (torch and the trainer imported before
         the first trial asks for one)."""
-        warm = sum(1 for w in self._workers.values() if w.trial is None and (w.cpus, w.gpus) == (cpus, gpus))
-        for _ in range(n - warm):
+        for _ in range(n - self.warm.warm(cpus, gpus)):
             self._new_worker(cpus, gpus)
 
     def release_trial(self, name: str) -> None:
         """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape; the rank 0 of a
         trial of several processes is stopped instead, with its placement group (a trial's own)."""
-        for worker_name, w in list(self._workers.items()):
-            if w.trial == name and w.processes > 1:
-                self._kill_worker(worker_name)
-            elif w.trial == name:
-                w.trial, w.idle_since = None, time.monotonic()
+        for worker_name in self.warm.release(name):
+            self._kill_worker(worker_name)
 
     @outside_transaction
     def kill_trial(self, name: str) -> None:
         """Stop a running trial: its worker process is killed (and not restarted)."""
-        for worker_name, w in list(self._workers.items()):
-            if w.trial == name:
-                self._kill_worker(worker_name)
+        for worker_name in self.warm.running(name):
+            self._kill_worker(worker_name)
 
     def has_idle(self, cpus: float, gpus: float) -> bool:
         """Whether a warm worker of this shape is idle (a trial of the shape starts on it, taking nothing new)."""
-        return any(w.trial is None and (w.cpus, w.gpus) == (cpus, gpus) for w in self._workers.values())
+        return self.warm.idle(cpus, gpus) is not None
 
     @outside_transaction
     def evict_idle(self, cpus: float, gpus: float) -> None:
         """Kill idle workers, longest idle first, until those killed held at least ``cpus`` and ``gpus``
         (or none is left): room for work that cannot run on them."""
-        freed = [0.0, 0.0]
-        for worker_name, w in sorted(self._workers.items(), key=lambda kv: kv[1].idle_since):
-            if freed[0] >= cpus - 1e-9 and freed[1] >= gpus - 1e-9:
-                return
-            if w.trial is None:
-                self._kill_worker(worker_name)
-                freed = [freed[0] + w.cpus, freed[1] + w.gpus]
+        for worker_name in self.warm.evictable(cpus, gpus):
+            self._kill_worker(worker_name)
 
     @outside_transaction
     def reap_idle(self, max_idle_s: float) -> None:
         """Kill the workers idle for longer than ``max_idle_s`` (0: every idle one)."""
-        now = time.monotonic()
-        for worker_name, w in list(self._workers.items()):
-            if w.trial is None and now - w.idle_since >= max_idle_s:
-                self._kill_worker(worker_name)
+        for worker_name in self.warm.stale(max_idle_s):
+            self._kill_worker(worker_name)
 
     def idle_resources(self) -> dict[str, float]:
         """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are evicted)."""
-        idle = [w for w in self._workers.values() if w.trial is None]
-        return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
+        return self.warm.idle_resources()
 
     @outside_transaction
     def pool(self) -> dict[str, int]:
         """How many workers run a trial, are idle and warm, or are idle and still starting (importing).
         Called from the API's threads: it reads a snapshot of the pool."""
-        workers = list(self._workers.values())
+        workers = list(self.warm.workers.values())
         idle = [w for w in workers if w.trial is None]
         refs = [w.started for w in idle if w.started is not None]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
@@ -322,7 +256,7 @@ class RayBackend:
         return {"busy": len(workers) - len(idle), "idle": len(idle) - starting, "starting": starting}
 
     def _kill_worker(self, worker_name: str) -> None:
-        w = self._workers.pop(worker_name)
+        w = self.warm.workers.pop(worker_name)
         try:
             ray.kill(w.handle, no_restart=True)
         except ValueError:  # already gone
@@ -338,7 +272,7 @@ class RayBackend:
     def trial_names(self) -> set[str]:
         """Names of the trials that the workers alive in this namespace run (or ran last), read from them."""
         self._discover()
-        return {w.trial for w in self._workers.values() if w.trial is not None}
+        return {w.trial for w in self.warm.workers.values() if w.trial is not None}
 
     def _discover(self) -> None:
         """Find the workers a previous controller started (a cluster of its own keeps them) and ask each which
@@ -347,7 +281,7 @@ class RayBackend:
         (and waited for), so that its trial, started again elsewhere, never runs twice."""
         asks: dict[Any, tuple[str, Any]] = {}
         for name in ray.util.list_named_actors():
-            if not name.startswith(WORKER_PREFIX) or name in self._workers:
+            if not name.startswith(WORKER_PREFIX) or name in self.warm.workers:
                 continue
             try:
                 handle = ray.get_actor(name)
@@ -369,7 +303,9 @@ class RayBackend:
                     continue
                 except ray.exceptions.RayActorError:  # dead for good: its trial goes back to pending
                     continue
-                self._workers[name] = _Worker(handle, 0.0, 0.0, 0, trial)  # shape unknown: never reused; stopped once idle
+                self.warm.workers[name] = PooledWorker(
+                    handle, 0.0, 0.0, 0, trial
+                )  # shape unknown: never reused; stopped once idle
             if pending and time.monotonic() > deadline:
                 for ref in pending:
                     name, handle = asks[ref]
@@ -382,7 +318,7 @@ class RayBackend:
     def attach_trial(self, name: str) -> Any | None:
         """The result ref of trial ``name`` on the live worker that runs it, or None when none does
         (workers are found by trial_names, which reconcile calls first)."""
-        worker = next((w for w in self._workers.values() if w.trial == name), None)
+        worker = next((w for w in self.warm.workers.values() if w.trial == name), None)
         return None if worker is None else worker.handle.run.remote(name)
 
     @outside_transaction
@@ -394,9 +330,9 @@ class RayBackend:
         if not report:
             return task.remote(*args)
         if self._board is None:
-            self._board = ray.remote(num_cpus=0)(_ProgressBoard).remote()
+            self._board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         key = uuid.uuid4().hex
-        ref = task.remote(*args, report=_Reporter(self._board, key))
+        ref = task.remote(*args, report=Reporter(self._board, key))
         self._reports[ref] = key
         return ref
 

@@ -199,16 +199,11 @@ def combine(
     method: str = "staged",
     follow: bool = False,
 ) -> Answer:
-    """The answer from what the stages measured (see the module docstring); never NaN or inf: an open end is null.
-
-    Args:
-        probe: workers.probe.run_probe's result at the starting policy.
-        pilot: {group_size, steps, status, probes: {step: G*}, probe_g_star (the last), probe_prompts,
-            reward_mean} of the pilot trial, or None.
-        halving: {rows: [(G, B, seed, metric)] of the first rung, rungs: [...], best: G}, or None.
-        spent: completions sampled; seconds: wall time of the stages.
-        follow: the point estimate is the drift fit read at the spec's T (sweeps.answer.drift), not the start probe.
-    """
+    """The answer from what the stages measured (module docstring); never NaN or inf: an open end is null. probe:
+    workers.probe.run_probe's result at the starting policy; pilot: {group_size, steps, status, probes: {step: G*},
+    probe_g_star (the last), probe_prompts, reward_mean} or None; halving: {rows: [(G, B, seed, metric)] of the first
+    rung, rungs, best: G} or None; spent: completions sampled; seconds: the stages' wall time; follow: the estimate is
+    the drift fit read at the spec's T (sweeps.answer.drift), not the start probe."""
     metric, candidates = spec.measure.metric, sorted(spec.group_sizes)
     first_fit = fit_law(*zip(*halving["rows"]), metric=metric) if halving and halving.get("rows") else None
     outcome = pilot is not None and spec.measure.kind == "outcome"
@@ -225,21 +220,8 @@ def combine(
         "passrate": passrate,
         "per_prompt": (probe or {}).get("per_prompt"),
         "interval_pieces": [Piece(source=sp.label, ci95=[sp.lo, sp.hi if math.isfinite(sp.hi) else None]) for sp in spans],
-        "cost": Cost(
-            completions=spent,
-            budget=plan.budget,
-            grid_completions=plan.grid,
-            fraction_of_grid=spent / plan.grid if plan.grid else None,
-            seconds=seconds,
-        ),  # fmt: skip
-        "stages": {
-            "plan": plan.to_dict(),
-            "probe": probe,
-            "pilot": pilot,
-            "halving": halving,
-            "drift": None if drift is None else {**asdict(drift), "moves": drift.moves},
-            "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
-        },  # fmt: skip
+        "cost": _cost(plan, spent, seconds),
+        "stages": _stages(plan, probe, pilot, halving, drift, first_fit),
     }
     rec, bound = _recommend(source, candidates) if source is not None else (None, None)
     # the rivals against the recommended G, on one bootstrap of the first rung's law curve
@@ -248,10 +230,8 @@ def combine(
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
         message = f"no G* at this budget: {why}; {matters}"
         return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **common)
-    lo = min(sp.lo for sp in spans)
-    hi = max(sp.hi for sp in spans)
+    lo, hi, closed = _hull(spans)
     span = math.log(candidates[-1] / candidates[0])
-    closed = math.isfinite(hi)
     narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
     evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(spans))
     answer = Answer(
@@ -267,3 +247,29 @@ def combine(
     )
     said = verdict(answer.model_dump(mode="json"))
     return answer.model_copy(update={"message": said if matters in said else f"{said}; {matters}"})
+
+
+def _cost(plan: AnswerPlan, spent: int, seconds: float) -> Cost:
+    """What the stages spent (completions, seconds) against the plan's budget and the grid's cost."""
+    fraction = spent / plan.grid if plan.grid else None
+    return Cost(completions=spent, budget=plan.budget, grid_completions=plan.grid, fraction_of_grid=fraction, seconds=seconds)
+
+
+def _hull(spans: list) -> tuple[float, float, bool]:
+    """(lo, hi, whether hi is finite): the hull of the stages' intervals, the answer's interval (the intersection
+    would be too narrow to be honest)."""
+    lo = min(sp.lo for sp in spans)
+    hi = max(sp.hi for sp in spans)
+    return lo, hi, math.isfinite(hi)
+
+
+def _stages(plan: AnswerPlan, probe: dict, pilot: dict | None, halving: dict | None, drift: Any, first_fit: Any) -> dict:
+    """What each stage measured, as the answer keeps it (``stages``)."""
+    return {
+        "plan": plan.to_dict(),
+        "probe": probe,
+        "pilot": pilot,
+        "halving": halving,
+        "drift": None if drift is None else {**asdict(drift), "moves": drift.moves},
+        "first_rung_fit": first_fit.model_dump(mode="json") if first_fit else None,
+    }

@@ -98,6 +98,57 @@ def _rungs(first: int, cap: int, n: int, most: int) -> tuple[tuple[int, ...], tu
         alive, length = alive // 2, length * 2
 
 
+def _plan_pilot(
+    spec: SweepSpec, x: int, fraction: float, probe: Probe, pilot_probes: int, pilot_probe_prompts: int, pilot_budget_share: float
+) -> tuple[Pilot | None, str]:
+    """The pilot that ``fraction`` of ``x`` completions pays for (its probes take half of it at most, each of at most
+    pilot_probe_prompts prompts), or None and why not."""
+    m, b0, share = probe.completions, min(spec.samples_per_step), int(fraction * x)
+    eval_prompts = min(spec.eval.prompts, ANSWER_EVAL_PROMPTS)
+    pilot_g = min(spec.group_sizes, key=lambda g: (abs(math.log(g / TRL_DEFAULT_G)), g))
+    pprobe = Probe(max(MIN_PROBE_PROMPTS, min(pilot_probe_prompts, probe.prompts, share // 2 // pilot_probes // m)), m)
+    allowance = share - pilot_probes * pprobe.cost - 2 * eval_completions(spec, eval_prompts)
+    # the pilot's B: the smallest budget's, or a share of it (whole groups of pilot_g) to train further for the same
+    # completions; G* does not depend on B (the law), so the policy it probes moves as the grid's trials' do
+    b_pilot = max(pilot_g, int(pilot_budget_share * b0) // pilot_g * pilot_g)
+    steps = min(spec.steps, allowance // b_pilot) if allowance > 0 else 0
+    steps -= steps % pilot_probes  # probes at whole multiples of steps / pilot_probes
+    need = max(MIN_TRAIN_STEPS, pilot_probes)
+    if steps < need:
+        return None, f"{fraction:.0%} of the budget pays for fewer than {need} steps at B = {b_pilot}"
+    cost = trial_cost(spec, steps, b_pilot, 2, eval_prompts) + pilot_probes * pprobe.cost
+    return Pilot(pilot_g, b_pilot, steps, pprobe, pilot_probes, eval_prompts, cost), ""
+
+
+def _halved(spec: SweepSpec) -> tuple[int, ...]:
+    """The group sizes the halving races: the spec's that divide its smallest budget."""
+    b0 = min(spec.samples_per_step)
+    return tuple(sorted(g for g in spec.group_sizes if b0 % g == 0))
+
+
+def _plan_halving(spec: SweepSpec, left: int, eval_prompts: int) -> Halving | None:
+    """The halving that ``left`` completions pay for: as many rungs as fit, then the longest first rung that fits; None
+    when none does."""
+    b0, gs, outcome = min(spec.samples_per_step), _halved(spec), spec.measure.kind == "outcome"
+    cap = spec.steps if outcome else spec.measure.repeats
+    shortest = MIN_TRAIN_STEPS if outcome else MIN_DRAWS
+
+    def cost_of(first: int, most: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        lengths, survivors = _rungs(first, cap, len(gs), most)
+        return halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts), lengths, survivors
+
+    for most in range(len(gs), 0, -1):
+        if cost_of(shortest, most)[0] > left:
+            continue
+        lo, hi = shortest, cap  # the cost grows with the first rung's length: bisect (T may be 10^6 steps)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if cost_of(mid, most)[0] <= left else (lo, mid - 1)
+        cost, lengths, survivors = cost_of(lo, most)
+        return Halving(b0, gs, HALVING_SEEDS, lengths, survivors, outcome, eval_prompts, cost)
+    return None
+
+
 def plan_answer(
     spec: SweepSpec,
     budget: int | None = None,
@@ -125,50 +176,20 @@ def plan_answer(
         )
     probe = Probe(min(spec.probe.prompts, max(MIN_PROBE_PROMPTS, int(shares["probe"] * x) // m)), m)
     left, skipped = x - probe.cost, {}
-    b0 = min(spec.samples_per_step)
     outcome = spec.measure.kind == "outcome"
     eval_prompts = min(spec.eval.prompts, ANSWER_EVAL_PROMPTS)
-    pilot = None
-    if not outcome:
-        skipped["pilot"] = "measure gradient_mse: the policy does not train, so it has no drift to show"
+    pilot, why = None, "measure gradient_mse: the policy does not train, so it has no drift to show"
+    if outcome:
+        pilot, why = _plan_pilot(spec, x, shares["pilot"], probe, pilot_probes, pilot_probe_prompts, pilot_budget_share)
+    if pilot is None:
+        skipped["pilot"] = why
     else:
-        pilot_g = min(spec.group_sizes, key=lambda g: (abs(math.log(g / TRL_DEFAULT_G)), g))
-        share = int(shares["pilot"] * x)  # half of it at most for its probes, each of at most pilot_probe_prompts prompts
-        pprobe = Probe(max(MIN_PROBE_PROMPTS, min(pilot_probe_prompts, probe.prompts, share // 2 // pilot_probes // m)), m)
-        allowance = share - pilot_probes * pprobe.cost - 2 * eval_completions(spec, eval_prompts)
-        # the pilot's B: the smallest budget's, or a share of it (whole groups of pilot_g) to train further for the same
-        # completions; G* does not depend on B (the law), so the policy it probes moves as the grid's trials' do
-        b_pilot = max(pilot_g, int(pilot_budget_share * b0) // pilot_g * pilot_g)
-        steps = min(spec.steps, allowance // b_pilot) if allowance > 0 else 0
-        steps -= steps % pilot_probes  # probes at whole multiples of steps / pilot_probes
-        if steps >= max(MIN_TRAIN_STEPS, pilot_probes):
-            cost = trial_cost(spec, steps, b_pilot, 2, eval_prompts) + pilot_probes * pprobe.cost
-            pilot = Pilot(pilot_g, b_pilot, steps, pprobe, pilot_probes, eval_prompts, cost)
-            left -= pilot.cost
-        else:
-            need = max(MIN_TRAIN_STEPS, pilot_probes)
-            skipped["pilot"] = f"{shares['pilot']:.0%} of the budget pays for fewer than {need} steps at B = {b_pilot}"
-    gs = tuple(sorted(g for g in spec.group_sizes if b0 % g == 0))
-    cap = spec.steps if outcome else spec.measure.repeats
-    halving, shortest = None, MIN_TRAIN_STEPS if outcome else MIN_DRAWS
-
-    def cost_of(first: int, most: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-        lengths, survivors = _rungs(first, cap, len(gs), most)
-        return halving_cost(spec, len(gs), HALVING_SEEDS, lengths, b0, outcome, eval_prompts), lengths, survivors
-
-    for most in range(len(gs), 0, -1):  # as many rungs as fit, then the longest first rung whose halving fits what is left
-        if cost_of(shortest, most)[0] > left:
-            continue
-        lo, hi = shortest, cap  # the cost grows with the first rung's length: bisect (T may be 10^6 steps)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if cost_of(mid, most)[0] <= left else (lo, mid - 1)
-        cost, lengths, survivors = cost_of(lo, most)
-        halving = Halving(b0, gs, HALVING_SEEDS, lengths, survivors, outcome, eval_prompts, cost)
-        break
+        left -= pilot.cost
+    halving = _plan_halving(spec, left, eval_prompts)
     if halving is None:
+        shortest = MIN_TRAIN_STEPS if outcome else MIN_DRAWS
         skipped["halving"] = (
-            f"the {left} completions left do not pay for {len(gs)} G x {HALVING_SEEDS} seeds x {shortest} "
-            f"{'steps' if outcome else 'draws'} at B = {b0}"
+            f"the {left} completions left do not pay for {len(_halved(spec))} G x {HALVING_SEEDS} seeds x {shortest} "
+            f"{'steps' if outcome else 'draws'} at B = {min(spec.samples_per_step)}"
         )
     return AnswerPlan(x, grid, probe, pilot, halving, skipped)

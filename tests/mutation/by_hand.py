@@ -366,7 +366,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "realized_group_size_check_dropped",
-        ALGOS,
+        "workers/groups.py",
         "    if list(realized) != list(sizes):\n",
         "    if False:\n",
         "a trial whose groups were cut trains on (the realized-G check dropped)",

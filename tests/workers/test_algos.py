@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from workers import algos
+from workers import algos, groups
 
 
 def test_loo_is_reward_minus_mean_of_others():
@@ -263,36 +263,36 @@ def test_prefix_weight_bias_averages_over_two_groups_and_skips_a_group_without_a
 
 
 def test_group_windows_cut_rows_by_the_configured_sizes():
-    assert algos.group_windows(7, [3, 4]) == [slice(0, 3), slice(3, 7)]
-    assert algos.group_windows(5, [3, 4]) == [slice(0, 3), slice(3, 5)]  # a row short: the last window
-    assert algos.group_windows(2, [3, 4]) == [slice(0, 2), slice(2, 2)]  # an empty window
-    assert algos.group_windows(9, [3, 4]) == [slice(0, 3), slice(3, 9)]  # extra rows: the last group's
+    assert groups.group_windows(7, [3, 4]) == [slice(0, 3), slice(3, 7)]
+    assert groups.group_windows(5, [3, 4]) == [slice(0, 3), slice(3, 5)]  # a row short: the last window
+    assert groups.group_windows(2, [3, 4]) == [slice(0, 2), slice(2, 2)]  # an empty window
+    assert groups.group_windows(9, [3, 4]) == [slice(0, 3), slice(3, 9)]  # extra rows: the last group's
     with pytest.raises(ValueError, match="one int >= 1 per group"):
-        algos.group_windows(4, [4, 0])
+        groups.group_windows(4, [4, 0])
 
 
 def test_realized_group_sizes_show_dropped_merged_repeated_and_extra_rows():
     """Rows name their prompt; groups are the configured windows, each counting its most common prompt's rows."""
-    assert algos.realized_group_sizes(list("aaaabbbb"), [4, 4]) == [4, 4]
-    assert algos.realized_group_sizes(list("aaabbbb"), [4, 4]) == [3, 3]  # a's last dropped: b's first is in a's window
-    assert algos.realized_group_sizes(list("aaaabbb"), [4, 4]) == [4, 3]  # the last completion dropped
-    assert algos.realized_group_sizes(list("aabbccdd"), [4, 4]) == [2, 2]  # a grouping key that merges two prompts
+    assert groups.realized_group_sizes(list("aaaabbbb"), [4, 4]) == [4, 4]
+    assert groups.realized_group_sizes(list("aaabbbb"), [4, 4]) == [3, 3]  # a's last dropped: b's first is in a's window
+    assert groups.realized_group_sizes(list("aaaabbb"), [4, 4]) == [4, 3]  # the last completion dropped
+    assert groups.realized_group_sizes(list("aabbccdd"), [4, 4]) == [2, 2]  # a grouping key that merges two prompts
     # G^2 completions per prompt (each of the G copies of a prompt sampled G times) where G = 2 was configured
-    assert algos.realized_group_sizes(list("aaaabbbb"), [2, 2]) == [2, 4]  # rows beyond the sum: the last group's
-    assert algos.realized_group_sizes(list("aaaabbbbb"), [4, 4]) == [4, 5]  # an extra row belongs to the last group
-    assert algos.realized_group_sizes(list("aab"), [2, 2, 2]) == [2, 1, 0]  # rows run out: short and empty windows
-    assert algos.realized_group_sizes(list("aaabbbbb"), [3, 5]) == [3, 5]  # groups of different sizes
+    assert groups.realized_group_sizes(list("aaaabbbb"), [2, 2]) == [2, 4]  # rows beyond the sum: the last group's
+    assert groups.realized_group_sizes(list("aaaabbbbb"), [4, 4]) == [4, 5]  # an extra row belongs to the last group
+    assert groups.realized_group_sizes(list("aab"), [2, 2, 2]) == [2, 1, 0]  # rows run out: short and empty windows
+    assert groups.realized_group_sizes(list("aaabbbbb"), [3, 5]) == [3, 5]  # groups of different sizes
 
 
 def test_a_realized_size_other_than_the_configured_one_fails_naming_both():
-    algos.check_group_sizes([4, 4], [4, 4], 1)
-    with pytest.raises(algos.GroupSizeError) as e:
-        algos.check_group_sizes([3, 4], [4, 4], 2)
+    groups.check_group_sizes([4, 4], [4, 4], 1)
+    with pytest.raises(groups.GroupSizeError) as e:
+        groups.check_group_sizes([3, 4], [4, 4], 2)
     assert str(e.value) == "realized group size 3 to 4 at step 2, configured G = 4 (the trainer dropped or merged completions)"
-    with pytest.raises(algos.GroupSizeError, match="realized group size 5 at step 7, configured G = 4 "):
-        algos.check_group_sizes([5], [4], 7)
-    with pytest.raises(algos.GroupSizeError, match="realized group size 3 at step 1, configured G = 3 to 5 "):
-        algos.check_group_sizes([3, 3], [3, 5], 1)  # groups of different sizes
+    with pytest.raises(groups.GroupSizeError, match="realized group size 5 at step 7, configured G = 4 "):
+        groups.check_group_sizes([5], [4], 7)
+    with pytest.raises(groups.GroupSizeError, match="realized group size 3 at step 1, configured G = 3 to 5 "):
+        groups.check_group_sizes([3, 3], [3, 5], 1)  # groups of different sizes
 
 
 def test_no_signal_causes_are_a_partition_identical_first():
@@ -308,9 +308,9 @@ def test_no_signal_causes_are_a_partition_identical_first():
     ]
     texts = [["x"] * 3, ["a", "b", "c"], ["a", "b", "c"], ["a", "b", "b"], ["a", "a", "b"], ["y", "y"], ["a", "b", "c"],
              ["a", "b", "c"]]  # fmt: skip
-    out = algos.no_signal_causes([torch.tensor(r) for r in rewards], texts)
+    out = groups.no_signal_causes([torch.tensor(r) for r in rewards], texts)
     assert out == {"frac_groups_identical": 2 / 8, "frac_groups_all_wrong": 2 / 8, "frac_groups_all_right": 2 / 8}
-    assert algos.no_signal_causes([], []) == dict.fromkeys(algos.NO_SIGNAL_CAUSES, 0.0)
-    assert algos.no_signal_causes([[]], [[]]) == dict.fromkeys(algos.NO_SIGNAL_CAUSES, 0.0)  # an empty group: none
+    assert groups.no_signal_causes([], []) == dict.fromkeys(groups.NO_SIGNAL_CAUSES, 0.0)
+    assert groups.no_signal_causes([[]], [[]]) == dict.fromkeys(groups.NO_SIGNAL_CAUSES, 0.0)  # an empty group: none
     with pytest.raises(ValueError, match="2 groups of rewards but 1 of texts"):
-        algos.no_signal_causes([[0.0], [1.0]], [["a"]])
+        groups.no_signal_causes([[0.0], [1.0]], [["a"]])

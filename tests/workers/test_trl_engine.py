@@ -407,7 +407,7 @@ def _generation(rows: list[int], texts: list[str]) -> dict:
 def test_trls_groups_are_checked_and_give_the_realized_g_and_the_no_signal_causes():
     """TrlRewards on one generation (no TRL training): its groups' metrics for the step's log; rows that are not G
     consecutive completions of one prompt (here interleaved, then one dropped) fail naming the realized G."""
-    from workers.algos import GroupSizeError
+    from workers.groups import GroupSizeError
 
     assert _generation([0, 0, 1, 1], ["same", "same", "wrong", "also wrong"]) == {
         "realized_group_size_min": 2.0,

@@ -18,7 +18,7 @@ import optuna
 
 from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, rung_cost
 from sweeps.spec import SweepSpec
-from sweeps.trial import TrialConfig
+from sweeps.trial import TrialConfig, TrialOutcome
 from workers.batch import prepare
 from workers.measures import run_measure
 from workers.probe import run_probe
@@ -103,14 +103,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
         {rows: (G, B, seed, metric) of the first rung, rungs: [{length, group_sizes, means}], best, spent}.
     """
     metric, resume, b = spec.measure.metric, plan.resume, plan.samples_per_step
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # its "A new study created" line is not the user's news
-    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=plan.lengths[0], reduction_factor=2)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
-    trials = {}
-    for g in plan.group_sizes:
-        study.enqueue_trial({"group_size": g})
-        trial = study.ask()
-        trials[int(trial.suggest_categorical("group_size", list(plan.group_sizes)))] = trial
+    study, trials = _halving_study(plan)
     alive, rungs, rows, spent, before = list(plan.group_sizes), [], [], 0, 0
     seeds = spec.seeds[: plan.seeds] + [max(spec.seeds) + 1 + i for i in range(plan.seeds - len(spec.seeds[: plan.seeds]))]
     runs, ran = sum(plan.survivors) * len(seeds), 0  # at most: the plan's survivors bound each rung
@@ -126,22 +119,10 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                     rung = f"rung {r + 1} of {len(plan.lengths)}, {length} {unit}, G = {g}, seed {seed}"
                     say(report, "halving", label, ran, runs, "runs (at most)", rung)
                     ran += 1
-                    cfg = dataclasses.replace(
-                        base,
-                        group_size=g,
-                        samples_per_step=b,
-                        seed=seed,
-                        steps=length if resume else base.steps,
-                        measure=base.measure.model_copy(update={"repeats": length}),
-                        eval=base.eval.model_copy(update={"prompts": plan.eval_prompts, "every": None}),
-                        probe=base.probe.model_copy(update={"every": None}),
-                        checkpoint_dir=str(Path(work) / f"G{g}-s{seed}") if resume else None,
-                        checkpoint_every=length if resume else 0,
-                    )
-                    result = run_measure(cfg)
+                    result = run_measure(_rung_config(base, plan, g, seed, length, work))
                     spent += rung_cost(spec, before, length, b, resume, plan.eval_prompts)
                     value = result.metrics.get(metric)
-                    if result.status == "succeeded" and value is not None and np.isfinite(value):
+                    if result.status is TrialOutcome.SUCCEEDED and value is not None and np.isfinite(value):
                         values.append(float(value))
                         if r == 0:
                             rows.append((g, b, seed, float(value)))
@@ -164,3 +145,34 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
         study.tell(trials[g], rungs[-1]["means"][g])
     last = {g: v for g, v in rungs[-1]["means"].items() if v is not None}
     return {"rows": rows, "rungs": rungs, "best": min(last, key=last.get) if last else None, "spent": spent}
+
+
+def _halving_study(plan: Halving) -> tuple[optuna.Study, dict[int, optuna.Trial]]:
+    """Optuna's study of the halving (its SuccessiveHalvingPruner, reduction factor 2) and a trial per G."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # its "A new study created" line is not the user's news
+    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=plan.lengths[0], reduction_factor=2)
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
+    trials = {}
+    for g in plan.group_sizes:
+        study.enqueue_trial({"group_size": g})
+        trial = study.ask()
+        trials[int(trial.suggest_categorical("group_size", list(plan.group_sizes)))] = trial
+    return study, trials
+
+
+def _rung_config(base: TrialConfig, plan: Halving, g: int, seed: int, length: int, work: str) -> TrialConfig:
+    """The trial of G = ``g`` and ``seed`` on a rung of ``length`` steps (gradient draws, for gradient_mse); a rung
+    resumes the previous one's checkpoint under ``work``."""
+    resume = plan.resume
+    return dataclasses.replace(
+        base,
+        group_size=g,
+        samples_per_step=plan.samples_per_step,
+        seed=seed,
+        steps=length if resume else base.steps,
+        measure=base.measure.model_copy(update={"repeats": length}),
+        eval=base.eval.model_copy(update={"prompts": plan.eval_prompts, "every": None}),
+        probe=base.probe.model_copy(update={"every": None}),
+        checkpoint_dir=str(Path(work) / f"G{g}-s{seed}") if resume else None,
+        checkpoint_every=length if resume else 0,
+    )

@@ -21,7 +21,7 @@ import torch
 
 from sweeps.metrics import flat_by_construction
 from sweeps.trial import TrialConfig, TrialResult
-from workers import algos
+from workers import algos, groups
 from workers.batch import Batch, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.distributed import all_gather, all_sum, reduce_metrics, seed_rank, sum_gradients
@@ -82,12 +82,10 @@ def micro_batches(n_rows: int, size: int | None) -> list[slice]:
 def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
     """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
 
-    Each step accumulates gradients over micro-batches of ``cfg.grpo.micro_batch_size`` completions; every
-    loss aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so
-    the update equals the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the
-    whole step are kept (ratios, for the clip and momentum diagnostics).
-
-    Returns the last inner step's statistics; the momentum overshoot is averaged over inner steps.
+    Each step accumulates gradients over micro-batches of ``cfg.grpo.micro_batch_size`` completions; every loss
+    aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so the update equals
+    the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the whole step are kept (ratios, for
+    the clip and momentum diagnostics). Returns the last inner step's statistics (the overshoot averaged over them).
     Raises:
         FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
     """
@@ -95,11 +93,8 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
     parts = micro_batches(mask.shape[0], cfg.grpo.micro_batch_size)
     # on several processes ``batch`` is this rank's groups (workers.distributed.shard); the normalisers are the step's
     n_seqs, n_tokens = all_sum([float(mask.shape[0]), float(mask.sum())])
-    with torch.no_grad():
-        old_logp = (
-            torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if cfg.grpo.inner_steps > 1 else None
-        )
-        ref_logp = torch.cat([ref.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) if ref is not None else None
+    old_logp = _logprobs(policy, batch, parts, cfg.grpo.temperature) if cfg.grpo.inner_steps > 1 else None
+    ref_logp = _logprobs(ref, batch, parts, cfg.grpo.temperature) if ref is not None else None
     overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
     for _ in range(cfg.grpo.inner_steps):
         opt.zero_grad(set_to_none=True)
@@ -134,8 +129,7 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         opt.step()
         prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high))
     if cfg.grpo.inner_steps > 1:  # where did the last step leave the clipped tokens?
-        with torch.no_grad():
-            after = torch.exp(torch.cat([policy.logprobs(ro.rows(sl), cfg.grpo.temperature) for sl in parts]) - old_logp)
+        after = torch.exp(_logprobs(policy, batch, parts, cfg.grpo.temperature) - old_logp)
         overshoot.append(_overshoot(prev[0], after, prev[1], mask, n_tokens))
     n = max(n_tokens, 1.0)
     return UpdateStats(
@@ -145,6 +139,12 @@ def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, 
         clip_frac_high=high / n,
         momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
     )
+
+
+def _logprobs(policy: Policy, batch: Batch, parts: list[slice], temperature: float) -> torch.Tensor:
+    """(S, L) log-probs of the step's completions under ``policy``, micro-batch by micro-batch, without gradients."""
+    with torch.no_grad():
+        return torch.cat([policy.logprobs(batch.rollout.rows(sl), temperature) for sl in parts])
 
 
 def _overshoot(before: torch.Tensor, after: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, n_tokens: float) -> float:
@@ -188,10 +188,10 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     """One step's metrics (sweeps.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
-    groups = batch.reward_groups()
-    zero_var = algos.zero_variance_group_fraction(groups)
-    windows = algos.group_windows(len(ro.texts), batch.group_sizes)
-    causes = algos.no_signal_causes(groups, [ro.texts[w] for w in windows])
+    rewards = batch.reward_groups()
+    zero_var = algos.zero_variance_group_fraction(rewards)
+    windows = groups.group_windows(len(ro.texts), batch.group_sizes)
+    causes = groups.no_signal_causes(rewards, [ro.texts[w] for w in windows])
     tokens = float(mask.sum())
     uniform = batch.uniform
     aggregation = (cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens)

@@ -131,7 +131,7 @@ class Harness:
         will not reach."""
         import torch
 
-        from workers.algos import GroupSizeError
+        from workers.groups import GroupSizeError
         from workers.rewards import RewardError
 
         failed = None

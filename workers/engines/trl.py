@@ -1,22 +1,15 @@
-"""``engine: trl``: a trial trained by TRL's own GRPOTrainer on the user's recipe, measured as every trial is.
+"""``engine: trl``: a trial trained by TRL's own GRPOTrainer on the user's recipe, within the measurement harness.
 
-The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set: ``num_generations``
-= G, ``generation_batch_size`` = B with the per-device batch and accumulation that keep the recipe's optimizer steps
-per generation (sweeps.trl_steps), ``max_steps`` = T, ``seed``, ``output_dir`` (the trial's checkpoint folder),
-``logging_steps`` = 1, ``report_to`` = none, ``save_steps`` from ``checkpoint_every`` with ``save_total_limit`` = 1
-and ``save_only_model`` = false (one checkpoint at a time on disk, holding what resume needs) and, on a CPU, ``use_cpu``.
-Model, data and rewards are those of the ``task:`` and ``model:`` sections: the model is loaded as the groupscale
-engine loads it (its folder's sampling fields not applied), the reward terms run in the task's reward process and
-reach TRL as ``reward_funcs`` with ``reward_weights``. The measurement is the harness's (workers.engines.harness), which
-a TrainerCallback feeds: TRL's per-step logs go to ``report`` under TRL's names, the held-out ``gap`` comes from
-groupscale's own evaluator (the same eval set and seed as the groupscale engine) at ``eval.every``'s steps and at the
-end, and TRL checkpoints where the harness says (never inside a generation cycle, so a resume never generates again),
-with the harness's TrialState inside TRL's trainer_state.json. A trial resumes from TRL's last complete checkpoint; one
-whose checkpoint is at T evaluates and ends. No signal is counted per generation in the reward path, which sees each
-one once however many optimizer steps reuse it (TRL logs ``frac_reward_zero_std`` only on the steps that generated).
-The reward path also checks that each of the generation's groups is G completions of one prompt (a trial where it is
-not fails naming the realized G) and adds the groups' metrics (realized sizes, no-signal causes) to the step that
-generated; ``truncation_rate`` repeats TRL's ``completions/clipped_ratio`` under the groupscale engine's name.
+The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set (trl_arguments): G,
+B as a generation batch that keeps the recipe's optimizer steps per generation (sweeps.trl_steps), T, the seed, the
+trial's checkpoint folder (one complete checkpoint kept, optimizer state included), logging every step, no reporter.
+Model, data and rewards are those of the ``task:`` and ``model:`` sections, loaded as the groupscale engine loads them;
+the reward terms run in the task's reward process and reach TRL as ``reward_funcs`` with ``reward_weights``. A
+TrainerCallback feeds the harness (workers.engines.harness): TRL's per-step logs under TRL's names, groupscale's
+held-out ``gap``, a save only where the harness says (never inside a generation cycle), its TrialState inside TRL's
+trainer_state.json. The reward path counts each generation once (however many optimizer steps reuse it), checks that
+its groups are G completions of one prompt (else the trial fails naming the realized G) and adds the groups' metrics to
+the step that generated; ``truncation_rate`` repeats TRL's ``completions/clipped_ratio`` under groupscale's name.
 
 Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.py, grpo_config.py).
 """
@@ -40,18 +33,12 @@ from sweeps import storage
 from sweeps.engines.trl import coerce
 from sweeps.trial import TrialConfig, TrialOutcome, TrialResult
 from sweeps.trl_steps import structure_for
-from workers.algos import (
-    GroupSizeError,
-    check_group_sizes,
-    group_windows,
-    no_signal_causes,
-    realized_group_sizes,
-    zero_variance_group_fraction,
-)
+from workers.algos import zero_variance_group_fraction
 from workers.batch import setup
 from workers.distributed import accelerate_env, all_gather
 from workers.engines.base import ALONE, Placement, Report, RunReport, run_report
 from workers.engines.harness import Harness, TrialFailed
+from workers.groups import GroupSizeError, check_group_sizes, group_windows, no_signal_causes, realized_group_sizes
 from workers.models.lora import lora_config
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
@@ -59,25 +46,6 @@ from workers.tasks import Problem, Task
 from workers.tasks.base import RewardTerms
 
 ROW = "groupscale_row"  # the dataset column that maps TRL's rows back to the task's problems
-# GRPOConfig fields a sweep sets itself (a recipe's values for them are replaced; the stored spec keeps them).
-SWEEP_SETS = (
-    "num_generations",
-    "generation_batch_size",
-    "steps_per_generation",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "max_steps",
-    "seed",
-    "output_dir",
-    "logging_steps",
-    "report_to",
-    "save_steps",
-    "save_strategy",
-    "save_total_limit",
-    "save_only_model",
-    "restore_callback_states_from_checkpoint",
-    "reward_weights",  # each task.rewards entry's weight (the spec refuses trl.reward_weights)
-)
 
 
 def output_dir(cfg: TrialConfig, placement: Placement) -> Path:
@@ -97,7 +65,9 @@ def trl_arguments(cfg: TrialConfig, placement: Placement = ALONE) -> dict[str, A
     """The GRPOConfig keyword arguments of the trial: the recipe with the fields a sweep sets (module docstring). TRL
     saves where the harness says (TrialCallback); ``save_steps`` 1 lets it save at any step."""
     structure = structure_for(cfg.trl, cfg.samples_per_step, cfg.num_processes)  # the recipe's steps on P processes
-    args = {k: v for k, v in coerce(cfg.trl).items() if k not in SWEEP_SETS}
+    # the recipe, but for what the sweep sets: the values below, steps_per_generation (it follows from them) and
+    # reward_weights (each task.rewards entry's weight; the spec refuses trl.reward_weights)
+    args = {k: v for k, v in coerce(cfg.trl).items() if k not in ("steps_per_generation", "reward_weights")}
     args |= structure.config() | {
         "num_generations": cfg.group_size,
         "max_steps": cfg.steps,
@@ -216,7 +186,7 @@ class TrlRewards:
         self, rows: list[int], texts: list[str], values: list[np.ndarray], step: int
     ) -> tuple[dict[str, float], np.ndarray]:
         """The metrics of a whole generation's groups (TRL's layout: G consecutive rows a group, generation_batch_size
-        rows): the realized group sizes (workers.algos.realized_group_sizes, a row's prompt: its ROW) and the no-signal
+        rows): the realized group sizes (workers.groups.realized_group_sizes, a row's prompt: its ROW) and the no-signal
         causes of the weighted reward (abstentions 0), once checked that every group is G completions of one prompt;
         and that weighted reward, (S,).
 
@@ -224,7 +194,7 @@ class TrlRewards:
             rows: (S,) each completion's ROW; texts: (S,) the completions; values: each term's (S,) values;
             step: the optimizer step the generation is for (1-based).
         Raises:
-            workers.algos.GroupSizeError: naming the realized group sizes.
+            workers.groups.GroupSizeError: naming the realized group sizes.
         """
         g = self.args.num_generations
         sizes = [g] * max(1, self.args.generation_batch_size // g)
@@ -370,7 +340,7 @@ def recipe_refusal(cfg: TrialConfig, n_rewards: int) -> tuple[str | None, str] |
 def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None, placement: Placement | None = None) -> TrialResult:
     """One trial with TRL's GRPOTrainer within the measurement harness (module docstring); ``placement``: this process
     in the trial (default: alone on cfg.device). Returns a TrialResult: ``failed`` with TRL's exception, a reward
-    function's failure or groups of another size than G (workers.algos.GroupSizeError), else the harness's end
+    function's failure or groups of another size than G (workers.groups.GroupSizeError), else the harness's end
     (``no_signal`` counts each generation once, however many optimizer steps reuse it)."""
     placement = placement or Placement.alone(cfg.device)
     run = run_report(report if placement.is_main else lambda metrics, step: None)  # rank 0 logs (TRL's logs are reduced)
