@@ -28,6 +28,8 @@ from enum import StrEnum
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from sweeps.trial import TrialOutcome
+
 
 class SweepStatus(StrEnum):
     QUEUED = "queued"
@@ -39,11 +41,13 @@ class SweepStatus(StrEnum):
 
 
 class TrialStatus(StrEnum):
+    """A trial's status in the store: its own outcome once it ended (sweeps.trial.TrialOutcome), else the controller's."""
+
     PENDING = "pending"
     RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    NO_SIGNAL = "no_signal"
+    SUCCEEDED = TrialOutcome.SUCCEEDED.value
+    FAILED = TrialOutcome.FAILED.value
+    NO_SIGNAL = TrialOutcome.NO_SIGNAL.value
     CANCELLED = "cancelled"
 
 

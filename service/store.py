@@ -263,7 +263,8 @@ class Store:
             yield s
 
     def set_spec(self, row: Sweep, spec: SweepSpec) -> None:
-        """Replace a sweep's stored spec (service.extend: the only change a stored spec gets)."""
+        """Store a sweep's validated spec and keep it parsed (a new sweep's, or service.extend's: the only change a
+        stored spec gets); its row needs its id (flushed)."""
         row.spec = spec.model_dump(mode="json")
         self._specs[(type(row).__name__, row.id)] = spec
 

@@ -143,3 +143,49 @@ def test_readmes_byo_block_is_the_examples_own_spec():
     doc = parse_yaml(body)
     commands = readme[readme.index(body) :]
     assert f"--task {doc['task']['label']} --model {doc['model']['preset']}" in commands
+
+
+WORKED = {  # docs/development.md's worked examples: the module each block is, by its first line
+    "# sweeps/engines/mine.py": "sweeps.engines.mine",
+    "# workers/engines/mine.py": "workers.engines.mine",
+    "# sweeps/exports/shell.py": "sweeps.exports.shell",
+}
+
+
+@pytest.fixture
+def worked_examples(monkeypatch):
+    """docs/development.md's "Adding an engine" and "Adding an export" blocks, each made the module it says it is
+    (registering as it loads); the registries and modules are as before once the test ends."""
+    from sweeps.engines import ENGINES
+    from sweeps.exports import EXPORTS
+
+    before = (dict(ENGINES), dict(EXPORTS))  # restored item by item below
+    blocks = {body.splitlines()[0].split(" (")[0]: body for _, body in _blocks("python") if body.startswith("# ")}
+    assert set(WORKED) <= set(blocks), sorted(blocks)
+    for head, name in WORKED.items():
+        module = type(sys)(name)
+        monkeypatch.setitem(sys.modules, name, module)
+        exec(compile(blocks[head], f"docs/development.md ({head[2:]})", "exec"), module.__dict__)
+    yield
+    for registry, kept in zip((ENGINES, EXPORTS), before, strict=True):
+        registry.clear()
+        registry.update(kept)
+
+
+def test_adding_an_engine_and_an_export_as_the_docs_say_works(worked_examples, model_cache):
+    """The engine the docs add is a spec's engine (its name in the schema, the CLI's choices) and trains a bandit
+    trial within the harness to a succeeded result with the held-out gap; the export writes G and N."""
+    from sweeps.engines import get_engine
+    from sweeps.exports import get_export
+    from sweeps.trial import TrialConfig, TrialOutcome
+    from workers.measures import run_measure
+
+    bandit = {"name": "mine", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "engine": "mine"}
+    spec = SweepSpec.model_validate({**bandit, "group_sizes": [4], "samples_per_step": [16], "steps": 6})
+    assert "mine" in SweepSpec.model_json_schema()["properties"]["engine"]["enum"]
+    seen: dict[int, dict] = {}
+    result = run_measure(TrialConfig.first_of(spec, model_cache), lambda m, s: seen.setdefault(s, {}).update(m))
+    assert result.status is TrialOutcome.SUCCEEDED and result.steps_done == 6, result
+    assert {"gap", "gap_initial"} <= set(result.metrics) and all("reward_mean" in seen[s] for s in range(1, 7))
+    text = get_export("shell").render(4, 16, get_engine("mine").recipe(spec), "groupscale: G = 4")
+    assert text == "# groupscale: G = 4\nNUM_GENERATIONS=4\nPROMPTS_PER_STEP=4\nTEMPERATURE=1\n"

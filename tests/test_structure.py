@@ -31,3 +31,17 @@ def test_no_product_module_is_over_400_lines():
         if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     ]
     assert long == []
+
+
+def test_every_package_of_the_product_is_installed():
+    """`pip install .` (the client, docker's images) installs pyproject's package list: a package missing from it
+    fails at import on an installed machine, never in this checkout."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for pkg in ("service", "workers", "sweeps")
+        for init in (ROOT / pkg).rglob("__init__.py")
+    }
+    assert packages - listed == set()

@@ -13,39 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.trial import TrialConfig
-from workers.data import DatasetError, check_rows, content_digest, load_rows, read_prompt_answer_lines
-from workers.measures import run_measure
+from workers.data import DatasetError, check_rows, content_digest, load_rows, read_prompt_answer_lines  # noqa: F401
+from workers.measures import run_measure  # noqa: F401 - for benchmarks and tests, as Ray runs it
 from workers.progress import Report, say
-from workers.rewards import math_verify_available
-from workers.rewards.loading import answer_paths
-from workers.rewards.process import needs_process
-from workers.tracking import RetryingClient
-from workers.tune_lr import frozen_trials
-from workers.worker import TrialWorker, run_trial, worker_starts
-
-__all__ = [
-    "DatasetError",
-    "RetryingClient",
-    "TrialWorker",
-    "answer_paths",
-    "build_preset",
-    "check_rewards_task",
-    "check_rows",
-    "check_trl_task",
-    "content_digest",
-    "frozen_trials",
-    "load_rows",
-    "math_verify_available",
-    "model_config_error",
-    "needs_process",
-    "read_prompt_answer_lines",
-    "run_answer_task",
-    "run_measure",
-    "run_probe_task",
-    "run_trial",
-    "run_tune_lr",
-    "worker_starts",
-]
+from workers.rewards import math_verify_available  # noqa: F401
+from workers.rewards.loading import answer_paths  # noqa: F401
+from workers.rewards.process import needs_process  # noqa: F401
+from workers.tracking import RetryingClient  # noqa: F401 - the MLflow client both sides log with
+from workers.tune_lr import frozen_trials  # noqa: F401
+from workers.worker import TrialWorker, run_trial, worker_starts  # noqa: F401
 
 
 def model_config_error(folder: str | Path) -> str | None:
@@ -127,7 +103,7 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
         "message": ...}`` naming the reward and the cause (an import error with the pip command of a missing
         package, a factory's error, a wrong signature, a wrong return shape, a timeout).
     """
-    from workers.data import DatasetError, is_conversational, load_rows
+    from workers.data import is_conversational
     from workers.rewards import RewardError, TrainerState, trl_kwargs
     from workers.rewards.process import RewardProcess, RewardTimeout
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sweeps.trial import TrialConfig, TrialResult
+from sweeps.trial import TrialConfig, TrialOutcome, TrialResult
 from workers.batch import sample_batch, setup
 from workers.engines.base import Report
 from workers.models.base import Policy
@@ -79,4 +79,4 @@ def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
         comp = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         metrics["grad_mse_exact"] = comp.gradient_mse(cfg.group_size, cfg.samples_per_step)
     report(metrics, cfg.measure.repeats)
-    return TrialResult("succeeded", metrics=metrics, steps_done=cfg.measure.repeats)
+    return TrialResult(TrialOutcome.SUCCEEDED, metrics=metrics, steps_done=cfg.measure.repeats)

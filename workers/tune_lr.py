@@ -32,7 +32,7 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeps.trial import TrialConfig
+from sweeps.trial import TrialConfig, TrialOutcome
 from workers.engines.base import Report
 
 # The final metric a tuning trial is judged by, and whether lower or higher is better.
@@ -180,7 +180,7 @@ class _Objective:
         trial.set_user_attr("seconds", time.perf_counter() - started)
         trial.set_user_attr("steps_done", result.steps_done)
         value = result.metrics.get(self.metric)
-        if result.status != "succeeded" or value is None or not math.isfinite(value):
+        if result.status is not TrialOutcome.SUCCEEDED or value is None or not math.isfinite(value):
             reason = result.reason or f"metric {self.metric!r} is {value}"
             trial.set_user_attr("reason", f"{result.status}: {reason}")
             raise _TuningTrialFailed(reason)

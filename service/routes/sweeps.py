@@ -72,6 +72,7 @@ def create_sweep(
             )
             s.add(sweep)
             s.flush()
+            store.set_spec(sweep, spec)  # kept parsed: the stored JSON is not parsed again in this process
             public = _public(sweep, store, tracking)
     except IntegrityError:  # the same new key in two requests at once: the other one stored it first
         if not idempotency_key:

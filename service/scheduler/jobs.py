@@ -23,7 +23,7 @@ from sweeps import storage
 from sweeps.engines import get_engine
 from sweeps.finite import finite_or_none
 from sweeps.spec import SweepSpec
-from sweeps.trial import TrialConfig
+from sweeps.trial import TrialConfig, TrialOutcome
 from workers.entry import run_answer_task, run_probe_task, run_tune_lr, worker_starts
 
 log = logging.getLogger("groupscale.scheduler")
@@ -220,7 +220,7 @@ class TrialJob:
             stored = trial.status == TrialStatus.RUNNING and transition(  # not when a cancel got there first
                 s,
                 trial,
-                TrialStatus(result["status"]),
+                TrialStatus(TrialOutcome(result["status"])),  # how the trial ended, as its trainer said
                 reason=reason,
                 seconds=result.get("seconds"),
                 metrics=finite_or_none(result.get("metrics") or {}),

@@ -1,5 +1,5 @@
 """The scheduling loop: one tick admits sweeps (service.scheduler.admission), collects and cancels work and fits ended
-sweeps (collection), launches ready work within free resources (launching, on the cluster's view: cluster); reconcile.
+sweeps (collection), launches ready work within free resources (launching, on the cluster's view); reconcile.
 
 Execution shape (README "How a sweep runs"): a thread of the controller ticks every
 ``poll_interval_s``. A tick admits queued sweeps (their MLflow parent run, their lr tunings and
@@ -30,12 +30,11 @@ from sqlalchemy import select
 from service.lifecycle import TrialStatus, transition
 from service.scheduler.adaptive import AdaptiveDriver
 from service.scheduler.admission import Admission
-from service.scheduler.cluster import Cluster
 from service.scheduler.collection import Collection
 from service.scheduler.context import Backend, Context, Work
 from service.scheduler.faults import Faults
 from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob
-from service.scheduler.launching import Launcher
+from service.scheduler.launching import Cluster, Launcher
 from service.scheduler.reconcile import reconcile
 from service.settings import Settings
 from service.store import Store, Trial

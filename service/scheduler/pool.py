@@ -1,5 +1,6 @@
-"""The warm workers of the Ray backend as bookkeeping, without Ray: which worker runs which trial, which are idle and
-since when, and which to stop to make room or after an idle timeout (service.scheduler.ray_backend makes the calls)."""
+"""What the Ray backend keeps, without Ray (service.scheduler.ray_backend makes the calls): its warm workers (which runs
+which trial, which are idle and since when, which to stop to make room or after an idle timeout) and what running tasks
+(a probe, an answer) report as they go (the board, an actor of the backend, and the ``report`` each task sends with)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,43 @@ class WarmPool:
         """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are evicted)."""
         idle = [w for w in self.workers.values() if w.trial is None]
         return {"CPU": sum(w.cpus for w in idle), "GPU": sum(w.gpus for w in idle)}
+
+
+REPORT_EVERY_S = 0.5  # a task's reports within one stage reach the board at most this often (a stage change at once)
+
+
+class ProgressBoard:
+    """What each running task (a probe, an answer) reported last, with the first report of each stage it went through
+    (``stages``), so that no stage is missed between two reads. One actor per controller (Ray's pattern for progress:
+    tasks call an actor); wrapped by ray.remote at its first use."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, dict[str, Any]] = {}
+
+    def put(self, key: str, progress: dict[str, Any]) -> None:
+        stages = self._jobs.get(key, {}).get("stages", [])
+        if not stages or stages[-1]["stage"] != progress["stage"]:
+            stages = [*stages, {"stage": progress["stage"], "label": progress["label"]}]
+        self._jobs[key] = {**progress, "stages": stages}
+
+    def read(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        return {k: self._jobs[k] for k in keys if k in self._jobs}
+
+    def drop(self, key: str) -> None:
+        self._jobs.pop(key, None)
+
+
+class Reporter:
+    """The ``report`` callback a task gets (workers.progress.Report): sends to the board without waiting for it,
+    a report of the same stage at most every REPORT_EVERY_S. Pickled into the task with the board's handle."""
+
+    def __init__(self, board: Any, key: str) -> None:
+        self.board, self.key = board, key
+        self._stage, self._sent = None, 0.0
+
+    def __call__(self, progress: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if progress["stage"] == self._stage and now - self._sent < REPORT_EVERY_S:
+            return
+        self._stage, self._sent = progress["stage"], now
+        self.board.put.remote(self.key, progress)

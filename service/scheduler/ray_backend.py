@@ -21,8 +21,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from service.scheduler.pool import PooledWorker, WarmPool
-from service.scheduler.progress import ProgressBoard, Reporter
+from service.scheduler.pool import PooledWorker, ProgressBoard, Reporter, WarmPool
 from service.settings import Settings
 from service.store import outside_transaction
 from sweeps import storage

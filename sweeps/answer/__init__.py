@@ -13,27 +13,3 @@ from sweeps.answer.methods import DEFAULT_METHOD, METHODS, AnswerMethod, get_met
 from sweeps.answer.plan import AnswerPlan, BudgetTooSmall, Halving, Pilot, Probe, plan_answer
 from sweeps.answer.result import Answer, Bound, Regret
 from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regret
-
-__all__ = [
-    "DEFAULT_FRACTION",
-    "DEFAULT_METHOD",
-    "METHODS",
-    "TRL_DEFAULT_G",
-    "Answer",
-    "AnswerMethod",
-    "AnswerPlan",
-    "Bound",
-    "BudgetTooSmall",
-    "Halving",
-    "Pilot",
-    "Probe",
-    "Regret",
-    "eval_completions",
-    "get_method",
-    "grid_cost",
-    "passrate_group_size",
-    "plan_answer",
-    "regret",
-    "rung_cost",
-    "trial_cost",
-]

@@ -3,7 +3,5 @@ Adding one: a module with a class decorated ``@register_engine`` (sweeps.engines
 
 from __future__ import annotations
 
-from sweeps.engines import groupscale, trl  # noqa: F401 - each module registers its engine
+from sweeps.engines import groupscale, trl  # each module registers its engine
 from sweeps.engines.base import ENGINES, Engine, Recipe, get_engine, register_engine
-
-__all__ = ["ENGINES", "Engine", "Recipe", "get_engine", "register_engine"]

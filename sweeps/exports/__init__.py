@@ -5,7 +5,5 @@ imported here."""
 
 from __future__ import annotations
 
-from sweeps.exports import trl, verl  # noqa: F401 - each module registers its export
+from sweeps.exports import trl, verl  # each module registers its export
 from sweeps.exports.base import EXPORTS, Export, ExportError, get_export, register_export
-
-__all__ = ["EXPORTS", "Export", "ExportError", "get_export", "register_export"]

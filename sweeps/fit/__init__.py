@@ -17,19 +17,3 @@ from sweeps.fit.bootstrap import percentile_or_inf
 from sweeps.fit.curve import g_star_of, law_curve, recommend_group_size, tie_set
 from sweeps.fit.law import fit_law
 from sweeps.fit.result import BudgetFit, Evidence, FitStatus, LawFit, StepFit, TimeUniversality, Universality
-
-__all__ = [
-    "BudgetFit",
-    "Evidence",
-    "FitStatus",
-    "LawFit",
-    "StepFit",
-    "TimeUniversality",
-    "Universality",
-    "fit_law",
-    "g_star_of",
-    "law_curve",
-    "percentile_or_inf",
-    "recommend_group_size",
-    "tie_set",
-]

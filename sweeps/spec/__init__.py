@@ -10,6 +10,7 @@ sections (eval, measure, probe, answer, resources, adaptive, tune_lr), sweep (Sw
 and error messages). Everything public is importable from ``sweeps.spec``.
 """
 
+import sweeps.engines  # registers every engine the spec validates against (ENGINES)
 from sweeps.spec.base import (
     ADVANTAGE_NAMES,
     DTYPE_NAMES,
@@ -40,47 +41,3 @@ from sweeps.spec.task import (
     JsonlTaskSpec,
     RewardSpec,
 )
-
-__all__ = [
-    "ADVANTAGE_NAMES",
-    "ENGINES",
-    "DEFAULT_EVAL_FRACTION",
-    "DTYPE_NAMES",
-    "FUNCTION_PATTERN",
-    "LOSS_AGGREGATION_NAMES",
-    "MAX_COMPLETION_TOKENS",
-    "MAX_GROUP_SIZE",
-    "MAX_SAMPLES_PER_STEP",
-    "OPTIMIZER_NAMES",
-    "PRESET_NAMES",
-    "REWARD_NAMES",
-    "TASK_NAMES",
-    "TEMPLATE_ARGUMENTS",
-    "TRL_ALIASES",
-    "TRL_LOSS_TYPES",
-    "TRL_SCALE_REWARDS",
-    "AdaptiveSpec",
-    "AnswerSpec",
-    "ArithmeticTaskSpec",
-    "BanditTaskSpec",
-    "DatasetTaskSpec",
-    "EvalSpec",
-    "GRPOSpec",
-    "JsonlTaskSpec",
-    "LoraSpec",
-    "MeasureSpec",
-    "ModelSpec",
-    "ProbeSpec",
-    "ResourcesSpec",
-    "RewardSpec",
-    "StrictModel",
-    "SweepSpec",
-    "TuneLRSpec",
-    "error_message",
-    "get_engine",
-    "load_spec",
-    "unknown_field_message",
-    "valid_group_sizes",
-]
-
-import sweeps.engines  # noqa: E402, F401 - last: registers every engine the spec validates against (ENGINES)

@@ -43,7 +43,7 @@ def test_six_restarted_controllers_each_find_the_running_trial(backend, tmp_path
     attaches of the earlier restarts hold until the trial ends: from the fourth restart on the call timed out and
     the trial, taken as lost, was started a second time elsewhere."""
     backend.start_trial("trial-long", long_trial(str(tmp_path)), 1.0, 0.0)
-    (worker,) = backend._workers.values()
+    (worker,) = backend.warm.workers.values()
     deadline = time.monotonic() + 180
     while ray.get(_current(worker.handle), timeout=180)[0] != "trial-long":
         assert time.monotonic() < deadline

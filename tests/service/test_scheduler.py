@@ -936,12 +936,13 @@ def test_a_cancelled_trial_loses_its_waiting_reason_and_a_failure_keeps_its_own(
 def test_the_ray_backend_stops_a_several_process_trials_worker_when_it_is_released(tmp_path, monkeypatch):
     """A one-process trial's worker stays warm; a several-process trial's (rank 0, in a placement group of its own) is
     stopped with its group (Ray's calls themselves are the backend's e2e tests')."""
-    from service.scheduler.ray_backend import RayBackend, _Worker
+    from service.scheduler.pool import PooledWorker
+    from service.scheduler.ray_backend import RayBackend
 
     backend = RayBackend(Settings(data_dir=tmp_path))
     killed: list[str] = []
-    monkeypatch.setattr(backend, "_kill_worker", lambda name: killed.append(name) or backend._workers.pop(name))
-    backend._workers = {"one": _Worker(None, 1.0, 0.0, 1, "trial-a"), "two": _Worker(None, 1.0, 0.0, 2, "trial-b")}
+    monkeypatch.setattr(backend, "_kill_worker", lambda name: killed.append(name) or backend.warm.workers.pop(name))
+    backend.warm.workers = {"one": PooledWorker(None, 1.0, 0.0, 1, "trial-a"), "two": PooledWorker(None, 1.0, 0.0, 2, "trial-b")}
     backend.release_trial("trial-a")
     backend.release_trial("trial-b")
-    assert killed == ["two"] and backend._workers["one"].trial is None
+    assert killed == ["two"] and backend.warm.workers["one"].trial is None

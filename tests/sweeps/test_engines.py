@@ -56,3 +56,29 @@ def test_every_engine_has_a_trainer_and_an_outcome_is_one_of_three():
     assert TrialResult("no_signal").status is TrialOutcome.NO_SIGNAL
     with pytest.raises(ValueError, match=r"unknown trial outcome 'done'; valid: succeeded, failed, no_signal"):
         TrialResult("done")
+
+
+def test_a_name_registered_twice_is_refused_and_each_engine_gives_its_recipe():
+    from fractions import Fraction
+
+    from sweeps.engines import Engine, register_engine
+
+    class Twin(Engine):
+        name = "trl"
+        trainer = "workers.engines.trl:train_trial_trl"
+
+    with pytest.raises(ValueError, match=r"engine 'trl' is registered twice \(TrlEngine, Twin\)"):
+        register_engine(Twin)
+    assert type(ENGINES["trl"]).__name__ == "TrlEngine"  # the first declaration stays
+    ours = SweepSpec.model_validate(spec(grpo={"clip_eps": 0.3}))
+    assert get_engine("groupscale").recipe(ours).grpo.clip_eps == 0.3
+    assert get_engine("groupscale").recipe(ours).optimizer_steps_per_generation == 1
+    recipe = {"loss_type": "grpo", "beta": "0.04", "steps_per_generation": 4, "gradient_accumulation_steps": 2}
+    trl = get_engine("trl").recipe(SweepSpec.model_validate(spec(engine="trl", samples_per_step=[16], trl=recipe)))
+    assert (trl.grpo.loss_aggregation, trl.grpo.kl_beta, trl.grpo.advantage) == ("seq_mean_token_mean", 0.04, "mean_std")
+    assert trl.optimizer_steps_per_generation == Fraction(2) and trl.trl == recipe  # the recipe as written
+
+
+def test_a_section_of_another_engine_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"trl: holds GRPOConfig fields for engine trl; set engine: trl"):
+        SweepSpec.model_validate(spec(trl={"beta": 0.0}))

@@ -144,3 +144,17 @@ def test_the_verl_export_keeps_an_engine_trl_recipes_steps_per_generation(k, bat
         verl_overrides(4, 64, GRPOSpec(), Fraction(3, 2))
     with pytest.raises(ValueError, match="16 prompts per batch do not split into 3 verl mini-batches"):
         verl_overrides(4, 64, GRPOSpec(), Fraction(3))
+
+
+def test_the_exports_are_a_registry_an_unknown_or_twice_registered_one_is_refused():
+    from sweeps.exports import EXPORTS, Export, register_export
+
+    assert list(EXPORTS) == ["trl", "verl"]
+    with pytest.raises(ValueError, match=r"unknown export 'nemo'; valid: trl, verl"):
+        get_export("nemo")
+
+    class Again(Export):
+        name = "verl"
+
+    with pytest.raises(ValueError, match="export 'verl' is registered twice"):
+        register_export(Again)

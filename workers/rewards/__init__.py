@@ -49,22 +49,3 @@ def reward_scorer(specs: Sequence[dict[str, Any]]) -> Any:
     from workers.rewards.process import RewardProcess, needs_process
 
     return RewardProcess(specs) if needs_process(specs) else InProcessRewards(specs)
-
-
-__all__ = [
-    "BUILTIN_REWARDS",
-    "InProcessRewards",
-    "RewardBatch",
-    "RewardError",
-    "TrainerState",
-    "WeightedReward",
-    "compute_rewards",
-    "exact_match",
-    "final_answer",
-    "math_verify",
-    "math_verify_available",
-    "metric_key",
-    "numeric_match",
-    "reward_scorer",
-    "trl_kwargs",
-]
