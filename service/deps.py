@@ -54,9 +54,7 @@ def reads_open(request: Request, credentials: HTTPAuthorizationCredentials | Non
 
 def _refuse() -> None:
     raise HTTPException(
-        401,
-        "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)",
-        headers={"WWW-Authenticate": "Bearer"},
+        401, "missing or wrong bearer token (Authorization: Bearer $GROUPSCALE_API_TOKEN)", headers={"WWW-Authenticate": "Bearer"}
     )
 
 

@@ -85,10 +85,7 @@ TRANSITIONS: dict[type[StrEnum], dict[StrEnum, frozenset[StrEnum]]] = {
         _L.PENDING: frozenset({_L.RUNNING, _L.CANCELLED}),
         _L.RUNNING: frozenset({_L.SUCCEEDED, _L.FAILED, _L.CANCELLED, _L.PENDING}),
     },
-    ProbeStatus: {
-        _P.QUEUED: frozenset({_P.RUNNING}),
-        _P.RUNNING: frozenset({_P.SUCCEEDED, _P.FAILED, _P.QUEUED}),
-    },
+    ProbeStatus: {_P.QUEUED: frozenset({_P.RUNNING}), _P.RUNNING: frozenset({_P.SUCCEEDED, _P.FAILED, _P.QUEUED})},
 }
 
 

@@ -294,8 +294,7 @@ def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | i
     if bound is not None and name not in bound and "__getattr__" not in bound:
         functions = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
         raise SpecError(
-            loc,
-            f"{path.name} binds no top-level {name!r} (by def, class, assignment or import); its functions: {functions[:20]}",
+            loc, f"{path.name} binds no top-level {name!r} (by def, class, assignment or import); its functions: {functions[:20]}"
         )
 
 

@@ -38,11 +38,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200,
     rows = ([t.group_size for t in done], [t.samples_per_step for t in done], [t.seed for t in done])
     at = "" if step is None or step == spec.steps else f"@{step}"
     fit = fit_law(
-        *rows,
-        _values(done, metric + at),
-        metric=metric,
-        n_boot=n_boot,
-        y_se=[t.metrics.get(f"{metric}_se{at}") for t in done],
+        *rows, _values(done, metric + at), metric=metric, n_boot=n_boot, y_se=[t.metrics.get(f"{metric}_se{at}") for t in done]
     )
     if step is None and len(checkpoints) > 1 and spec.measure.kind == "outcome":
         by_step = {t: _values(done, metric if t == spec.steps else f"{metric}@{t}") for t in checkpoints}

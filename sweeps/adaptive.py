@@ -132,10 +132,7 @@ def _variance_terms(rows: list[Row], pending: list[tuple[int, int]], budget: int
 
 
 def next_point(
-    spec: SweepSpec,
-    rows: Sequence[Row],
-    pending: Sequence[tuple[int, int]],
-    rng: np.random.Generator,
+    spec: SweepSpec, rows: Sequence[Row], pending: Sequence[tuple[int, int]], rng: np.random.Generator
 ) -> tuple[int, int]:
     """The next (G, B) to run, from spec.group_sizes x spec.samples_per_step.
 

@@ -174,12 +174,7 @@ class Extension(BaseModel):
 
 @router.post("/{sweep_id}/extend", dependencies=[Authorized])
 def extend(
-    sweep_id: str,
-    body: Extension,
-    store: StoreDep,
-    settings: SettingsDep,
-    scheduler: SchedulerDep,
-    tracking: TrackingDep,
+    sweep_id: str, body: Extension, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep, tracking: TrackingDep
 ) -> SweepPublic:
     """Add group sizes or seeds to a succeeded or failed grid sweep (service.extend): only the new trials run,
     then every trial is fitted again. 409 while the sweep is not finished; 422 for a spec it would make invalid."""

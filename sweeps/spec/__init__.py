@@ -33,11 +33,4 @@ from sweeps.spec.loading import error_message, load_spec, unknown_field_message
 from sweeps.spec.model import LoraSpec, ModelSpec
 from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec
 from sweeps.spec.sweep import SweepSpec, valid_group_sizes
-from sweeps.spec.task import (
-    DEFAULT_EVAL_FRACTION,
-    ArithmeticTaskSpec,
-    BanditTaskSpec,
-    DatasetTaskSpec,
-    JsonlTaskSpec,
-    RewardSpec,
-)
+from sweeps.spec.task import DEFAULT_EVAL_FRACTION, ArithmeticTaskSpec, BanditTaskSpec, DatasetTaskSpec, JsonlTaskSpec, RewardSpec

@@ -6,12 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from sweeps.spec.base import (
-    LOSS_AGGREGATION_NAMES,
-    MAX_COMPLETION_TOKENS,
-    MAX_SAMPLES_PER_STEP,
-    StrictModel,
-)
+from sweeps.spec.base import LOSS_AGGREGATION_NAMES, MAX_COMPLETION_TOKENS, MAX_SAMPLES_PER_STEP, StrictModel
 
 TRL_ALIASES = {
     "epsilon": "clip_eps",

@@ -6,12 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sweeps.spec.base import (
-    PRESET_NAMES,
-    TEMPLATE_ARGUMENTS,
-    JsonObject,
-    StrictModel,
-)
+from sweeps.spec.base import PRESET_NAMES, TEMPLATE_ARGUMENTS, JsonObject, StrictModel
 
 
 class LoraSpec(StrictModel):

@@ -7,9 +7,7 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from sweeps.spec.base import (
-    StrictModel,
-)
+from sweeps.spec.base import StrictModel
 
 AUTO_EVALS = 4  # eval.every auto: the held-out eval at about T/4, T/2, 3T/4 and T (and before step 1)
 

@@ -7,14 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from sweeps.spec.base import (
-    ENGINES,
-    MAX_GROUP_SIZE,
-    MAX_SAMPLES_PER_STEP,
-    JsonObject,
-    StrictModel,
-    get_engine,
-)
+from sweeps.spec.base import ENGINES, MAX_GROUP_SIZE, MAX_SAMPLES_PER_STEP, JsonObject, StrictModel, get_engine
 from sweeps.spec.grpo import GRPOSpec
 from sweeps.spec.model import ModelSpec
 from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec

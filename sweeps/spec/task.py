@@ -6,12 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from sweeps.spec.base import (
-    FUNCTION_PATTERN,
-    REWARD_NAMES,
-    JsonObject,
-    StrictModel,
-)
+from sweeps.spec.base import FUNCTION_PATTERN, REWARD_NAMES, JsonObject, StrictModel
 
 
 class BuiltinRewardTaskSpec(StrictModel):

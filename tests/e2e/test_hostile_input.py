@@ -107,16 +107,7 @@ BAD_INTS = {
     "neg_10e30": -(10**30),
     "neg": -1,
 }
-BAD_FLOATS = {
-    "str": "0.1",
-    "bool": True,
-    "null": None,
-    "list": [0.1],
-    "object": {},
-    "1e308": 1e308,
-    "10e30": 10**30,
-    "neg": -1.0,
-}
+BAD_FLOATS = {"str": "0.1", "bool": True, "null": None, "list": [0.1], "object": {}, "1e308": 1e308, "10e30": 10**30, "neg": -1.0}
 BAD_NAMES = {
     "unknown": "nope",
     "upper": "LOO",

@@ -28,12 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEST_DIRS = ("tests/workers/", "tests/sweeps/")  # every test set is a subset of `pytest -m "not slow"` on these
 TIMEOUT_S = 600
 
-ALGOS, PROBE, ADAPTIVE, TRAINER = (
-    "workers/algos.py",
-    "workers/probe.py",
-    "sweeps/adaptive.py",
-    "workers/engines/groupscale.py",
-)
+ALGOS, PROBE, ADAPTIVE, TRAINER = ("workers/algos.py", "workers/probe.py", "sweeps/adaptive.py", "workers/engines/groupscale.py")
 ALLOCATION, T_ALLOCATION = "sweeps/allocation.py", "tests/sweeps/test_allocation.py"
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"

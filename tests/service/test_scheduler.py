@@ -61,10 +61,7 @@ class FakeBackend:
         used = sum(w.cpus for w in self.work.values() if not w.ended and w.kind != "trial")
         used += sum(w.cpus for h, w in self.work.items() if w.kind == "trial" and self.alive.get(w.name) == h)
         held = self.idle_resources()
-        return {
-            "CPU": self.total["CPU"] - used - self.busy_elsewhere - held["CPU"],
-            "GPU": self.total["GPU"] - held["GPU"],
-        }
+        return {"CPU": self.total["CPU"] - used - self.busy_elsewhere - held["CPU"], "GPU": self.total["GPU"] - held["GPU"]}
 
     def nodes(self):
         return [dict(n) for n in self.node_list]

@@ -355,11 +355,7 @@ def test_solution_str_belongs_to_verl_scorers():
 
 
 @pytest.mark.parametrize(
-    "extra, field",
-    [
-        ({"measure": {"kind": "gradient_mse"}}, "measure"),
-        ({"resources": {"num_processes": 2}}, "resources"),
-    ],
+    "extra, field", [({"measure": {"kind": "gradient_mse"}}, "measure"), ({"resources": {"num_processes": 2}}, "resources")]
 )
 def test_per_prompt_allocation_is_refused_where_groups_must_be_uniform(extra, field):
     spec = {"name": "x", "task": {"name": "bandit"}, "model": {"preset": "tabular"}, "group_sizes": [2, 4],

@@ -12,12 +12,7 @@ from sweeps.verdict import verdict
 
 # sweeps/examples/byo/spec.yaml's grid as the README runs it (seeds 0 and 1, B = 32), measured on 2 cores with
 # bench/calibration.py's chat-byo grid: G = 4 lowest (0.619) against 0.656-0.702, as the report's table shows.
-BYO = {
-    2: [0.675, 0.6375],
-    4: [0.6125, 0.625],
-    8: [0.6708333333333333, 0.7333333333333333],
-    16: [0.65, 0.6541666666666667],
-}
+BYO = {2: [0.675, 0.6375], 4: [0.6125, 0.625], 8: [0.6708333333333333, 0.7333333333333333], 16: [0.65, 0.6541666666666667]}
 KINK = {2: 0.70, 3: 0.66, 4: 0.62, 6: 0.67, 8: 0.66, 12: 0.70, 16: 0.66}
 
 

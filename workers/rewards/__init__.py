@@ -16,15 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workers.rewards.builtin import BUILTIN_REWARDS, exact_match, final_answer, math_verify, math_verify_available, numeric_match
-from workers.rewards.terms import (
-    RewardBatch,
-    RewardError,
-    TrainerState,
-    WeightedReward,
-    compute_rewards,
-    metric_key,
-    trl_kwargs,
-)
+from workers.rewards.terms import RewardBatch, RewardError, TrainerState, WeightedReward, compute_rewards, metric_key, trl_kwargs
 
 
 class InProcessRewards:

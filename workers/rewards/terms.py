@@ -242,8 +242,7 @@ def _values(term: WeightedReward, index: int, out: Any, n: int) -> np.ndarray:
         out = list(out)
     except TypeError:
         raise RewardError(
-            f"reward function {term.name} returned a {type(out).__name__}, not a list of {n} floats (one per completion)",
-            index,
+            f"reward function {term.name} returned a {type(out).__name__}, not a list of {n} floats (one per completion)", index
         ) from None
     if len(out) != n:
         raise RewardError(f"reward function {term.name} returned {len(out)} values for {n} completions", index)

@@ -69,10 +69,7 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", service.store.UTCDateTime(timezone=True), nullable=False),
         sa.Column("updated_at", service.store.UTCDateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["sweep_id"],
-            ["sweeps.id"],
-        ),
+        sa.ForeignKeyConstraint(["sweep_id"], ["sweeps.id"]),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("lr_tunings", schema=None) as batch_op:
@@ -95,10 +92,7 @@ def upgrade() -> None:
         sa.Column("seconds", sa.Float(), nullable=True),
         sa.Column("created_at", service.store.UTCDateTime(timezone=True), nullable=False),
         sa.Column("updated_at", service.store.UTCDateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["sweep_id"],
-            ["sweeps.id"],
-        ),
+        sa.ForeignKeyConstraint(["sweep_id"], ["sweeps.id"]),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("sweep_trials", schema=None) as batch_op:
