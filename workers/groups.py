@@ -104,3 +104,11 @@ def no_signal_causes(rewards: Sequence[torch.Tensor | Sequence[float]], texts: S
             elif common >= 1:
                 counts["frac_groups_all_right"] += 1
     return {k: v / max(len(texts), 1) for k, v in counts.items()}
+
+
+def group_metrics(realized: Sequence[int], sizes: Sequence[int], rewards: Sequence[float], texts: Sequence[str]) -> dict:
+    """A step's metrics of its groups, every engine's: the no-signal causes of each group's window (group_windows of
+    the configured ``sizes``) of ``rewards`` and ``texts`` (S,), and the ``realized`` sizes' smallest and largest."""
+    windows = group_windows(len(texts), sizes)
+    causes = no_signal_causes([rewards[w] for w in windows], [texts[w] for w in windows])
+    return {**causes, "realized_group_size_min": float(min(realized)), "realized_group_size_max": float(max(realized))}

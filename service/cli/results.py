@@ -226,11 +226,7 @@ def probe(
         from workers.entry import run_probe_task
 
         cfg = TrialConfig.first_of(spec, get_settings().model_cache_dir)
-        try:
-            with Stages("probe") as stages:
-                result = run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=stages.show)
-        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
-            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+        result = _here("probe", lambda show: run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=show))
     else:
         client = Client(url)
         job = _api(client.probe, spec.model_dump(mode="json"))
@@ -254,6 +250,16 @@ def probe(
     print_per_prompt(result.get("per_prompt"))
     out.print(result["message"], highlight=False)
     return None
+
+
+def _here(stage: str, run: Callable[[Callable], dict]) -> dict:
+    """``run(report)`` in this process, its stages shown (render.Stages); a model or data file that cannot be used is
+    bad input (exit 2)."""
+    try:
+        with Stages(stage) as stages:
+            return run(stages.show)
+    except (ValueError, OSError) as e:
+        _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
 
 
 def _wait_for(get: Callable[[str], dict], job: dict, label: str) -> dict:
@@ -295,11 +301,9 @@ def answer(
         from service.settings import get_settings
         from workers.entry import run_answer_task
 
-        try:
-            with Stages("answer") as stages:
-                result = run_answer_task(spec.model_dump(mode="json"), str(get_settings().model_cache_dir), stages.show)
-        except (ValueError, OSError) as e:  # a model or data file that cannot be used: bad input
-            _fail(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", 2)
+        result = _here(
+            "answer", lambda show: run_answer_task(spec.model_dump(mode="json"), str(get_settings().model_cache_dir), show)
+        )
     else:
         client = Client(url)
         job = _api(client.answer, spec.model_dump(mode="json"))

@@ -188,10 +188,7 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     """One step's metrics (sweeps.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
-    rewards = batch.reward_groups()
-    zero_var = algos.zero_variance_group_fraction(rewards)
-    windows = groups.group_windows(len(ro.texts), batch.group_sizes)
-    causes = groups.no_signal_causes(rewards, [ro.texts[w] for w in windows])
+    zero_var = algos.zero_variance_group_fraction(batch.reward_groups())
     tokens = float(mask.sum())
     uniform = batch.uniform
     aggregation = (cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens)
@@ -201,9 +198,7 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
         "reward_mean": float(batch.rewards.mean()),
         "zero_variance_group_frac": zero_var,
         "prompts_with_signal": (cfg.prompts_per_step if uniform else len(batch.problems)) * (1.0 - zero_var),
-        **causes,
-        "realized_group_size_min": float(min(batch.group_sizes)),
-        "realized_group_size_max": float(max(batch.group_sizes)),
+        **groups.group_metrics(batch.group_sizes, batch.group_sizes, batch.rewards.reshape(-1), ro.texts),
         **asdict(upd),
         "completion_tokens_mean": tokens / mask.shape[0],
         "truncation_rate": float(ro.truncated.float().mean()),

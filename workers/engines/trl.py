@@ -38,7 +38,7 @@ from workers.batch import setup
 from workers.distributed import accelerate_env, all_gather
 from workers.engines.base import ALONE, Placement, Report, RunReport, run_report
 from workers.engines.harness import Harness, TrialFailed
-from workers.groups import GroupSizeError, check_group_sizes, group_windows, no_signal_causes, realized_group_sizes
+from workers.groups import GroupSizeError, check_group_sizes, group_metrics, realized_group_sizes
 from workers.models.lora import lora_config
 from workers.rewards import RewardError, TrainerState
 from workers.rewards.builtin import text_of
@@ -202,10 +202,7 @@ class TrlRewards:
         check_group_sizes(realized, sizes, step)
         weights = self.args.reward_weights
         reward = np.sum([w * np.nan_to_num(v, nan=0.0) for v, w in zip(values, weights, strict=True)], axis=0)
-        windows = group_windows(len(rows), sizes)
-        causes = no_signal_causes([reward[w] for w in windows], [texts[w] for w in windows])
-        sizes_seen = {"realized_group_size_min": float(min(realized)), "realized_group_size_max": float(max(realized))}
-        return {**causes, **sizes_seen}, reward
+        return group_metrics(realized, sizes, reward, texts), reward
 
     def _score(self, problems: list[Problem], texts: list[str], completion_ids: list[list[int]], kwargs: dict) -> dict:
         if not isinstance(self.task, RewardTerms):
