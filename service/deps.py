@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,20 +18,13 @@ from service.tracking import Tracking
 from sweeps.spec import SweepSpec
 
 
-def _store(request: Request) -> Store:
-    return request.app.state.store
+def _state(name: str) -> Callable[[Request], Any]:
+    """A dependency that gives the app's ``name`` (its store, settings, scheduler or MLflow, set by create_app)."""
 
+    def dependency(request: Request) -> Any:
+        return getattr(request.app.state, name)
 
-def _settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
-def _scheduler(request: Request) -> Scheduler | None:
-    return request.app.state.scheduler
-
-
-def _tracking(request: Request) -> Tracking | None:
-    return request.app.state.tracking
+    return dependency
 
 
 # The bearer scheme in the OpenAPI page (so /docs can authorize); a missing header is ours to refuse.
@@ -83,9 +77,9 @@ def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler |
     return warnings
 
 
-StoreDep = Annotated[Store, Depends(_store)]
-SettingsDep = Annotated[Settings, Depends(_settings)]
-SchedulerDep = Annotated[Scheduler | None, Depends(_scheduler)]
-TrackingDep = Annotated[Tracking | None, Depends(_tracking)]
+StoreDep = Annotated[Store, Depends(_state("store"))]
+SettingsDep = Annotated[Settings, Depends(_state("settings"))]
+SchedulerDep = Annotated[Scheduler | None, Depends(_state("scheduler"))]
+TrackingDep = Annotated[Tracking | None, Depends(_state("tracking"))]
 Authorized = Depends(require_token)
 ReadAuthorized = Depends(require_read_token)

@@ -55,10 +55,7 @@ def extend_sweep(s: Session, store: Store, sweep: Sweep, new: SweepSpec) -> list
     have = {(t.group_size, t.samples_per_step, t.seed) for t in sweep.trials}
     start = max((t.position for t in sweep.trials), default=-1) + 1
     plans = [p for p in plan_trials(new) if (p.group_size, p.samples_per_step, p.seed) not in have]
-    trials = [
-        Trial(sweep_id=sweep.id, position=start + i, group_size=p.group_size, samples_per_step=p.samples_per_step, seed=p.seed)
-        for i, p in enumerate(plans)
-    ]
+    trials = [Trial.planned(sweep.id, start + i, p) for i, p in enumerate(plans)]
     if not transition(s, sweep, SweepStatus.RUNNING, fit=None, error=None, mlflow_closed=False):
         raise ExtendRefused(409, f"sweep {sweep.id} changed status while being extended; try again")
     sweep.trials.extend(trials)  # through the relationship, so the answer's progress counts them (not s.add_all)

@@ -14,6 +14,7 @@ the port, the process when it can tell, and the option that picks another port.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -83,16 +84,12 @@ def marked(marker: str) -> list[psutil.Process]:
 def end_processes(processes: list[psutil.Process], grace_s: float = GRACE_S) -> None:
     """SIGTERM each, then SIGKILL those still alive after grace_s."""
     for p in processes:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(processes, timeout=grace_s)
     for p in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(alive, timeout=grace_s)
 
 
@@ -198,10 +195,8 @@ def claim_port(host: str, port: int, option: str, data_dir: Path | None = None, 
     while _answers(host, port) and time.monotonic() < deadline:
         time.sleep(0.2)
     if _answers(host, port):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(orphan.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ and it refuses ports that other processes hold (service.lifetime).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -43,11 +44,8 @@ def same_database(a: str, b: str) -> bool:
     if ua.get_backend_name() == "sqlite":
         return bool(ua.database and ub.database) and Path(ua.database).resolve() == Path(ub.database).resolve()
     default_port = {"postgresql": 5432, "mysql": 3306}.get(ua.get_backend_name())
-    return (ua.host or "localhost", ua.port or default_port, ua.database) == (
-        ub.host or "localhost",
-        ub.port or default_port,
-        ub.database,
-    )
+    where = lambda u: (u.host or "localhost", u.port or default_port, u.database)  # noqa: E731 - the key of both
+    return where(ua) == where(ub)
 
 
 def check_storage(settings: Settings) -> None:
@@ -135,21 +133,9 @@ def start_mlflow(
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "logs" / "mlflow.log"
-    cmd = [
-        str(Path(sys.executable).with_name("mlflow")),
-        "server",
-        "--backend-store-uri",
-        backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}",
-        "--artifacts-destination",
-        str(data_dir / "mlartifacts"),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-        *(["--app-name", app_name] if app_name else []),
-    ]
+    mlflow, store = str(Path(sys.executable).with_name("mlflow")), backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}"
+    cmd = [mlflow, "server", "--backend-store-uri", store, "--artifacts-destination", str(data_dir / "mlartifacts")]
+    cmd += ["--host", host, "--port", str(port), "--workers", "1", *(["--app-name", app_name] if app_name else [])]
     # The job runner (huey consumers) serves MLflow's GenAI jobs, which groupscale does not use.
     full_env = {**os.environ, **(env or {}), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log_path, "ab") as log:
@@ -174,11 +160,9 @@ def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, what: str)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise StackError(f"{what} exited with code {proc.returncode}")
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url, timeout=2).status_code == 200:
                 return True
-        except httpx.HTTPError:
-            pass
         time.sleep(0.5)
     return False
 
@@ -199,18 +183,8 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 def up_command(port: int, mlflow_port: int, data_dir: Path) -> list[str]:
     """The `groupscale up` command line for this Python (used by `demo` and the end-to-end tests)."""
-    return [
-        sys.executable,
-        "-m",
-        "service",
-        "up",
-        "--port",
-        str(port),
-        "--mlflow-port",
-        str(mlflow_port),
-        "--data-dir",
-        str(data_dir),
-    ]
+    options = ["--port", str(port), "--mlflow-port", str(mlflow_port), "--data-dir", str(data_dir)]
+    return [sys.executable, "-m", "service", "up", *options]
 
 
 def starting_line(host: str, port: int, own_mlflow: bool, ray_address: str | None) -> str:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -158,6 +159,13 @@ class Trial(Base):
     @property
     def prompts_per_step(self) -> int:  # N
         return prompts_per_step(self.samples_per_step, self.group_size)
+
+    @classmethod
+    def planned(cls, sweep_id: str, position: int, point: Any) -> Trial:
+        """A pending trial of the sweep at ``position``, of a planned point (its group_size, samples_per_step and seed:
+        a sweeps.planner.TrialPlan, an adaptive sweep's Point)."""
+        g, b, seed = point.group_size, point.samples_per_step, point.seed
+        return cls(sweep_id=sweep_id, position=position, group_size=g, samples_per_step=b, seed=seed)
 
 
 class LrTuning(Base):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -27,6 +28,9 @@ from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.report import render_report
 from sweeps.spec import SweepSpec
 from workers.entry import RetryingClient
+
+if TYPE_CHECKING:
+    from sweeps.adaptive import Point
 
 log = logging.getLogger("groupscale.tracking")
 
@@ -223,20 +227,18 @@ class Tracking:
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in (tags or {}).items()])
 
     @outside_transaction
-    def log_decision(
-        self, parent_run_id: str, number: int, group_size: int, samples_per_step: int, fit: LawFit | None, reason: str
-    ) -> None:
-        """One decision of an adaptive sweep on its parent run, at step = the study's trial number:
-        the (G, B) chosen and G* with its interval before that trial ran."""
+    def log_decision(self, parent_run_id: str, point: Point, fit: LawFit | None, reason: str) -> None:
+        """One decision of an adaptive sweep on its parent run, at step = the study's trial number (``point``, the
+        study's): the (G, B) chosen and G* with its interval before that trial ran."""
         ci = (fit.g_star_ci95 if fit else None) or [None, None]
         values = {
-            "adaptive.group_size": group_size,
-            "adaptive.samples_per_step": samples_per_step,
+            "adaptive.group_size": point.group_size,
+            "adaptive.samples_per_step": point.samples_per_step,
             "adaptive.g_star": fit.g_star if fit else None,
             "adaptive.g_star_ci_low": ci[0],
             "adaptive.g_star_ci_high": ci[1],
         }
-        self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=number)
+        self.log_values(parent_run_id, values, {"groupscale.adaptive.last_reason": reason[:5000]}, step=point.number)
 
     @outside_transaction
     def kill_tuning_runs(self, parent_run_id: str, group_size: int, samples_per_step: int) -> None:

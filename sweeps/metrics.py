@@ -111,14 +111,10 @@ def result_metrics(final: dict[str, float], initial: dict[str, float], at: dict[
 
 
 # What a trial's result keeps of its step metrics, over the steps that reported each: how the steps combine.
-SUMMARIZED: dict[str, str] = {
-    "realized_group_size_min": "min",
-    "realized_group_size_max": "max",
-    "frac_groups_identical": "mean",
-    "frac_groups_all_wrong": "mean",
-    "frac_groups_all_right": "mean",
-    "truncation_rate": "mean",
-}
+SUMMARIZED: dict[str, str] = {"realized_group_size_min": "min", "realized_group_size_max": "max"}
+SUMMARIZED |= dict.fromkeys(
+    ("frac_groups_identical", "frac_groups_all_wrong", "frac_groups_all_right", "truncation_rate"), "mean"
+)
 
 
 def summarize(summary: dict[str, list[float]], metrics: dict[str, float]) -> None:

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from sweeps.fit import LawFit
 from sweeps.plots import plot_fit, plot_g_star_over_time
 from sweeps.spec import ModelSpec
-from sweeps.verdict import verdict
+from sweeps.verdict import fmt, verdict
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
@@ -30,10 +30,6 @@ def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
-
-
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}g}"
 
 
 def render_report(
@@ -68,7 +64,7 @@ def render_report(
         f"<p id='verdict'><b>{escape(verdict(fit.model_dump(mode='json')))}</b></p>",
         f"<p id='recommendation'>Recommended G: <b>{fit.recommended_group_size or 'none'}</b>"
         + (f" (indistinguishable: {', '.join(map(str, tied))})" if len(tied) > 1 else "")
-        + f"; G* = {_fmt(fit.g_star)}, 95% interval [{_fmt(lo)}, {_fmt(hi)}]; status {fit.status}.</p>",
+        + f"; G* = {fmt(fit.g_star)}, 95% interval [{fmt(lo)}, {fmt(hi)}]; status {fit.status}.</p>",
         f"<p id='evidence' class='evidence-{escape(level)}'>Evidence: <b>{escape(level)}</b> ({escape(fit.evidence_reason)})</p>",
         f"<p>{escape(fit.message)}</p>",
         "<h2>Gap against G</h2>",
@@ -78,8 +74,8 @@ def render_report(
     for b in fit.per_budget:
         for p in b.points:
             parts.append(
-                f"<tr><td>{b.samples_per_step}</td><td>{p['group_size']}</td><td>{_fmt(p['mean'], 4)}</td>"
-                f"<td>{_fmt(p['se'], 2)}</td><td>{p['n_seeds']}</td></tr>"
+                f"<tr><td>{b.samples_per_step}</td><td>{p['group_size']}</td><td>{fmt(p['mean'], 4)}</td>"
+                f"<td>{fmt(p['se'], 2)}</td><td>{p['n_seeds']}</td></tr>"
             )
     parts.append("</table>" + groups_table(trials) + universality_section(fit, title))
     parts.append("<h2>The probe</h2>\n" + probe_paragraph(fit, probe))
@@ -108,8 +104,8 @@ def universality_section(fit: LawFit, title: str) -> str:
         for s in fit.by_step:
             sci = s.g_star_ci95 or [None, None]
             parts.append(
-                f"<tr><td>{s.step}</td><td>{s.status}</td><td>{_fmt(s.g_star)}</td>"
-                f"<td>[{_fmt(sci[0])}, {_fmt(sci[1])}]</td><td>{s.recommended_group_size or '-'}</td></tr>"
+                f"<tr><td>{s.step}</td><td>{s.status}</td><td>{fmt(s.g_star)}</td>"
+                f"<td>[{fmt(sci[0])}, {fmt(sci[1])}]</td><td>{s.recommended_group_size or '-'}</td></tr>"
             )
         parts.append("</table>")
     return "\n".join(parts)
@@ -121,8 +117,8 @@ def probe_paragraph(fit: LawFit, probe: dict | None) -> str:
         return "<p id='probe'>No probe given (groupscale report ID --probe PROBE_ID).</p>"
     pci = probe.get("g_star_ci95") or [None, None]
     return (
-        f"<p id='probe'>Probe G* = {_fmt(probe.get('g_star'))} [{_fmt(pci[0])}, {_fmt(pci[1])}] (use G = "
-        f"{probe.get('recommended_group_size') or '-'}) against the sweep's {_fmt(fit.g_star)}. "
+        f"<p id='probe'>Probe G* = {fmt(probe.get('g_star'))} [{fmt(pci[0])}, {fmt(pci[1])}] (use G = "
+        f"{probe.get('recommended_group_size') or '-'}) against the sweep's {fmt(fit.g_star)}. "
         f"{agreement(fit, probe)}</p>"
     )
 
@@ -148,7 +144,7 @@ def groups_table(trials: list[dict] | None) -> str:
     for (b, g), ms in sorted(kept.items()):
         means = [[m[k] for m in ms if m.get(k) is not None] for k in GROUP_SHARES]
         lo, hi = min(m["realized_group_size_min"] for m in ms), max(m["realized_group_size_max"] for m in ms)
-        cells = "".join(f"<td>{_fmt(sum(v) / len(v) if v else None, 2)}</td>" for v in means)
+        cells = "".join(f"<td>{fmt(sum(v) / len(v) if v else None, 2)}</td>" for v in means)
         realized = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
         rows.append(f"<tr><td>{b}</td><td>{g}</td>{cells}<td>{realized}</td><td>{len(ms)}</td></tr>")
     names = ("B", "G", "all wrong", "all right", "identical", "truncated", "realized G", "trials")
@@ -233,7 +229,7 @@ def answer_paragraph(fit: LawFit, answer: dict | None) -> str:
     share = f" ({cost['fraction_of_grid']:.2%} of the grid)" if cost.get("fraction_of_grid") else ""
     rec, agree = answer.get("recommended_group_size"), answer_agreement(fit, answer)
     return (
-        f"<p id='answer'>Answer G* = {_fmt(answer.get('g_star'))} [{_fmt(ci[0])}, {_fmt(ci[1])}], use G = {rec or '-'}, "
+        f"<p id='answer'>Answer G* = {fmt(answer.get('g_star'))} [{fmt(ci[0])}, {fmt(ci[1])}], use G = {rec or '-'}, "
         f"evidence {escape(str(answer.get('evidence')))}, for {cost.get('completions', '-')} sampled completions{share}. "
         f"{escape(agree)} {escape(answer.get('message', ''))}</p>"
     )

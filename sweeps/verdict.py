@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3g}"
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number as the answers write it (``digits`` significant), ``-`` for none."""
+    return "-" if v is None else f"{v:.{digits}g}"
 
 
 def as_good(g: int, ties: Sequence[int]) -> str:
@@ -46,7 +47,7 @@ def _empirical(x: Mapping[str, Any]) -> str:
         return (
             f"G = {x['recommended_group_size']} is measured best by a paired comparison; the law does not describe these points"
         )
-    size = f"margin {_fmt(c.get('margin'))}, d = {_fmt(c.get('effect_size'))}"
+    size = f"margin {fmt(c.get('margin'))}, d = {fmt(c.get('effect_size'))}"
     return f"{c['message']} ({size}); the law does not describe these points"
 
 
@@ -62,9 +63,9 @@ def verdict(x: Mapping[str, Any]) -> str:
         return f"use G = {g}, empirical evidence: {_empirical(x)}"
     closed = ci is not None and len(ci) == 2 and None not in ci
     if ci is not None and closed:
-        interval = f"G* = {_fmt(x.get('g_star'))}, 95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        interval = f"G* = {fmt(x.get('g_star'))}, 95% CI [{fmt(ci[0])}, {fmt(ci[1])}]"
     elif ci is not None and ci and ci[0] is not None:
-        interval = f"G* = {_fmt(x.get('g_star'))}, 95% CI [{_fmt(ci[0])}, open above)"
+        interval = f"G* = {fmt(x.get('g_star'))}, 95% CI [{fmt(ci[0])}, open above)"
     else:
         interval = "G* has no interval"
     ties = x.get("equivalent_group_sizes") or x.get("tie_set") or []

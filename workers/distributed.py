@@ -109,9 +109,7 @@ def all_gather(obj: Any) -> list[Any]:
 def all_rows(t: torch.Tensor) -> torch.Tensor:
     """The step's (N, ...) tensor on every rank from each rank's rows (its groups, rank_groups order); ``t`` itself on
     one process. For small per-group values (rewards, values): advantages that normalise over the batch see it all."""
-    if _world_size() == 1:
-        return t
-    return torch.cat([part.to(t.device) for part in all_gather(t.cpu())])
+    return t if _world_size() == 1 else torch.cat([part.to(t.device) for part in all_gather(t.cpu())])
 
 
 def first_failure(failure: Any) -> Any:
@@ -134,14 +132,9 @@ def reduce_metrics(metrics: dict[str, float], completions: float) -> dict[str, f
         return metrics
     parts = all_gather((metrics, completions))
     out: dict[str, float] = {}
+    folds = {**dict.fromkeys(SUMMED, sum), **dict.fromkeys(MAXED, max), **dict.fromkeys(MINNED, min)}
     for key in dict.fromkeys(k for m, _ in parts for k in m):
         have = [(m[key], w) for m, w in parts if key in m]
-        if key in SUMMED:
-            out[key] = sum(v for v, _ in have)
-        elif key in MAXED:
-            out[key] = max(v for v, _ in have)
-        elif key in MINNED:
-            out[key] = min(v for v, _ in have)
-        else:
-            out[key] = sum(v * w for v, w in have) / max(sum(w for _, w in have), 1e-12)
+        fold = folds.get(key)
+        out[key] = fold(v for v, _ in have) if fold else sum(v * w for v, w in have) / max(sum(w for _, w in have), 1e-12)
     return out

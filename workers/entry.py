@@ -200,13 +200,9 @@ def run_tune_lr(
             report_every=tune.get("report_every"),
             on_trial_end=runs.end if runs else None,
         )
-    except Exception:
+    except BaseException as e:  # an error: FAILED; cancelled (KeyboardInterrupt, Ray's cancellation): KILLED
         if runs is not None:
-            runs.abort("FAILED")
-        raise
-    except BaseException:  # cancelled (KeyboardInterrupt, Ray's cancellation)
-        if runs is not None:
-            runs.abort("KILLED")
+            runs.abort("FAILED" if isinstance(e, Exception) else "KILLED")
         raise
     for t in result["trials"]:
         t["run_id"] = runs.run_ids.get(t["number"]) if runs else None

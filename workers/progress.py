@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-Report = Callable[[dict[str, Any]], None]  # called with stage_progress's dict
+Report = Callable[[dict[str, Any]], None]  # called with say's dict: stage, label, done, total, unit, detail
 STAGES = ("data", "model", "probe", "pilot", "halving")  # in the order an answer runs them (a probe: the first three)
-
-
-def stage_progress(
-    stage: str, label: str, done: int | None = None, total: int | None = None, unit: str = "", detail: str = ""
-) -> dict[str, Any]:
-    """One report: ``stage`` (one of STAGES); ``label``, what the stage does in words, the same for all its reports;
-    ``done`` of ``total`` ``unit`` (None: not counted, or no known end); ``detail``, where it stands now."""
-    assert stage in STAGES, stage
-    return {"stage": stage, "label": label, "done": done, "total": total, "unit": unit, "detail": detail}
 
 
 def say(
@@ -33,6 +24,9 @@ def say(
     unit: str = "",
     detail: str = "",
 ) -> None:
-    """``report(stage_progress(...))`` when someone listens."""
+    """One report, when someone listens: ``stage`` (one of STAGES); ``label``, what the stage does in words, the same
+    for all its reports; ``done`` of ``total`` ``unit`` (None: not counted, or no known end); ``detail``, where it
+    stands now."""
+    assert stage in STAGES, stage
     if report is not None:
-        report(stage_progress(stage, label, done, total, unit, detail))
+        report({"stage": stage, "label": label, "done": done, "total": total, "unit": unit, "detail": detail})

@@ -19,6 +19,7 @@ embedding: 0.5 GB), never the chunk x P gradients (70 GB for 0.5B parameters and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -76,9 +77,7 @@ ROW_GRADIENTS = 1 << 26  # float32 entries of one weight's per-row gradients for
 def _rows_at_once(n: int, weight: torch.nn.Parameter, sketching: bool) -> int:
     """How many rows' gradients of ``weight`` a hook forms in one einsum: all n, unless sketching and n of them exceed
     ROW_GRADIENTS entries (then as many as fit, at least one: an LM head of a 150k vocabulary goes row by row)."""
-    if not sketching or n * weight.numel() <= ROW_GRADIENTS:
-        return n
-    return max(1, ROW_GRADIENTS // weight.numel())
+    return n if not sketching or n * weight.numel() <= ROW_GRADIENTS else max(1, ROW_GRADIENTS // weight.numel())
 
 
 Sink = Callable[[torch.nn.Parameter, torch.Tensor, int], None]  # (param, rows' gradients (n, *shape), first row)
@@ -122,15 +121,8 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], add: Sink, one_row_
         own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
         if not own:
             continue
-        kind = (
-            linear
-            if isinstance(module, torch.nn.Linear)
-            else embedding
-            if isinstance(module, torch.nn.Embedding)
-            else rms_norm
-            if _is_rms_norm(module)
-            else None
-        )
+        rules = ((torch.nn.Linear, linear), (torch.nn.Embedding, embedding))
+        kind = next((rule for cls, rule in rules if isinstance(module, cls)), rms_norm if _is_rms_norm(module) else None)
         if kind is None:
             raise UnsupportedModule(f"per-row gradients of {type(module).__name__} are not implemented")
 
@@ -191,10 +183,7 @@ def batched_scores(
     sink = _Sink(params, project if hasattr(project, "add_block") else None)
     rows = []
     for start in range(0, rollout.input_ids.shape[0], chunk):
-        part = rollout.rows(slice(start, start + chunk))
-        part = Rollout(
-            part.input_ids, part.attention_mask, part.completion_mask, part.prompt_len, part.texts, part.truncated, 1
-        )  # no shared prompt cache: each row's own forward
+        part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)  # each row's own forward
         n = part.input_ids.shape[0]
         sink.start(n)
         with _per_row_hooks(model, wanted, sink.add, one_row_at_a_time=sink.sketch is not None):

@@ -166,10 +166,6 @@ def _print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2, allow_nan=False))
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}g}"
-
-
 def _read_spec(spec_path: Path) -> SweepSpec:
     """Load and validate a spec file; bad input exits 2 with every field error."""
     from sweeps.spec import error_message, load_spec

@@ -12,9 +12,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from service.cli.app import JsonOpt, UrlOpt, _api, _fail, _fmt, _ints, _print_json, _read_spec, app, err, out
+from service.cli.app import JsonOpt, UrlOpt, _api, _fail, _ints, _print_json, _read_spec, app, err, out
 from service.cli.render import watch_sweep
 from service.client import Client
+from sweeps.verdict import fmt
 
 
 @app.command()
@@ -100,7 +101,7 @@ def status(
             f"{w['progress']['done']}/{w['progress']['total']}",
             str(w["progress"]["cancelled"]),
             w["fit_status"] or "-",
-            _fmt(w["g_star"]),
+            fmt(w["g_star"]),
             w["created_at"][5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
         )
         for w in sweeps
@@ -117,7 +118,6 @@ def status(
     for row in rows:
         t.add_row(*row)
     out.print(t)
-    return None
 
 
 @app.command()

@@ -10,9 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
-from service.cli.app import TERMINAL, _api, _fmt, err, out
+from service.cli.app import TERMINAL, _api, err, out
 from service.client import Client
-from sweeps.verdict import verdict
+from sweeps.verdict import fmt, verdict
 
 
 def print_fit(fit: dict) -> None:
@@ -24,27 +24,27 @@ def print_fit(fit: dict) -> None:
         t.add_row(
             str(b["samples_per_step"]),
             b["status"],
-            _fmt(b["g_star"]),
-            _fmt(b["a"]),
-            _fmt(b["b"]),
-            _fmt(b["c"]),
-            _fmt(b["r2"]),
+            fmt(b["g_star"]),
+            fmt(b["a"]),
+            fmt(b["b"]),
+            fmt(b["c"]),
+            fmt(b["r2"]),
             # none: the data do not support a G at all, so no budget's curve recommends one either
             str(b["recommended_group_size"] or "-") if fit.get("evidence") != "none" else "-",
         )
     out.print(t)
     ci = fit.get("g_star_ci95")
     out.print(
-        f"status: [bold]{escape(fit['status'])}[/bold]   G* = {_fmt(fit['g_star'])}"
-        f"   95% CI = {escape('[' + ', '.join(_fmt(v) for v in ci) + ']') if ci else '-'}"
+        f"status: [bold]{escape(fit['status'])}[/bold]   G* = {fmt(fit['g_star'])}"
+        f"   95% CI = {escape('[' + ', '.join(fmt(v) for v in ci) + ']') if ci else '-'}"
         f"   recommended G = [bold]{fit['recommended_group_size'] or '-'}[/bold]",
         markup=True,
     )
     uni = fit.get("universality")
     if uni:
-        out.print(f"universality: shared G* = {_fmt(uni['shared_g_star'])}; {uni['message']}")
+        out.print(f"universality: shared G* = {fmt(uni['shared_g_star'])}; {uni['message']}")
     if fit.get("by_step"):  # the eval checkpoints (eval.every): G* at each T, and whether it moves with T
-        at = ", ".join(f"T={s['step']}: {_fmt(s['g_star'])}" for s in fit["by_step"])
+        at = ", ".join(f"T={s['step']}: {fmt(s['g_star'])}" for s in fit["by_step"])
         time = fit.get("time_universality") or {}
         out.print(f"G* over training time: {at}; {time.get('message', 'no test')}", highlight=False)
     last = verdict(fit)
@@ -145,9 +145,9 @@ def print_per_prompt(block: dict | None) -> None:
         f"{b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']} ({b['share']:.0%})" for b in block["buckets"]
     )
     out.print(
-        f"per-prompt G (gradient MSE over the best uniform G's): by pass rate [{table}] x {_fmt(block['bucket_mse_ratio'])}; "
-        f"each prompt its own G x {_fmt(block['mse_ratio'])} (95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]); sGPO's G = s/p "
-        f"x {_fmt(block['sgpo_mse_ratio'])}. {block['message']}",
+        f"per-prompt G (gradient MSE over the best uniform G's): by pass rate [{table}] x {fmt(block['bucket_mse_ratio'])}; "
+        f"each prompt its own G x {fmt(block['mse_ratio'])} (95% CI [{fmt(ci[0])}, {fmt(ci[1])}]); sGPO's G = s/p "
+        f"x {fmt(block['sgpo_mse_ratio'])}. {block['message']}",
         highlight=False,
         soft_wrap=False,
     )
@@ -158,7 +158,7 @@ def print_answer(answer: dict) -> None:
     out.print(f"method: {answer.get('method', 'staged')}", highlight=False)
     for piece in answer.get("interval_pieces") or []:
         lo, hi = piece["ci95"]
-        span = f"[{_fmt(lo)}, {_fmt(hi)}]" if hi is not None else f"at least {_fmt(lo)} (open above)"
+        span = f"[{fmt(lo)}, {fmt(hi)}]" if hi is not None else f"at least {fmt(lo)} (open above)"
         out.print(f"  {piece['source']}: G* {'in ' if hi is not None else ''}{span}", highlight=False)
     metric = (answer.get("stages") or {}).get("first_rung_fit", {}) or {}
     unit = metric.get("metric", "metric")
@@ -169,8 +169,8 @@ def print_answer(answer: dict) -> None:
         elif r and r.get("value") is not None:
             ci = r.get("ci95") or [None, None]
             out.print(
-                f"regret of {name} = {r['group_size']} against G = {r['versus']}: {_fmt(r['value'])} {unit} "
-                f"(95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}])",
+                f"regret of {name} = {r['group_size']} against G = {r['versus']}: {fmt(r['value'])} {unit} "
+                f"(95% CI [{fmt(ci[0])}, {fmt(ci[1])}])",
                 highlight=False,
             )
     print_per_prompt(answer.get("per_prompt"))

@@ -13,12 +13,12 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _fmt, _print_json, _read_spec, app, err, out
+from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _print_json, _read_spec, app, err, out
 from service.cli.render import Stages, print_answer, print_fit, print_per_prompt
 from service.client import Client
 from sweeps.exports import EXPORTS, ExportError, get_export
 from sweeps.finite import finite_or_none
-from sweeps.verdict import verdict
+from sweeps.verdict import fmt, verdict
 
 
 @app.command()
@@ -63,12 +63,11 @@ def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt =
             str(r["samples_per_step"]),
             str(r["seed"]),
             r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
-            _fmt((r.get("metrics") or {}).get(metric), 4),
+            fmt((r.get("metrics") or {}).get(metric), 4),
             str(r["attempts"]),
             r.get("mlflow_run_id") or "-",
         )
     out.print(t)
-    return None
 
 
 @app.command()
@@ -109,14 +108,13 @@ def compare(
         t.add_row(
             sid,
             f["status"],
-            _fmt(f.get("g_star")),
-            "[" + ", ".join(_fmt(v) for v in ci) + "]" if ci else "-",
+            fmt(f.get("g_star")),
+            "[" + ", ".join(fmt(v) for v in ci) + "]" if ci else "-",
             str(f.get("recommended_group_size") or "-"),
             str(f.get("evidence") or "-"),
         )
     out.print(t)
     out.print(verdict, highlight=False)
-    return None
 
 
 def _what(spec: dict, keys: list[str]) -> str:
@@ -172,7 +170,7 @@ def recommend(
     task: Annotated[str, typer.Option(help="a sweep's task_key (arithmetic, my-math:1f2e...), or a dataset's label")],
     model: Annotated[str, typer.Option(help="a sweep's model_key, a preset name, or a model folder's path")],
     samples_per_step: Annotated[int | None, typer.Option(min=2, help="your budget B")] = None,
-    fmt: Annotated[
+    form: Annotated[
         RecommendFormat,
         typer.Option("--format", help="text; json; " + "; ".join(f"{e.name}: {e.help}" for e in EXPORTS.values())),
     ] = RecommendFormat.text,
@@ -189,9 +187,9 @@ def recommend(
     client = Client(url)
     rec = _api(client.recommend, task, model, samples_per_step)
     g = rec["recommended_group_size"]
-    fmt = RecommendFormat.json if as_json else fmt
-    if fmt in (RecommendFormat.text, RecommendFormat.json):
-        _print_json(rec) if fmt is RecommendFormat.json else _print_recommendation(rec)
+    form = RecommendFormat.json if as_json else form
+    if form in (RecommendFormat.text, RecommendFormat.json):
+        _print_json(rec) if form is RecommendFormat.json else _print_recommendation(rec)
         raise typer.Exit(0 if g is not None else 1)
     if g is None:
         _fail(verdict(rec))  # stdout is a config file: nothing goes there
@@ -200,15 +198,12 @@ def recommend(
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
     budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
-    head = (
-        f"groupscale: G = {g} at B = {budget} (G* = {_fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
-    )
+    head = f"groupscale: G = {g} at B = {budget} (G* = {fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
     try:  # the objective the sweep trained (an engine-trl sweep's recipe, not groupscale's defaults)
         recipe = get_engine(spec.engine).recipe(spec)
-        typer.echo(get_export(fmt).render(g, budget, recipe, head, num_processes), nl=False)
+        typer.echo(get_export(form).render(g, budget, recipe, head, num_processes), nl=False)
     except ExportError as e:
-        _fail(f"{e.option}: {e}", 2) if e.option else _fail(f"the sweep has no {fmt} equivalent: {e}")
-    return None
+        _fail(f"{e.option}: {e}", 2) if e.option else _fail(f"the sweep has no {form} equivalent: {e}")
 
 
 @app.command()
@@ -236,20 +231,18 @@ def probe(
         return _print_json(finite_or_none(result))
     ci = result["g_star_ci95"]
     out.print(
-        f"tau2 = {_fmt(result['tau2'])}, sigma2 = {_fmt(result['sigma2'])}, kappa = {_fmt(result['kappa'])}"
-        f"  ->  G* = [bold]{_fmt(result['g_star'])}[/bold], 95% CI {escape(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]')}"
+        f"tau2 = {fmt(result['tau2'])}, sigma2 = {fmt(result['sigma2'])}, kappa = {fmt(result['kappa'])}"
+        f"  ->  G* = [bold]{fmt(result['g_star'])}[/bold], 95% CI {escape(f'[{fmt(ci[0])}, {fmt(ci[1])}]')}"
         f"  ({result['samples']} samples, {result['seconds']:.1f} s)",
         markup=True,
     )
     if "exact" in result:
         ex = result["exact"]
         out.print(
-            f"exact: tau2 = {_fmt(ex['tau2'])}, sigma2 = {_fmt(ex['sigma2'])}, kappa = {_fmt(ex['kappa'])}, "
-            f"G* = {_fmt(ex['g_star'])}"
+            f"exact: tau2 = {fmt(ex['tau2'])}, sigma2 = {fmt(ex['sigma2'])}, kappa = {fmt(ex['kappa'])}, G* = {fmt(ex['g_star'])}"
         )
     print_per_prompt(result.get("per_prompt"))
     out.print(result["message"], highlight=False)
-    return None
 
 
 def _here(stage: str, run: Callable[[Callable], dict]) -> dict:
@@ -315,4 +308,3 @@ def answer(
     if as_json:
         return _print_json(finite_or_none(result))
     print_answer(result)
-    return None

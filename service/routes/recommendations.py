@@ -16,9 +16,8 @@ from sweeps.fit import LawFit, recommend_group_size
 from sweeps.report import agreement
 from sweeps.spec import MAX_SAMPLES_PER_STEP, valid_group_sizes
 
-router = APIRouter(
-    prefix="/v1/recommendations", tags=["recommendations"], dependencies=[ReadAuthorized]
-)  # writes: Authorized too
+# writes: Authorized too
+router = APIRouter(prefix="/v1/recommendations", tags=["recommendations"], dependencies=[ReadAuthorized])
 _RANK = {"ok": 0, "boundary": 1}  # prefer a sweep whose fit has an interior optimum
 _EVIDENCE = {"strong": 0, "weak": 1, "empirical": 2}  # empirical: a measured best G where the law does not fit
 PROBE_KEYS = ("g_star", "g_star_ci95", "recommended_group_size")  # then the stronger evidence (sweeps.fit: none gives no G)
@@ -70,23 +69,11 @@ def recommend(
     if probed is not None:
         g = probed["g_star"]
         message += f"; probe {probed['id']}: G* = {'none' if g is None else f'{g:.3g}'}. {agreement(fit, probed)}"
+    kept = fit.model_dump(include={"g_star", "g_star_ci95", "status", "evidence", "evidence_reason", "comparison"})
     return Recommendation(
-        task=task,
-        model=model,
-        task_key=best.task_name,
-        model_key=best.model_name,
-        samples_per_step=samples_per_step,
-        recommended_group_size=rec,
-        g_star=fit.g_star,
-        g_star_ci95=fit.g_star_ci95,
-        status=fit.status,
-        evidence=fit.evidence,
-        evidence_reason=fit.evidence_reason,
-        comparison=fit.comparison,
-        probe=probed,
-        sweep_id=best.id,
-        message=message,
-    )
+        **kept, task=task, model=model, task_key=best.task_name, model_key=best.model_name, sweep_id=best.id,
+        samples_per_step=samples_per_step, recommended_group_size=rec, probe=probed, message=message,
+    )  # fmt: skip
 
 
 def _finished_sweeps(store: Store, task: str, model: str) -> list[Sweep]:
@@ -96,14 +83,11 @@ def _finished_sweeps(store: Store, task: str, model: str) -> list[Sweep]:
         finished = select(Sweep).where(Sweep.status == SweepStatus.SUCCEEDED, Sweep.fit.is_not(None))
         finished = finished.order_by(Sweep.created_at.desc())
         exact = list(s.scalars(finished.where(Sweep.task_name == task, Sweep.model_name == model)))
-        return exact or list(
-            s.scalars(
-                finished.where(
-                    or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
-                    or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
-                )
-            )
+        named = finished.where(
+            or_(Sweep.task_name == task, Sweep.task_name.startswith(f"{task}:", autoescape=True)),
+            or_(Sweep.model_name == model, Sweep.model_name.startswith(f"{model}@", autoescape=True)),
         )
+        return exact or list(s.scalars(named))
 
 
 def _at_budget(fit: LawFit, samples_per_step: int | None) -> tuple[int | None, str]:

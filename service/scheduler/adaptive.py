@@ -67,29 +67,12 @@ class AdaptiveDriver:
                 st = adaptive.state(study, spec)
             with store.session() as s:
                 sweep = s.get(Sweep, sweep_id)
-                s.add_all(
-                    Trial(
-                        sweep_id=sweep_id,
-                        position=p.number,
-                        group_size=p.group_size,
-                        samples_per_step=p.samples_per_step,
-                        seed=p.seed,
-                    )
-                    for p in new
-                )
+                s.add_all(Trial.planned(sweep_id, p.number, p) for p in new)
                 if st.fit is not None:
                     sweep.fit = st.fit.model_dump(mode="json")
             for point, before in decisions:
                 if tracking and parent:
-                    self.ctx.safe(
-                        tracking.log_decision,
-                        parent,
-                        point.number,
-                        point.group_size,
-                        point.samples_per_step,
-                        before.fit,
-                        before.reason,
-                    )
+                    self.ctx.safe(tracking.log_decision, parent, point, before.fit, before.reason)
 
     def _running(self) -> list[tuple[str, SweepSpec, dict[int, tuple[TrialStatus, float | None]], str | None]]:
         """Each running adaptive sweep whose lr tuning has ended: (id, spec, its trials by position as (status, the

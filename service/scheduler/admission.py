@@ -52,16 +52,7 @@ class Admission:
                     for b in spec.samples_per_step:
                         s.add_all(LrTuning(sweep_id=sweep.id, group_size=g, samples_per_step=b) for g in spec.group_sizes)
                 if spec.mode == "grid" and not sweep.trials:  # adaptive sweeps get theirs from the study
-                    s.add_all(
-                        Trial(
-                            sweep_id=sweep.id,
-                            position=i,
-                            group_size=p.group_size,
-                            samples_per_step=p.samples_per_step,
-                            seed=p.seed,
-                        )
-                        for i, p in enumerate(plan_trials(spec))
-                    )
+                    s.add_all(Trial.planned(sweep.id, i, p) for i, p in enumerate(plan_trials(spec)))
                 transition(s, sweep, SweepStatus.RUNNING)
 
     def _waits(self, sweep_id: str, error: Exception) -> None:

@@ -8,6 +8,7 @@ what is free. This module is that interface on a real Ray cluster; the loop's un
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -82,11 +83,9 @@ def remove_session(session_dir: Path) -> None:
     there. Other heads' sessions in the same temp dir (other users', other `up`s') are left alone."""
     shutil.rmtree(session_dir, ignore_errors=True)
     latest = session_dir.parent / "session_latest"
-    try:
+    with contextlib.suppress(OSError):
         if Path(os.readlink(latest)) == session_dir:
             latest.unlink()  # a head started since then has pointed it at its own session: then it is not ours
-    except OSError:
-        pass
 
 
 class RayBackend:
@@ -256,15 +255,11 @@ class RayBackend:
 
     def _kill_worker(self, worker_name: str) -> None:
         w = self.warm.workers.pop(worker_name)
-        try:
+        with contextlib.suppress(ValueError):  # already gone
             ray.kill(w.handle, no_restart=True)
-        except ValueError:  # already gone
-            pass
         if w.processes != 1:  # its placement group (a worker found again after a restart: processes unknown, 0)
-            try:
+            with contextlib.suppress(ValueError):  # it had none, or it is gone
                 remove_placement_group(ray.util.get_placement_group(worker_name))
-            except ValueError:  # it had none, or it is gone
-                pass
         storage.delete(storage.join(self.state_dir, f"{worker_name}.json"))
 
     @outside_transaction

@@ -72,12 +72,8 @@ def trl_settings(
         "optimizer step per generation (lower per_device_train_batch_size and raise gradient_accumulation_steps to fit memory)",
         "learning_rate is not carried over: a sweep's lr is tuned for its own model",
     ]
-    if grpo.advantage == "mean_std":
-        settings["scale_rewards"] = "group"
-    elif grpo.advantage == "mean":
-        settings["scale_rewards"] = "none"
-    else:
-        settings["scale_rewards"] = "none"
+    settings["scale_rewards"] = "group" if grpo.advantage == "mean_std" else "none"
+    if grpo.advantage not in ("mean_std", "mean"):
         notes.append(
             f"advantage {grpo.advantage!r} has no GRPOConfig setting: scale_rewards none (mean baseline) is the closest; "
             "the leave-one-out advantage is that one times G/(G-1) (TRL's RLOOTrainer uses loo)"

@@ -13,13 +13,9 @@ from fractions import Fraction
 from sweeps.engines import Recipe
 from sweeps.exports.base import Export, ExportError, check_divides, comments, register_export
 from sweeps.planner import prompts_per_step
-from sweeps.spec import GRPOSpec
+from sweeps.spec import LOSS_AGGREGATION_NAMES, GRPOSpec
 
-TO_VERL_LOSS = {
-    "seq_mean_token_mean": "seq-mean-token-mean",
-    "token_mean": "token-mean",
-    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
-}
+TO_VERL_LOSS = {name: name.replace("_", "-") for name in LOSS_AGGREGATION_NAMES}  # verl's loss_agg_mode
 
 
 @register_export

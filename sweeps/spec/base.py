@@ -19,21 +19,9 @@ OPTIMIZER_NAMES = ("adamw", "sgd")
 LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 # apply_chat_template's own arguments: chat_template_kwargs cannot set them (groupscale renders prompts one way).
-TEMPLATE_ARGUMENTS = (
-    "conversation",
-    "tools",
-    "documents",
-    "chat_template",
-    "add_generation_prompt",
-    "continue_final_message",
-    "tokenize",
-    "padding",
-    "truncation",
-    "max_length",
-    "return_tensors",
-    "return_dict",
-    "return_assistant_tokens_mask",
-    "tokenizer_kwargs",
+TEMPLATE_ARGUMENTS = tuple(
+    "conversation tools documents chat_template add_generation_prompt continue_final_message tokenize padding "
+    "truncation max_length return_tensors return_dict return_assistant_tokens_mask tokenizer_kwargs".split()
 )
 
 # The engines a spec may name, by name: the one list of engine names. sweeps.engines.base.register_engine fills it,

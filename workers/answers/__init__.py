@@ -6,7 +6,6 @@ whose training side differs would register its runner in ``RUNNERS``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from sweeps.answer import Answer, AnswerMethod, get_method
@@ -14,10 +13,7 @@ from sweeps.spec import SweepSpec
 from workers.answers.stages import run_stages
 from workers.progress import Report
 
-RUNNERS: dict[str, Callable[[AnswerMethod, SweepSpec, str | Path, int | None, Report | None], Answer]] = {
-    "staged": run_stages,
-    "tracking": run_stages,
-}
+RUNNERS = dict.fromkeys(("staged", "tracking"), run_stages)
 
 
 def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None, report: Report | None = None) -> Answer:

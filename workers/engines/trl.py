@@ -101,9 +101,7 @@ def trained_settings(args: Any, recipe: dict[str, Any]) -> dict[str, str]:
 
 def reward_weights(task: Task) -> list[float]:
     """TRL's ``reward_weights``: each reward term's weight, in the order of the task's terms."""
-    if not isinstance(task, RewardTerms):
-        return [1.0]  # a built-in task: one reward
-    return [float(s.get("weight", 1.0)) for s in task.reward_specs]
+    return [float(s.get("weight", 1.0)) for s in task.reward_specs] if isinstance(task, RewardTerms) else [1.0]
 
 
 def silent_generation(per_term: list[np.ndarray], weights: list[float], group_size: int, aggregation: str) -> bool:

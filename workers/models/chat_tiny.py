@@ -20,7 +20,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from workers.models.lm import LMPolicy, token_settings
+from workers.models.lm import LMPolicy, supervised_batch, token_settings
 from workers.rewards import numeric_match
 from workers.tasks.word_problems import word_problems
 
@@ -95,22 +95,6 @@ def pass_rate(policy: LMPolicy, problems: list[dict], max_new_tokens: int = MAX_
     return float(passed), float(ro.truncated.float().mean())
 
 
-def _supervised_batch(
-    prompts: list[list[int]], answers: list[list[int]], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Prompt + answer token ids right-padded to one width: (ids, labels: -100 but on the answer, attention mask)."""
-    seqs = [p + a for p, a in zip(prompts, answers, strict=True)]
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), pad_id)
-    labels = torch.full((len(seqs), width), -100)
-    att = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, (p, a, s) in enumerate(zip(prompts, answers, seqs, strict=True)):
-        ids[row, : len(s)] = torch.tensor(s)
-        labels[row, len(p) : len(s)] = torch.tensor(a)
-        att[row, : len(s)] = 1
-    return ids, labels, att
-
-
 def build_chat_tiny(
     recipe: ChatWarmStart = ChatWarmStart(), progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast, dict]:
@@ -137,7 +121,7 @@ def build_chat_tiny(
     model.train()
     for step in range(1, recipe.max_steps + 1):
         idx = rng.integers(0, len(train), size=recipe.batch_size)
-        ids, labels, att = _supervised_batch([prompts[i] for i in idx], [answers[i] for i in idx], tokenizer.pad_token_id)
+        ids, labels, att = supervised_batch([prompts[i] for i in idx], [answers[i] for i in idx], tokenizer.pad_token_id)
         # The LM head only where there are labels (the answer): most positions are prompt.
         hidden = model.model(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1]
         target = labels[:, 1:]

@@ -50,10 +50,8 @@ class LMPolicy:
         self.ignored_generation_config = neutral_generation_config(self.module)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        device = next(self.module.parameters()).device
-        if device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        cuda = next(self.module.parameters()).device.type == "cuda"
+        return torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext()
 
     def render(self, prompt: Any) -> str:
         """The prompt as the model reads it: through its chat template (workers.models.prompts)."""
@@ -108,3 +106,20 @@ def token_settings(tokenizer: PreTrainedTokenizerBase) -> dict[str, int | None]:
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
     }
+
+
+def supervised_batch(
+    prompts: list[list[int]], answers: list[list[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prompt + answer token ids right-padded to one width, for a supervised warm start (the presets'): (ids, labels:
+    -100 but on the answer, attention mask), each (S, width) long."""
+    seqs = [p + a for p, a in zip(prompts, answers, strict=True)]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad_id)
+    labels = torch.full((len(seqs), width), -100)
+    att = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, (p, a, s) in enumerate(zip(prompts, answers, seqs, strict=True)):
+        ids[row, : len(s)] = torch.tensor(s)
+        labels[row, len(p) : len(s)] = torch.tensor(a)
+        att[row, : len(s)] = 1
+    return ids, labels, att

@@ -53,9 +53,8 @@ def transformer_body(module: torch.nn.Module) -> torch.nn.Module:
 
 def trainable_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """What a checkpoint must hold: the adapter's tensors for a LoRA module, else the whole state dict."""
-    if not is_lora(module):
-        return module.state_dict()
-    return {k: v for k, v in module.state_dict().items() if LORA_MARK in k}
+    state = module.state_dict()
+    return {k: v for k, v in state.items() if LORA_MARK in k} if is_lora(module) else state
 
 
 def load_trainable_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:

@@ -25,7 +25,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from workers.models.lm import LMPolicy, token_settings
+from workers.models.lm import LMPolicy, supervised_batch, token_settings
 from workers.tasks import Task
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -106,15 +106,7 @@ def warm_start(
         batch = task.sample_train(recipe.batch_size, rng)
         prompts = tokenizer([p.prompt for p in batch], add_special_tokens=False)["input_ids"]
         answers = tokenizer([p.answer for p in batch], add_special_tokens=False)["input_ids"]
-        seqs = [p + a + [tokenizer.eos_token_id] for p, a in zip(prompts, answers)]
-        width = max(map(len, seqs))
-        ids = torch.full((len(seqs), width), tokenizer.pad_token_id)
-        labels = torch.full((len(seqs), width), -100)
-        att = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, (s, p) in enumerate(zip(seqs, prompts)):
-            ids[i, : len(s)] = torch.tensor(s)
-            labels[i, len(p) : len(s)] = torch.tensor(s[len(p) :])
-            att[i, : len(s)] = 1
+        ids, labels, att = supervised_batch(prompts, [a + [tokenizer.eos_token_id] for a in answers], tokenizer.pad_token_id)
         loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -24,9 +24,7 @@ _STATED = re.compile(rf"[-+]?{_FRACTION.pattern}|{_VALUE.pattern}")  # a number 
 
 def text_of(completion: Any) -> str:
     """The completion's text: a string as it is, a conversational completion's content joined."""
-    if isinstance(completion, str):
-        return completion
-    return "".join(str(m.get("content") or "") for m in completion)
+    return completion if isinstance(completion, str) else "".join(str(m.get("content") or "") for m in completion)
 
 
 def last_boxed(text: str) -> str | None:

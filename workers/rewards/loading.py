@@ -206,9 +206,7 @@ def verl_scorer(
             for i in range(n)
         ]
         results = [compute_score(**kw) for kw in calls]
-        if any(inspect.isawaitable(r) for r in results):
-            return _await_all(results, log_extra)
-        return _scores(results, log_extra)
+        return (_await_all if any(inspect.isawaitable(r) for r in results) else _scores)(results, log_extra)
 
     score_all.__name__ = getattr(compute_score, "__name__", "compute_score")
     return score_all

@@ -11,12 +11,7 @@ from workers.tasks.base import Problem, Task
 from workers.tasks.dataset import dataset_task
 from workers.tasks.jsonl import JsonlTask
 
-TASKS: dict[str, Callable[..., Task]] = {
-    "arithmetic": ArithmeticTask,
-    "bandit": BanditTask,
-    "jsonl": JsonlTask,
-    "dataset": dataset_task,
-}
+TASKS: dict[str, Callable[..., Task]] = dict(arithmetic=ArithmeticTask, bandit=BanditTask, jsonl=JsonlTask, dataset=dataset_task)
 
 
 def make_task(spec: dict[str, Any]) -> Task:

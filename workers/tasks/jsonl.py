@@ -23,11 +23,6 @@ from workers.tasks.base import Problem, monte_carlo_value, sample_rows, split_ro
 REWARDS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match, "numeric_match": numeric_match}
 
 
-def read_problems(path: Path) -> list[Problem]:
-    """Parse the file (workers.data.read_prompt_answer_lines). Raises ValueError naming the line."""
-    return [Problem(prompt, answer) for prompt, answer in read_prompt_answer_lines(path)]
-
-
 @dataclass(frozen=True)
 class JsonlTask:
     path: str
@@ -42,7 +37,7 @@ class JsonlTask:
         if self.reward not in REWARDS:
             raise ValueError(f"unknown reward {self.reward!r}; valid: {', '.join(REWARDS)}")
         path = Path(self.path)
-        problems = read_problems(path)
+        problems = [Problem(prompt, answer) for prompt, answer in read_prompt_answer_lines(path)]  # ValueError: the line
         object.__setattr__(self, "digest", hashlib.sha256(path.read_bytes()).hexdigest()[:16])
         object.__setattr__(self, "_split", split_rows(problems, self.eval_fraction))
 
