@@ -102,7 +102,7 @@ def main() -> None:
         }
 
         probe = run_probe(
-            TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base).policy, ProbeSpec(prompts=64, completions=16)
+            TrialConfig.flat(group_size=2, samples_per_step=2, steps=1, **base), ProbeSpec(prompts=64, completions=16)
         )
         out["probe"] = {k: probe[k] for k in ("g_star", "g_star_ci95", "tau2", "sigma2", "kappa", "seconds")}
 

@@ -60,7 +60,7 @@ def _null_tables(g: int) -> None:
 def compare(name: str, seeds: int, null: bool = False) -> dict:
     """The probe's block and both allocations' final gaps over ``seeds`` seeds on task ``name``."""
     settings = TASKS[name]
-    probe = run_probe(TrialConfig.flat(**settings, group_size=4, seed=0).policy, ProbeSpec(prompts=256, completions=16))
+    probe = run_probe(TrialConfig.flat(**settings, group_size=4, seed=0), ProbeSpec(prompts=256, completions=16))
     g = probe["recommended_group_size"]
     if null:
         _null_tables(g)

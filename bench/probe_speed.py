@@ -37,7 +37,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as cache:
         cfg = TrialConfig.for_trial(spec, 2, 2, 0, Path(cache))
-        task, policy, rng = setup(cfg.policy)
+        task, policy, rng = setup(cfg)
         policy.module.eval()
         problems = task.sample_train(PROMPTS, rng)
         ro = policy.sample(

@@ -52,8 +52,7 @@ def main() -> None:
     exact = make_task(TASK).exact_components().g_star
     t0 = time.perf_counter()
     probe_err = [
-        abs(run_probe(cfg(seed=rep).policy, ProbeSpec(prompts=K, completions=M), n_boot=0)["g_star"] - exact)
-        for rep in range(args.reps)
+        abs(run_probe(cfg(seed=rep), ProbeSpec(prompts=K, completions=M), n_boot=0)["g_star"] - exact) for rep in range(args.reps)
     ]
     probe_s = (time.perf_counter() - t0) / args.reps
     target = float(np.median(probe_err))

@@ -96,7 +96,7 @@ def _start_probe(spec_json: str, cache: str) -> dict:
 
     spec = SweepSpec.model_validate_json(spec_json)
     cfg = TrialConfig.for_trial(spec, spec.group_sizes[0], spec.samples_per_step[0], 0, cache)
-    return run_probe(cfg.policy, spec.probe)
+    return run_probe(cfg, spec.probe)
 
 
 def run_sweep(spec: SweepSpec, workers: int, with_probe: bool) -> tuple[list[SimpleNamespace], dict | None, float]:

@@ -170,9 +170,7 @@ def cancel_sweep(s: Session, sweep: object, reason: str = "cancelled by request"
     running, are ``cancelled`` now (the scheduler stops the running ones' workers, ends their MLflow
     runs, and then the parent run). Returns False if the sweep had already ended.
     """
-    if sweep.status in SWEEP_TERMINAL:  # type: ignore[attr-defined]
-        return False
-    if not transition(s, sweep, SweepStatus.CANCELLED, error=reason):
+    if sweep.status in SWEEP_TERMINAL or not transition(s, sweep, SweepStatus.CANCELLED, error=reason):  # type: ignore[attr-defined]
         return False
     _cancel_owned(s, sweep)
     return True

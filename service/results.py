@@ -126,10 +126,6 @@ def unreadable_public(sweep: Sweep, reason: str) -> SweepPublic:
     )
 
 
-def trial_public(trial: Trial) -> TrialPublic:
-    return TrialPublic.model_validate(trial)
-
-
 def latest_job(s: Session, store: Store, kind: ProbeKind, keys: tuple[str, str], latest: int = 50) -> Probe | None:
     """The latest succeeded probe or answer (of the ``latest`` most recent of ``kind``) whose spec has these
     (task_key, model_key)."""

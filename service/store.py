@@ -109,13 +109,16 @@ class UTCDateTime(TypeDecorator):
 
 
 class Base(DeclarativeBase):
-    pass
+    """Every table's rows have an id and when they were made and last changed (columns of each table, as a mixin's)."""
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
 class Sweep(Base):
     __tablename__ = "sweeps"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(16), default=SweepStatus.QUEUED, index=True)
     spec: Mapped[dict] = mapped_column(JSON)
@@ -127,8 +130,6 @@ class Sweep(Base):
     mlflow_closed: Mapped[bool] = mapped_column(Boolean, default=False)
     fit: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     trials: Mapped[list[Trial]] = relationship(back_populates="sweep", order_by="Trial.position")
     lr_tunings: Mapped[list[LrTuning]] = relationship(back_populates="sweep", order_by="LrTuning.created_at")
 
@@ -140,7 +141,6 @@ class Sweep(Base):
 class Trial(Base):
     __tablename__ = "sweep_trials"  # not "trials": Optuna's tables share this database (adaptive sweeps, tune_lr)
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
     position: Mapped[int] = mapped_column(Integer)
     group_size: Mapped[int] = mapped_column(Integer)
@@ -152,8 +152,6 @@ class Trial(Base):
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     sweep: Mapped[Sweep] = relationship(back_populates="trials")
 
     @property
@@ -176,7 +174,6 @@ class LrTuning(Base):
 
     __tablename__ = "lr_tunings"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), index=True)
     group_size: Mapped[int] = mapped_column(Integer)
     samples_per_step: Mapped[int] = mapped_column(Integer)
@@ -184,8 +181,6 @@ class LrTuning(Base):
     best_lr: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     sweep: Mapped[Sweep] = relationship(back_populates="lr_tunings")
 
 
@@ -196,7 +191,6 @@ class Probe(Base):
 
     __tablename__ = "probes"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     kind: Mapped[str] = mapped_column(String(16), default=ProbeKind.PROBE, server_default=ProbeKind.PROBE.value)
     status: Mapped[str] = mapped_column(String(16), default=ProbeStatus.QUEUED, index=True)
     spec: Mapped[dict] = mapped_column(JSON)
@@ -204,8 +198,6 @@ class Probe(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"

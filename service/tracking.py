@@ -115,12 +115,8 @@ class Tracking:
     def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
         """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
         exp_id, note = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
-        params = {
-            **_spec_params(spec),
-            "group_sizes": ",".join(map(str, spec.group_sizes)),
-            "samples_per_step": ",".join(map(str, spec.samples_per_step)),
-            "seeds": ",".join(map(str, spec.seeds)),
-        }
+        grid = {k: ",".join(map(str, getattr(spec, k))) for k in ("group_sizes", "samples_per_step", "seeds")}
+        params = {**_spec_params(spec), **grid}
         tags = {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep", **({"groupscale.note": note} if note else {})}
         run_id = self._create_run(exp_id, f"{spec.name} ({sweep_id})", tags, params)
         self.client.log_dict(run_id, spec.model_dump(mode="json"), "spec.json")
@@ -188,11 +184,8 @@ class Tracking:
     def reopen_sweep(self, run_id: str, spec: SweepSpec, added: int) -> None:
         """An extended sweep's parent run runs again (service.extend); its params keep the first grid (MLflow
         params cannot change), the tags give the grid now."""
-        tags = {
-            "groupscale.group_sizes": ",".join(map(str, spec.group_sizes)),
-            "groupscale.seeds": ",".join(map(str, spec.seeds)),
-            "groupscale.extended_trials": str(added),
-        }
+        tags = {f"groupscale.{k}": ",".join(map(str, getattr(spec, k))) for k in ("group_sizes", "seeds")}
+        tags["groupscale.extended_trials"] = str(added)
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         self.client.update_run(run_id, status="RUNNING")
 

@@ -50,6 +50,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, count
 
 import numpy as np
 import optuna
@@ -257,13 +258,7 @@ def _point(t: FrozenTrial) -> Point:
 def _next_seed(trials: Sequence[FrozenTrial], spec: SweepSpec, g: int, b: int) -> int:
     """spec.seeds in order, then max(spec.seeds) + 1, + 2, ...: the first not used at (G, B) by any trial."""
     used = {t.user_attrs.get(SEED) for t in trials if t.params.get(GROUP) == g and t.params.get(BUDGET) == b}
-    for s in spec.seeds:
-        if s not in used:
-            return s
-    s = max(spec.seeds) + 1
-    while s in used:
-        s += 1
-    return s
+    return next(s for s in chain(spec.seeds, count(max(spec.seeds) + 1)) if s not in used)
 
 
 def ask(study: optuna.Study, spec: SweepSpec) -> Point:

@@ -163,20 +163,15 @@ def swept_paragraph(spec: dict | None, created: str | None) -> str:
     grpo = spec.get("grpo") or {}
     settings = ", ".join(f"{k} {grpo[k]}" for k in ("lr", "advantage", "loss_type", "temperature", "max_new_tokens") if k in grpo)
     measure = (spec.get("measure") or {}).get("kind", "outcome")
+    per_prompt = (
+        " (grpo.allocation per_prompt: the G of prompts not seen yet; the others' follow the probe's pass-rate table, so "
+        "this G axis is not a uniform G's)"
+    ) if grpo.get("allocation") == "per_prompt" else ""  # fmt: skip
     rows = [
         ("task", spec["task"].get("label") or spec["task"].get("name", "?")),
         ("model", model),
         ("measure", f"{measure}, {spec.get('steps', '?')} steps" if measure == "outcome" else measure),
-        (
-            "group sizes G",
-            ", ".join(map(str, spec.get("group_sizes", [])))
-            + (
-                " (grpo.allocation per_prompt: the G of prompts not seen yet; the others' follow the probe's pass-rate table, "
-                "so this G axis is not a uniform G's)"
-                if grpo.get("allocation") == "per_prompt"
-                else ""
-            ),
-        ),
+        ("group sizes G", ", ".join(map(str, spec.get("group_sizes", []))) + per_prompt),
         ("budgets B", ", ".join(map(str, spec.get("samples_per_step", [])))),
         ("seeds", str(len(spec.get("seeds", [])))),
         ("engine", str(spec.get("engine", "groupscale"))),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +34,10 @@ FLAT_NAMES = {
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
-    """The policy a trial, the probe and the answer's pilot sample from, and how: the task it is scored on, the model
-    (its LoRA adapter included), where presets are cached, the device and threads, the seed, and the sampling
-    (temperature, max_new_tokens). Built once from a TrialConfig (``TrialConfig.policy``)."""
-
-    task: dict[str, Any]
-    model: dict[str, Any]
-    cache_dir: str
-    device: str
-    num_threads: int
-    seed: int
-    temperature: float
-    max_new_tokens: int  # tokens
-    gradient_checkpointing: bool = False
-    adds_lora: bool = True  # groupscale adds the adapter (engine trl hands TRL a peft_config instead)
-
-
-@dataclass(frozen=True)
 class TrialConfig:
-    """Everything one trial needs (plain data, so it travels to Ray workers)."""
+    """Everything one trial needs (plain data, so it travels to Ray workers): the policy it starts from and samples
+    with (task, model, its LoRA adapter, device, threads, seed; the sampling of ``grpo``), its (G, B, seed, T), its
+    spec's sections and where it keeps checkpoints."""
 
     task: dict[str, Any]
     model: dict[str, Any]
@@ -78,22 +61,6 @@ class TrialConfig:
     @property
     def prompts_per_step(self) -> int:  # N
         return prompts_per_step(self.samples_per_step, self.group_size)
-
-    @cached_property
-    def policy(self) -> PolicyConfig:
-        """The policy this trial starts from and samples with (workers.batch.setup, workers.probe.run_probe)."""
-        return PolicyConfig(
-            task=self.task,
-            model=self.model,
-            cache_dir=self.cache_dir,
-            device=self.device,
-            num_threads=self.num_threads,
-            seed=self.seed,
-            temperature=self.grpo.temperature,
-            max_new_tokens=self.grpo.max_new_tokens,
-            gradient_checkpointing=self.grpo.gradient_checkpointing,
-            adds_lora=get_engine(self.engine).adds_lora,
-        )
 
     def __post_init__(self) -> None:
         """Reads each section given as a dict; raises TypeError for one with unknown keys. The group size is not

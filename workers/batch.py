@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweeps.trial import PolicyConfig, TrialConfig
+from sweeps.engines import get_engine
+from sweeps.trial import TrialConfig
 from workers import algos, groups
 from workers.distributed import all_rows, rank_groups
 from workers.engines.base import ALONE, Placement
@@ -27,7 +28,7 @@ from workers.tasks import Problem, Task, make_task
 from workers.tasks.base import RewardTerms, completion_ids_of
 
 
-def setup(cfg: PolicyConfig) -> tuple[Task, Policy, np.random.Generator]:
+def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora).
 
     Raises:
@@ -39,11 +40,11 @@ def setup(cfg: PolicyConfig) -> tuple[Task, Policy, np.random.Generator]:
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
-    if cfg.model.get("lora") and cfg.adds_lora:  # the TRL engine hands TRL a peft_config instead
+    if cfg.model.get("lora") and get_engine(cfg.engine).adds_lora:  # engine trl hands TRL a peft_config instead
         policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)
     # a transformers model has it; the tabular policy's module (a torch Module of ours) has nothing to checkpoint
-    if cfg.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
+    if cfg.grpo.gradient_checkpointing and hasattr(policy.module, "gradient_checkpointing_enable"):
         policy.module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return task, policy, np.random.default_rng(cfg.seed)
 

@@ -55,7 +55,7 @@ def run_probe_task(config: dict[str, Any], probe: dict[str, Any], report: Report
     p, cfg = ProbeSpec.model_validate(probe), TrialConfig(**config)
     prepare(cfg, report)
     say(report, "probe", f"{p.prompts} prompts x {p.completions} completions ({p.prompts * p.completions} samples)")
-    return run_probe(cfg.policy, p)
+    return run_probe(cfg, p)
 
 
 def run_answer_task(spec: dict[str, Any], cache_dir: str, report: Report | None = None) -> dict[str, Any]:

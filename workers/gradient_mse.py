@@ -62,7 +62,7 @@ def batch_gradient(policy: Policy, task: Task, cfg: TrialConfig, rng: np.random.
 def measure_gradient_mse(cfg: TrialConfig, report: Report) -> TrialResult:
     """Run the measurement; metrics grad_mse (the fitted metric), its standard error and the exact
     value where the task knows it (the bandit with the loo estimator)."""
-    task, policy, rng = setup(cfg.policy)
+    task, policy, rng = setup(cfg)
     policy.module.eval()  # no dropout: the policy is fixed during the measurement
     g = exact_gradient(policy, task, cfg)
     errors = np.empty(cfg.measure.repeats)

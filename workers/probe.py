@@ -28,7 +28,7 @@ from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
-from sweeps.trial import PolicyConfig, TrialConfig
+from sweeps.trial import TrialConfig
 from workers.batch import setup
 from workers.models.base import Policy
 from workers.tasks.base import ExactComponents, Task, completion_ids_of
@@ -209,7 +209,7 @@ def score_vectors(
             pass
     rows = []
     for i in range(rollout.input_ids.shape[0]):
-        one = rollout.slice(i)
+        one = rollout.rows(slice(i, i + 1))
         logp = (policy.logprobs(one, temperature) * one.completion_mask).sum()
         grads = torch.autograd.grad(logp, params)
         flat = torch.cat([g.reshape(-1) for g in grads]).double()
@@ -217,11 +217,11 @@ def score_vectors(
     return np.stack(rows)
 
 
-def run_probe(cfg: PolicyConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
-    """Estimate tau2, sigma2, kappa and G* at the policy ``cfg`` describes (a trial's: ``TrialConfig.policy``).
+def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
+    """Estimate tau2, sigma2, kappa and G* at the policy trial ``cfg`` starts from.
 
     Args:
-        cfg: the policy (task, model, LoRA, device) and its sampling (temperature, max_new_tokens).
+        cfg: the policy (task, model, LoRA, device) and its sampling (grpo's temperature, max_new_tokens).
         probe: the spec's probe section: K = ``prompts`` and M = ``completions`` (M >= 4; the cost is K * M samples);
             ``projection_dim`` D (score vectors of larger policies are count-sketched to D dimensions); ``seed``;
             ``parameters`` (``all``, ``lm_head``, ``last_layers:K`` or ``lora``, workers.scores.select_parameters:
@@ -249,7 +249,7 @@ def _probed(module: torch.nn.Module, parameters: str) -> list[torch.nn.Parameter
 def probe_policy(
     policy: Policy,
     task: Task,
-    cfg: PolicyConfig,
+    cfg: TrialConfig,
     rng: np.random.Generator,
     probe: ProbeSpec,
     n_boot: int,
@@ -267,9 +267,9 @@ def probe_policy(
     sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
-    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)
     rewards = task.rewards(expanded, ro.texts, rng, completion_ids_of(ro)).reshape(prompts, completions)
-    scores = score_vectors(policy, ro, cfg.temperature, sketch, params).reshape(prompts, completions, -1)
+    scores = score_vectors(policy, ro, cfg.grpo.temperature, sketch, params).reshape(prompts, completions, -1)
     policy.module.train(was_training)
     stats = [prompt_stats(rewards[k], scores[k]) for k in range(prompts)]
     est = combine(stats)
@@ -302,7 +302,7 @@ def probe_policy(
         ),
     }
     if isinstance(task, ExactComponents):
-        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.temperature)
+        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
         out["exact"] = {**asdict(exact), "g_star": exact.g_star}
     return out
 
@@ -312,7 +312,7 @@ def probe_at(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict:
     and its own prompt RNG (seeded by probe.seed and ``step``), so that training goes on exactly as without it."""
     p = cfg.probe
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cfg.device == "cuda" else []):
-        return probe_policy(policy, task, cfg.policy, np.random.default_rng([p.seed, step]), p, n_boot=0)
+        return probe_policy(policy, task, cfg, np.random.default_rng([p.seed, step]), p, n_boot=0)
 
 
 def probe_during_training(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict[str, float]:

@@ -65,10 +65,6 @@ class Rollout:
         """(S, L) long."""
         return self.input_ids[:, self.prompt_len :]
 
-    def slice(self, i: int) -> Rollout:
-        """Completion i alone, as a batch of one."""
-        return self.rows(slice(i, i + 1))
-
     def rows(self, sl: slice) -> Rollout:
         """Completions sl.start .. sl.stop - 1 (a micro-batch), keeping groups shared where sl holds whole groups."""
         start, stop = sl.start or 0, min(sl.stop, self.input_ids.shape[0])
@@ -260,7 +256,7 @@ def _shared_prefix_hidden(
             attention_mask=att[:, :-1],
             position_ids=positions,
             use_cache=False,
-            **{_cache_kwarg(body): cache},
+            **{_cache_kwarg(type(body)): cache},
         )
         hidden.append(rest.last_hidden_state)
     return torch.cat(hidden, dim=1)
@@ -276,13 +272,10 @@ def _score(
 
 
 @lru_cache(maxsize=16)
-def _cache_kwarg_of(cls: type) -> str:
+def _cache_kwarg(cls: type) -> str:
+    """transformers 5 names the KV-cache argument of a model class's forward ``cache``; earlier versions
+    ``past_key_values``."""
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
-
-
-def _cache_kwarg(model: PreTrainedModel) -> str:
-    """transformers 5 names the KV-cache argument ``cache``; earlier versions ``past_key_values``."""
-    return _cache_kwarg_of(type(model))
 
 
 def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:
@@ -298,8 +291,7 @@ def completion_logprobs_entropy(
     model: PreTrainedModel, rollout: Rollout, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Like completion_logprobs, plus the per-token entropy of the sampling distribution (nats), both (S, L)."""
-    logp, entropy, _ = _score(model, rollout, temperature)
-    return logp, entropy
+    return _score(model, rollout, temperature)[:2]
 
 
 def sequence_logprob(

@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run, RunTag, ViewType
@@ -25,6 +25,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 from tenacity import before_sleep_log, retry, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
+from sweeps.finite import finite_or_none
 from sweeps.planner import prompts_per_step
 
 log = logging.getLogger("groupscale.tracking")
@@ -139,7 +140,7 @@ class RunLogger:
         existing artifact: a retry after a lost answer doubled the rows) and values keep their types (log_table
         goes through pandas, which read "1" back as 1)."""
         keys = list(dict.fromkeys(key for row in rows for key in row))
-        data = [[_json_value(row.get(key)) for key in keys] for row in rows]
+        data = [[finite_or_none(row.get(key)) for key in keys] for row in rows]
         text = json.dumps({"columns": keys, "data": data}, allow_nan=False)
         mlflow_call(self.client.log_text, self.run_id, text, artifact_file)
         tags = json.loads(mlflow_call(self.client.get_run, self.run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
@@ -171,10 +172,6 @@ class RunLogger:
                 log.warning("MLflow unreachable; %d metric points kept for the next flush", len(self._buffer), exc_info=True)
                 return
             del self._buffer[: len(chunk)]
-
-
-def _json_value(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 TUNE_RUN_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}  # Optuna trial state -> run status

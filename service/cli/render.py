@@ -52,9 +52,14 @@ def print_fit(fit: dict) -> None:
         reason = fit.get("evidence_reason") or ""
         because = f" ({escape(reason)})" if reason not in last else ""
         out.print(f"evidence: [bold]{escape(fit['evidence'])}[/bold]{because}", markup=True, highlight=False)
-    told = [part for part in (fit.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
+    print_ending(fit.get("message"), last)
+
+
+def print_ending(message: str | None, last: str) -> None:
+    """What ``message`` adds to the verdict ``last`` (its parts the verdict does not say already), then the verdict."""
+    told = [part for part in (message or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
     if told:
-        out.print("; ".join(told), highlight=False)
+        out.print("; ".join(told), highlight=False, soft_wrap=True)
     out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
 
 

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _print_json, _read_spec, app, err, out
-from service.cli.render import Stages, print_answer, print_fit, print_per_prompt
+from service.cli.render import Stages, print_answer, print_ending, print_fit, print_per_prompt
 from service.client import Client
 from sweeps.exports import EXPORTS, ExportError, get_export
 from sweeps.finite import finite_or_none
@@ -156,10 +156,7 @@ def _print_recommendation(rec: dict) -> None:
     """A recommendation in words: where it comes from, what its message adds, and last the answer (verdict)."""
     last = verdict(rec)
     out.print(f"from sweep {rec['sweep_id']} (fit {rec['status']}), task {rec['task_key']}, model {rec['model_key']}:")
-    told = [part for part in (rec.get("message") or "").split("; ") if part and part.split(": ", 1)[-1] not in last]
-    if told:  # only what the last line does not say already
-        out.print("; ".join(told), highlight=False, soft_wrap=True)
-    out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
+    print_ending(rec.get("message"), last)
 
 
 RecommendFormat = StrEnum("RecommendFormat", {name: name for name in ("text", "json", *EXPORTS)})  # sweeps.exports

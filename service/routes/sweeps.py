@@ -18,7 +18,7 @@ from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
 from service.preflight import with_server_paths
 from service.purge import PurgeRefused, clean_up, purge_sweep
-from service.results import fit_from_trials, latest_job, sweep_public, trial_public, unreadable_public
+from service.results import fit_from_trials, latest_job, sweep_public, unreadable_public
 from service.schemas import SweepPublic, TrialPublic
 from service.store import ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
@@ -209,7 +209,8 @@ def extend(
 def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
     with store.read() as s:
         _get(store, s, sweep_id)
-        return [trial_public(t) for t in s.scalars(select(Trial).where(Trial.sweep_id == sweep_id).order_by(Trial.position))]
+        trials = s.scalars(select(Trial).where(Trial.sweep_id == sweep_id).order_by(Trial.position))
+        return [TrialPublic.model_validate(t) for t in trials]
 
 
 @router.get("/{sweep_id}/fit")

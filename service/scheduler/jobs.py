@@ -236,7 +236,17 @@ class TrialJob:
         ctx.backend.kill_trial(trial_actor_name(work.id))
 
 
-class ProbeJob:
+class _TaskJob:
+    """What the kinds run as a Ray task share: nothing to make ahead, stopped by cancelling the task."""
+
+    def prepare(self, ctx: Context, rows: list) -> None:
+        """Nothing to make ahead."""
+
+    def stop(self, ctx: Context, work: Work, handle: Any) -> None:
+        ctx.backend.cancel(handle)
+
+
+class ProbeJob(_TaskJob):
     """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answers, on the spec; what it
     reports as it runs (its stages: workers.progress) is stored in the row's ``progress``."""
 
@@ -295,14 +305,8 @@ class ProbeJob:
             status = ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED
             transition(s, probe, status, error=outcome.error, result=result, mlflow_run_id=run_id)
 
-    def prepare(self, ctx: Context, rows: list) -> None:
-        """Nothing to make ahead."""
 
-    def stop(self, ctx: Context, work: Work, handle: Any) -> None:
-        ctx.backend.cancel(handle)
-
-
-class TuningJob:
+class TuningJob(_TaskJob):
     """The lr search at one (G, B) of a sweep with tune_lr (workers.tune_lr): a Ray task, each lr trial a run."""
 
     kind = "tune"
@@ -355,12 +359,6 @@ class TuningJob:
             self.record_study(sweep_id, g, b, result)
         if ctx.tracking and parent and best is not None:
             ctx.safe(ctx.tracking.log_values, parent, {f"tune_lr.best_lr.G{g}.B{b}": best})
-
-    def prepare(self, ctx: Context, rows: list) -> None:
-        """Nothing to make ahead."""
-
-    def stop(self, ctx: Context, work: Work, handle: Any) -> None:
-        ctx.backend.cancel(handle)
 
 
 def _start_task(

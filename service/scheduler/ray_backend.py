@@ -212,14 +212,12 @@ class RayBackend:
     def release_trial(self, name: str) -> None:
         """The trial ended and was collected: its worker is idle (warm) for the next trial of its shape; the rank 0 of a
         trial of several processes is stopped instead, with its placement group (a trial's own)."""
-        for worker_name in self.warm.release(name):
-            self._kill_worker(worker_name)
+        self._kill_workers(self.warm.release(name))
 
     @outside_transaction
     def kill_trial(self, name: str) -> None:
         """Stop a running trial: its worker process is killed (and not restarted)."""
-        for worker_name in self.warm.running(name):
-            self._kill_worker(worker_name)
+        self._kill_workers(self.warm.running(name))
 
     def has_idle(self, cpus: float, gpus: float) -> bool:
         """Whether a warm worker of this shape is idle (a trial of the shape starts on it, taking nothing new)."""
@@ -229,14 +227,12 @@ class RayBackend:
     def evict_idle(self, cpus: float, gpus: float) -> None:
         """Kill idle workers, longest idle first, until those killed held at least ``cpus`` and ``gpus``
         (or none is left): room for work that cannot run on them."""
-        for worker_name in self.warm.evictable(cpus, gpus):
-            self._kill_worker(worker_name)
+        self._kill_workers(self.warm.evictable(cpus, gpus))
 
     @outside_transaction
     def reap_idle(self, max_idle_s: float) -> None:
         """Kill the workers idle for longer than ``max_idle_s`` (0: every idle one)."""
-        for worker_name in self.warm.stale(max_idle_s):
-            self._kill_worker(worker_name)
+        self._kill_workers(self.warm.stale(max_idle_s))
 
     def idle_resources(self) -> dict[str, float]:
         """CPUs and GPUs held by idle workers (free for a trial of their shape, and once they are evicted)."""
@@ -252,6 +248,10 @@ class RayBackend:
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
         starting = len(refs) - len(ready)
         return {"busy": len(workers) - len(idle), "idle": len(idle) - starting, "starting": starting}
+
+    def _kill_workers(self, names: list[str]) -> None:
+        for name in names:
+            self._kill_worker(name)
 
     def _kill_worker(self, worker_name: str) -> None:
         w = self.warm.workers.pop(worker_name)

@@ -71,14 +71,12 @@ class SweepSpec(StrictModel):
         if task is None:
             return v
         if (task.name == "bandit") != (v.preset == "tabular"):
-            raise ValueError(
-                f"task {task.name!r} needs "
-                + (
-                    "model: {preset: tabular}"
-                    if task.name == "bandit"
-                    else "a language model (preset tiny-llama, chat-tiny or a path)"
-                )
+            needs = (
+                "model: {preset: tabular}"
+                if task.name == "bandit"
+                else "a language model (preset tiny-llama, chat-tiny or a path)"
             )
+            raise ValueError(f"task {task.name!r} needs {needs}")
         if v.lora is not None and v.preset == "tabular":
             raise ValueError("model.lora adapts a language model; the tabular policy of task bandit has no layers to adapt")
         if task.name == "dataset" and v.preset == "tiny-llama":
@@ -132,8 +130,7 @@ class SweepSpec(StrictModel):
         if not budgets:  # the budget field failed its own validation; that error is reported
             return sorted(v)
         for b in budgets:
-            bad = [g for g in v if b % g]
-            if bad:
+            if bad := [g for g in v if b % g]:
                 raise ValueError(
                     f"group size(s) {', '.join(map(str, bad))} do not divide samples_per_step {b}; "
                     f"valid group sizes for B={b}: {', '.join(map(str, valid_group_sizes(b)))}"

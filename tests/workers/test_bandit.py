@@ -74,7 +74,7 @@ PROBE_TOLERANCE = {"g_star": 0.05, "sigma2": 0.07, "kappa": 0.05, "tau2": 0.12}
 
 @pytest.mark.parametrize("seed", range(6))
 def test_probe_estimates_within_the_stated_tolerances_with_4096_samples(seed):
-    out = run_probe(bandit_cfg(seed=seed).policy, ProbeSpec(prompts=256, completions=16))
+    out = run_probe(bandit_cfg(seed=seed), ProbeSpec(prompts=256, completions=16))
     assert out["samples"] <= 4096
     for key, tol in PROBE_TOLERANCE.items():
         assert out[key] == pytest.approx(out["exact"][key], rel=tol), key
@@ -120,7 +120,7 @@ def test_probe_runs_on_a_language_model(model_cache):
         steps=1,
         cache_dir=str(model_cache),
     )
-    out = run_probe(cfg.policy, ProbeSpec(prompts=24, completions=6, projection_dim=256), n_boot=50)
+    out = run_probe(cfg, ProbeSpec(prompts=24, completions=6, projection_dim=256), n_boot=50)
     assert out["samples"] == 144 and out["projection_dim"] == 256  # ~100k parameters sketched to 256
     assert out["sigma2"] > 0 and out["kappa"] > 0
     # G* is the components' 1 + sqrt(kappa / tau2), or None with the reason when tau2 <= 0
@@ -136,11 +136,11 @@ def test_the_probe_predicts_what_per_prompt_g_saves_within_10_percent_of_the_exa
     """The probe's per-prompt components (draws of one context pooled) against the enumeration's, at the starting
     policy (exact ratio 0.993) and at one 5x sharper (0.873, closer to a trained policy: contexts apart in pass rate)."""
     cfg = bandit_cfg(seed=seed)
-    task, policy, rng = setup(cfg.policy)
+    task, policy, rng = setup(cfg)
     with torch.no_grad():
         policy.module.logits.mul_(sharpness)
     exact = mse_ratios(task.exact_prompt_components(policy.module.logits.detach().double().numpy()))
-    out = probe_policy(policy, task, cfg.policy, rng, ProbeSpec(prompts=256, completions=16), n_boot=200)["per_prompt"]
+    out = probe_policy(policy, task, cfg, rng, ProbeSpec(prompts=256, completions=16), n_boot=200)["per_prompt"]
     assert out["mse_ratio"] == pytest.approx(exact["mse_ratio"], rel=0.10)
     assert out["mse_ratio_ci95"][0] <= exact["mse_ratio"] <= out["mse_ratio_ci95"][1]
     assert out["sgpo_mse_ratio"] == pytest.approx(exact["sgpo_mse_ratio"], rel=0.10)

@@ -66,7 +66,7 @@ def _one_step(rank: int, world_size: int, port: int, config: dict, out: str) -> 
     groups and makes one update; rank 0 saves the parameters and the update's statistics."""
     torch.set_num_threads(1)
     cfg = TrialConfig(**config)
-    task, policy, rng = setup(cfg.policy)
+    task, policy, rng = setup(cfg)
     batch = sample_batch(policy, task, cfg, rng)  # before the process group: the whole batch, as one process samples it
     if world_size > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
@@ -120,7 +120,7 @@ def test_two_processes_take_the_step_one_process_takes_on_the_same_batch(model_c
             p.join(timeout=300)
             assert p.exitcode == 0, f"rank of world {world_size} exited {p.exitcode}"
     a, b = torch.load(one), torch.load(two)
-    start = setup(TrialConfig(**config).policy)[1].module.state_dict()
+    start = setup(TrialConfig(**config))[1].module.state_dict()
     moved = max(float((a["params"][k] - start[k]).abs().max()) for k in start)
     apart = max(float((b["params"][k] - a["params"][k]).abs().max()) for k in start)
     assert moved > 1e-3  # the step changed the model
@@ -190,7 +190,7 @@ def test_a_two_process_lora_trial_trains_only_the_adapter_and_resumes_to_the_sam
     ).to_dict()
     assert _spawn(2, config, tmp_path / "whole") == [0, 0]
     params = [torch.load(tmp_path / f"whole.params.{r}") for r in (0, 1)]
-    start = setup(TrialConfig(**config).policy)[1].module.state_dict()  # the adapter's initialisation included
+    start = setup(TrialConfig(**config))[1].module.state_dict()  # the adapter's initialisation included
     for key in start:
         assert torch.equal(params[0][key], params[1][key]), key  # the ranks' models never part
     moved = {k for k in start if not torch.equal(params[0][k], start[k])}

@@ -36,7 +36,7 @@ def cfg(cache, **over):
 
 def test_only_the_adapter_changes_and_the_counts_say_so(model_cache):
     config = cfg(model_cache)
-    task, policy, rng = setup(config.policy)
+    task, policy, rng = setup(config)
     model = policy.module
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -76,12 +76,10 @@ def test_the_probe_over_the_adapter_gives_a_finite_g_star(model_cache):
     lora = cfg(model_cache)
     preset_path("tiny-llama", make_task(lora.task), model_cache)  # built (or found) before either probe is timed
     start = time.perf_counter()
-    over_adapter = run_probe(lora.policy, ProbeSpec(prompts=32, completions=8, parameters="lora"))
+    over_adapter = run_probe(lora, ProbeSpec(prompts=32, completions=8, parameters="lora"))
     adapter_s = time.perf_counter() - start
     start = time.perf_counter()
-    over_all = run_probe(
-        cfg(model_cache, model={"preset": "tiny-llama"}).policy, ProbeSpec(prompts=32, completions=8, parameters="all")
-    )
+    over_all = run_probe(cfg(model_cache, model={"preset": "tiny-llama"}), ProbeSpec(prompts=32, completions=8, parameters="all"))
     all_s = time.perf_counter() - start
     adapter_g, all_g = over_adapter["g_star"], over_all["g_star"]
     print(
@@ -91,6 +89,6 @@ def test_the_probe_over_the_adapter_gives_a_finite_g_star(model_cache):
     assert over_adapter["tau2"] > 0 and over_adapter["sigma2"] > 0
     with pytest.raises(ValueError, match="needs a model with a LoRA adapter"):
         run_probe(
-            cfg(model_cache, model={"preset": "tiny-llama"}).policy,
+            cfg(model_cache, model={"preset": "tiny-llama"}),
             ProbeSpec(prompts=8, completions=4, projection_dim=64, parameters="lora"),
         )

@@ -81,7 +81,7 @@ def test_the_update_of_a_per_prompt_batch_is_the_estimator_of_the_theory_by_hand
     """One SGD step at lr 1 on the tabular policy moves theta by (1/N) sum_x (1/G_x) sum_j A_j s_j (leave-one-out
     A, s = e_a - pi in row x): THEORY.md's per-prompt estimator, not a mean over the S completions."""
     cfg = _cfg(lr=1.0, max_grad_norm=1e9)
-    task, policy, rng = setup(cfg.policy)
+    task, policy, rng = setup(cfg)
     alloc = PerPromptG(TABLE, unseen=3)
     hard = Problem("0", "")
     alloc.update([hard], [np.zeros(16)])  # context 0 gets G 8, every other 3

@@ -53,7 +53,7 @@ def model_and_batch(tmp_path_factory):
         steps=1,
         cache_dir=str(cache),
     )
-    _, policy, _ = setup(cfg.policy)
+    _, policy, _ = setup(cfg)
     gen = torch.Generator().manual_seed(0)
     vocab = policy.module.config.vocab_size
     prompts = torch.randint(3, vocab, (N, P), generator=gen).repeat_interleave(G, dim=0)  # one prompt per group

@@ -43,7 +43,7 @@ def run_stages(
     prepare(base, report)
     k, m = plan.probe.prompts, plan.probe.completions
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
-    probe = run_probe(base.policy, spec.probe.model_copy(update={"prompts": k, "completions": m}))
+    probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}))
     spent = int(probe["samples"])
     pilot = None
     if plan.pilot is not None:
@@ -127,9 +127,8 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                         if r == 0:
                             rows.append((g, b, seed, float(value)))
                 means[g] = float(np.mean(values)) if values else None
-                trial = trials[g]
                 if means[g] is not None:
-                    trial.report(means[g], length)
+                    trials[g].report(means[g], length)
             rungs.append({"length": length, "group_sizes": list(alive), "means": means})
             survivors = []
             for g in alive:

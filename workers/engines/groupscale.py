@@ -170,7 +170,7 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None, placement:
     if cfg.measure.kind != "outcome":
         raise ValueError(f"train_trial runs measure 'outcome', not {cfg.measure.kind!r}: use workers.measures.run_measure")
     placement = placement or Placement.alone(cfg.device)
-    task, policy, rng = setup(cfg.policy)
+    task, policy, rng = setup(cfg)
     seed_rank(cfg.seed, placement.rank)  # each rank samples its own completions (the model stays the same)
     # rank 0 logs; the others compute the same reduced metrics, for reward functions' log_history
     run = run_report(report if placement.is_main else lambda metrics, step: None)

@@ -344,7 +344,7 @@ def train_trial_trl(cfg: TrialConfig, report: Report = lambda m, s: None, placem
         return TrialResult(TrialOutcome.FAILED, reason=f"trl.{missing[0]}: {missing[1]}")
     if placement.world_size > 1:
         os.environ.update(accelerate_env(placement))  # before GRPOConfig: its accelerate state takes this process group
-    task, policy, _ = setup(cfg.policy)
+    task, policy, _ = setup(cfg)
     try:
         return _train(cfg, placement, run, task, policy)
     except TrialFailed as failed:

@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from workers.tasks.base import Problem
+from workers.tasks.base import SPLIT_SEED, ExactTask, Problem
 
 EVAL_FRACTION = 0.25  # share of all (a, b) pairs held out for evaluation
-SPLIT_SEED = 12345  # fixes the split for every trial, sweep and machine
 
 
 @dataclass(frozen=True)
-class ArithmeticTask:
+class ArithmeticTask(ExactTask):
     """Two-operand addition with 0 <= a, b <= max_operand.
 
     The (max_operand + 1)^2 pairs are split once, by a fixed permutation, into a training split and
@@ -65,14 +64,6 @@ class ArithmeticTask:
 
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return np.ones(len(problems))
-
-    @property
-    def exact_expected_reward(self) -> bool:
-        """Always: V(x) is computed exactly (workers.tasks.base.Task)."""
-        return True
-
-    def close(self) -> None:
-        """Nothing to release (workers.tasks.base.Task)."""
 
     def vocabulary(self) -> str:
         return "0123456789+="

@@ -24,7 +24,7 @@ import torch
 from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
 from workers.models.tabular import TabularPolicy
-from workers.tasks.base import Problem
+from workers.tasks.base import ExactTask, Problem
 
 
 def exact_prompt_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> PromptComponents:
@@ -62,7 +62,7 @@ def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0
 
 
 @dataclass(frozen=True)
-class BanditTask:
+class BanditTask(ExactTask):
     contexts: int = 20
     arms: int = 6
     seed: int = 0
@@ -120,14 +120,6 @@ class BanditTask:
 
     def max_reward(self, problems: list[Problem]) -> np.ndarray:
         return self._tables[1][[int(q.prompt) for q in problems]].max(axis=1)
-
-    @property
-    def exact_expected_reward(self) -> bool:
-        """Always: V(x) is computed exactly (workers.tasks.base.Task)."""
-        return True
-
-    def close(self) -> None:
-        """Nothing to release (workers.tasks.base.Task)."""
 
     def vocabulary(self) -> str:
         return "0123456789"

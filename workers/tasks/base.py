@@ -87,6 +87,15 @@ class Task(Protocol):
         ...
 
 
+class ExactTask:
+    """What the generated tasks share (arithmetic, the bandit): V(x) computed exactly, nothing to release."""
+
+    exact_expected_reward = True  # workers.tasks.base.Task
+
+    def close(self) -> None:
+        """Nothing to release (workers.tasks.base.Task)."""
+
+
 @runtime_checkable
 class RewardTerms(Protocol):
     """A task whose reward is a weighted sum of named terms from reward functions (the dataset task): each term's spec
