@@ -25,8 +25,8 @@ import torch
 
 from sweeps.fit import fit_law
 from sweeps.trial import TrialConfig
-from workers.engines import trainer
 from workers.engines.trl import trl_arguments
+from workers.measures import trainer
 from workers.models.presets import preset_path
 from workers.tasks import make_task
 

@@ -150,8 +150,7 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
         raise SpecError(
             ("task", "rewards"),
             f"the reward functions were not loaded and called on the data's first rows within {REWARD_CHECK_S:g} s on the "
-            "cluster: "
-            "a reward's import or call is too slow, or the cluster cannot start a worker",
+            "cluster: a reward's import or call is too slow, or the cluster cannot start a worker",
         ) from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad reward
         log.warning("the reward check could not run on the cluster; the sweep is accepted unchecked", exc_info=True)
@@ -220,9 +219,8 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
         elif reward.name == "math_verify" and not math_verify_available():
             raise SpecError(
                 ("task", "rewards", i, "name"),
-                "math_verify needs the math-verify package on the controller and "
-                "workers (pip install 'groupscale[math]'); allowed now: "
-                "exact_match, numeric_match",
+                "math_verify needs the math-verify package on the controller and workers (pip install 'groupscale[math]'); "
+                "allowed now: exact_match, numeric_match",
             )
     answers = answer_paths([r.model_dump() for r in task.rewards])
     sizes, warnings = {}, []
@@ -244,10 +242,9 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
         if sizes["path"] < 2 or n_eval < 1 or n_eval >= sizes["path"]:
             raise SpecError(
                 ("task", "eval_fraction"),
-                f"the dataset has {sizes['path']} rows, so eval_fraction "
-                f"{task.eval_fraction or DEFAULT_EVAL_FRACTION} leaves an empty train or "
-                "held-out split; allowed: a fraction that holds out at least one row "
-                "and keeps one, or eval_path",
+                f"the dataset has {sizes['path']} rows, so eval_fraction {task.eval_fraction or DEFAULT_EVAL_FRACTION} leaves "
+                "an empty train or held-out split; allowed: a fraction that holds out at least one row and keeps one, or "
+                "eval_path",
             )
     return warnings
 
@@ -275,10 +272,9 @@ def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | i
     if reward_root is None:
         raise SpecError(
             loc,
-            "user reward functions are disabled on this server: they run user code on the cluster. "
-            "To enable them, start the server with GROUPSCALE_REWARD_ROOT set to a folder that every Ray "
-            "node sees at the same path, and put FILE.py under it; allowed now: built-in rewards "
-            "(name: exact_match | numeric_match | math_verify)",
+            "user reward functions are disabled on this server: they run user code on the cluster. To enable them, start the "
+            "server with GROUPSCALE_REWARD_ROOT set to a folder that every Ray node sees at the same path, and put FILE.py under "
+            "it; allowed now: built-in rewards (name: exact_match | numeric_match | math_verify)",
         )
     file, _, name = ref.rpartition(":")
     path = check_under_root(file, reward_root, loc, "reward", "GROUPSCALE_REWARD_ROOT")
@@ -334,8 +330,7 @@ def check_task_file(task_path: str) -> None:
         raise SpecError(
             ("task", "path"),
             f"{task_path[:200]!r} is not a usable jsonl task file: {reason[:300]}; "
-            'allowed: one {"prompt": str, "answer": str or number} object a line, '
-            "at least 2 lines",
+            'allowed: one {"prompt": str, "answer": str or number} object a line, at least 2 lines',
         ) from None
 
 

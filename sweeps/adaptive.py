@@ -34,9 +34,7 @@ Design (LawSampler, ``next_point``):
    checks the curve between them), with 5 in 36/40, with 6 in 38/40 at a third of the grid's trials;
    MIN_REPLICATE_DOF 30 or 40 with 4 initial G did not help (35/40 at 40).
 
-Stopping (``converged``, ``state``): the fit is ``ok``, at least ``initial_points`` distinct G and
-MIN_REPLICATE_DOF replicated-seed degrees of freedom were fitted, and the interval width
-ci_high - ci_low <= tolerance x G*; or max_trials trials were asked.
+Stopping (``state``): the fit's interval is narrow enough (``converged``), or max_trials trials were asked.
 
 The trial-level API (``open_study``, ``ask``, ``tell``, ``state``, ``running_points``) hides Optuna
 from the scheduler. Trials carry params ``group_size`` and ``samples_per_step`` and the user attr

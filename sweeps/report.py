@@ -118,8 +118,7 @@ def probe_paragraph(fit: LawFit, probe: dict | None) -> str:
     pci = probe.get("g_star_ci95") or [None, None]
     return (
         f"<p id='probe'>Probe G* = {fmt(probe.get('g_star'))} [{fmt(pci[0])}, {fmt(pci[1])}] (use G = "
-        f"{probe.get('recommended_group_size') or '-'}) against the sweep's {fmt(fit.g_star)}. "
-        f"{agreement(fit, probe)}</p>"
+        f"{probe.get('recommended_group_size') or '-'}) against the sweep's {fmt(fit.g_star)}. {agreement(fit, probe)}</p>"
     )
 
 

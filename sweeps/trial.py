@@ -118,9 +118,7 @@ class TrialConfig:
             seed=seed,
             steps=spec.steps,
             grpo=get_engine(spec.engine).trial_grpo(spec, lr),
-            eval=spec.eval,
-            probe=spec.probe,
-            measure=spec.measure,
+            **{name: getattr(spec, name) for name in SECTIONS if name != "grpo"},  # eval, probe, measure: the spec's
             cache_dir=str(cache_dir),
             checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
             checkpoint_every=spec.checkpoint_every,
@@ -140,9 +138,7 @@ class TrialConfig:
 
 def _plain(section: Any) -> Any:
     """A section given to TrialConfig.flat as plain data: a model's fields as a dict, a dict copied, None as {}."""
-    if section is None:
-        return {}
-    return section.model_dump() if isinstance(section, BaseModel) else dict(section)
+    return {} if section is None else section.model_dump() if isinstance(section, BaseModel) else dict(section)
 
 
 class TrialOutcome(StrEnum):

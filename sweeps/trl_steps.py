@@ -71,9 +71,8 @@ class StepStructure:
         else:
             shape = f"each generation of {self.generation_batch_size} completions feeds {k} optimizer step(s) of {step}"
         return (
-            f"{shape}{passes} (per_device_train_batch_size {self.per_device_train_batch_size} x {self.num_processes} "
-            f"process(es) x gradient_accumulation_steps {self.gradient_accumulation_steps}, steps_per_generation "
-            f"{self.steps_per_generation})"
+            f"{shape}{passes} (per_device_train_batch_size {self.per_device_train_batch_size} x {self.num_processes} process(es) "
+            f"x gradient_accumulation_steps {self.gradient_accumulation_steps}, steps_per_generation {self.steps_per_generation})"
         )
 
 

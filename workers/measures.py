@@ -1,7 +1,6 @@
-"""What a trial measures: the registry of measures (an outcome trial: the engine's trainer) and the function that
-runs one (torch-free at import).
-
-The controller and workers.answers import it; each measure's module is imported only when it runs.
+"""What a trial runs: its measure (the registry of measures; an outcome trial is its engine's trainer, named by the
+engine's declaration as ``"module:function"``), and the function that runs one. Torch-free at import: the controller
+and workers.answers import it; each measure's or trainer's module is imported only when it runs.
 """
 
 from __future__ import annotations
@@ -9,13 +8,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from sweeps.engines import get_engine
 from sweeps.trial import TrialConfig, TrialResult
-from workers.engines import trainer
 from workers.engines.base import Placement, Report
+
+Trainer = Callable[[TrialConfig, Report, Placement | None], TrialResult]
 
 # spec measure.kind -> "module:function" a trial runs; "outcome" (training, then an eval) is the engine's trainer
 # (workers.engines), the others measure groupscale's estimator on one process (the spec takes them so alone)
 MEASURES: dict[str, str | None] = {"outcome": None, "gradient_mse": "workers.gradient_mse:measure_gradient_mse"}
+
+
+def trainer(engine: str) -> Trainer:
+    """The trial function of ``engine`` (its module imported). Raises ValueError naming the valid engines."""
+    module, name = get_engine(engine).trainer.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def measure_function(kind: str, engine: str = "groupscale") -> Callable[..., TrialResult]:

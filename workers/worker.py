@@ -1,9 +1,6 @@
 """The TrialWorker: a warm worker process that runs trials one after another (a detached, named Ray actor), and the run
 of one trial in it (run_trial: its MLflow run, its system metrics, this process's placement as rank 0, its ranks).
-
-Torch-free at import: the controller imports it (through workers.entry) to start workers; a worker imports the trainer
-when it starts.
-"""
+Torch-free at import: the controller imports it (through workers.entry); a worker imports the trainer as it starts."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ def _system_metrics(tracking_uri: str | None, run_id: str | None, resume: bool) 
     MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default SYSTEM_METRICS_EVERY_S). Started here; ``finish()`` stops it."""
     from workers.system_metrics import SystemMetrics
 
-    monitor = SystemMetrics(run_id, tracking_uri, SYSTEM_METRICS_EVERY_S, resume=resume)
-    monitor.start()
+    (monitor := SystemMetrics(run_id, tracking_uri, SYSTEM_METRICS_EVERY_S, resume=resume)).start()
     return monitor
 
 

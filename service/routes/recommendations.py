@@ -50,8 +50,7 @@ def recommend(
         raise HTTPException(
             404,
             f"no finished sweep for task={task!r}, model={model!r}; submit one first "
-            "(task and model are a sweep's task_key and model_key, or a dataset's label "
-            "and a model's path)",
+            "(task and model are a sweep's task_key and model_key, or a dataset's label and a model's path)",
         )
     keys = sorted({(w.task_name, w.model_name) for w in sweeps})
     if len(keys) > 1:

@@ -5,6 +5,7 @@ says whether a shape fits and what a waiting trial's reason is)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from service.scheduler.context import Backend, Context, Work
@@ -38,11 +39,10 @@ class Cluster:
         """The alive nodes, once per RESOURCES_TTL_S; the cluster's totals are their sum (Ray's cluster_resources)."""
         if time.monotonic() - self.read_at > RESOURCES_TTL_S or not self._resources:
             self._nodes = self.backend.nodes() if self.backend.connected() else []
-            totals: dict[str, float] = {}
+            totals: Counter[str] = Counter()
             for node in self._nodes:
-                for key, value in node.items():
-                    totals[key] = totals.get(key, 0.0) + value
-            self._resources = totals
+                totals.update(node)  # adds, zeros kept
+            self._resources = dict(totals)
             self.read_at = time.monotonic()
 
     def pool(self) -> dict[str, int]:

@@ -39,7 +39,7 @@ class Engine:
 
     Attributes:
         name: the spec's ``engine:``.
-        trainer: ``"module:function"`` that trains one outcome trial on a worker (workers.engines.trainer imports it).
+        trainer: ``"module:function"`` that trains one outcome trial on a worker (workers.measures.trainer imports it).
         section: the spec's section of this engine's own settings (``trl``), None when it reads ``grpo:`` alone.
         holds: what that section holds, in words (said when another engine's spec has it).
         cluster_check: ``"module:function"`` run on a Ray worker at submit (None: nothing to check there); ``checks``

@@ -24,42 +24,6 @@ TRL_LOSS_TYPES = {"grpo": "seq_mean_token_mean", "dapo": "token_mean", "bnpo": "
 TRL_SCALE_REWARDS = {"group": "mean_std", True: "mean_std", "none": "mean", False: "mean"}
 
 
-def _from_trl(data: Any) -> Any:
-    """``grpo:`` with TRL's names rewritten to groupscale's (TRL_ALIASES), values mapped where TRL's differ.
-
-    Raises:
-        ValueError: a name and its alias both given; a loss_type or scale_rewards groupscale does not run.
-    """
-    if not isinstance(data, dict) or not set(data) & set(TRL_ALIASES):
-        return data
-    out = {k: v for k, v in data.items() if k not in TRL_ALIASES}
-    for trl, ours in TRL_ALIASES.items():
-        if trl not in data:
-            continue
-        if ours in data:
-            raise ValueError(f"give {trl} (TRL's name) or {ours}, not both: they are the same setting")
-        value = data[trl]
-        if trl == "loss_type":
-            if value not in TRL_LOSS_TYPES:
-                raise ValueError(
-                    f"loss_type {value!r} is not one groupscale runs; allowed: {', '.join(TRL_LOSS_TYPES)} "
-                    f"(or loss_aggregation: {', '.join(LOSS_AGGREGATION_NAMES)})"
-                )
-            value = TRL_LOSS_TYPES[value]
-        elif trl == "scale_rewards":
-            if value == "batch":
-                raise ValueError(
-                    "scale_rewards 'batch' is refused: it divides by the standard deviation over the whole batch, "
-                    "so a group's advantages depend on the other prompts in the step and on G, which the law of "
-                    "THEORY.md does not model; allowed: group, none (or advantage: loo, mean, mean_std)"
-                )
-            if not isinstance(value, (str, bool)) or value not in TRL_SCALE_REWARDS:
-                raise ValueError(f"scale_rewards {value!r} is not allowed; allowed: group, none (batch is refused)")
-            value = TRL_SCALE_REWARDS[value]
-        out[ours] = value
-    return out
-
-
 class GRPOSpec(StrictModel):
     """GRPO hyper-parameters. TRL's GRPOConfig names (TRL_ALIASES) are accepted with the same meaning and
     shown back under groupscale's names."""
@@ -67,7 +31,39 @@ class GRPOSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _trl_names(cls, data: Any) -> Any:
-        return _from_trl(data)
+        """``grpo:`` with TRL's names rewritten to groupscale's (TRL_ALIASES), values mapped where TRL's differ.
+
+        Raises:
+            ValueError: a name and its alias both given; a loss_type or scale_rewards groupscale does not run.
+        """
+        if not isinstance(data, dict) or not set(data) & set(TRL_ALIASES):
+            return data
+        out = {k: v for k, v in data.items() if k not in TRL_ALIASES}
+        for trl, ours in TRL_ALIASES.items():
+            if trl not in data:
+                continue
+            if ours in data:
+                raise ValueError(f"give {trl} (TRL's name) or {ours}, not both: they are the same setting")
+            value = data[trl]
+            if trl == "loss_type":
+                if value not in TRL_LOSS_TYPES:
+                    raise ValueError(
+                        f"loss_type {value!r} is not one groupscale runs; allowed: {', '.join(TRL_LOSS_TYPES)} "
+                        f"(or loss_aggregation: {', '.join(LOSS_AGGREGATION_NAMES)})"
+                    )
+                value = TRL_LOSS_TYPES[value]
+            elif trl == "scale_rewards":
+                if value == "batch":
+                    raise ValueError(
+                        "scale_rewards 'batch' is refused: it divides by the standard deviation over the whole batch, "
+                        "so a group's advantages depend on the other prompts in the step and on G, which the law of "
+                        "THEORY.md does not model; allowed: group, none (or advantage: loo, mean, mean_std)"
+                    )
+                if not isinstance(value, (str, bool)) or value not in TRL_SCALE_REWARDS:
+                    raise ValueError(f"scale_rewards {value!r} is not allowed; allowed: group, none (batch is refused)")
+                value = TRL_SCALE_REWARDS[value]
+            out[ours] = value
+        return out
 
     advantage: Literal["loo", "mean", "mean_std", "oracle"] = "loo"
     allocation: Literal["uniform", "per_prompt"] = Field(

@@ -48,7 +48,7 @@ def test_the_trl_engine_reads_the_recipe_with_the_installed_trl():
 
 def test_every_engine_has_a_trainer_and_an_outcome_is_one_of_three():
     from sweeps.trial import TrialOutcome, TrialResult
-    from workers.engines import trainer
+    from workers.measures import trainer
 
     assert trainer("trl").__name__ == "train_trial_trl" and trainer("groupscale").__module__ == "workers.engines.groupscale"
     with pytest.raises(ValueError, match=r"unknown engine 'verl'; valid: groupscale, trl"):

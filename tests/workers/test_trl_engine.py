@@ -14,8 +14,8 @@ from sweeps.metrics import SUMMARIZED
 from sweeps.spec import SweepSpec
 from sweeps.trial import TrialConfig, TrialResult
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
-from workers.engines import trainer
 from workers.engines.trl import silent_generation, trained_settings, trl_arguments
+from workers.measures import trainer
 from workers.models.presets import preset_path
 
 TRL_NAMES = (
@@ -56,7 +56,7 @@ class Recorder:
 
 
 def _run(cfg: TrialConfig, report: Recorder) -> TrialResult | BaseException:
-    """The trial's engine's own trainer (workers.engines.trainer), in a thread as a worker runs it; its exception
+    """The trial's engine's own trainer (workers.measures.trainer), in a thread as a worker runs it; its exception
     returned."""
     out: list = []
 

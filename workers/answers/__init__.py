@@ -18,12 +18,7 @@ RUNNERS = dict.fromkeys(("staged", "tracking"), run_stages)
 
 def run_answer(spec: SweepSpec, cache_dir: str | Path, budget: int | None = None, report: Report | None = None) -> Answer:
     """The answer of ``spec.answer.method`` for ``spec`` within ``budget`` completions (its plan's default when None);
-    ``report`` hears each stage as it runs (workers.progress).
-
-    Raises:
-        sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
-        ValueError: an unknown method (lists the names), or a task, model or data file that cannot be used.
-        OSError: a file that cannot be read.
-    """
+    ``report`` hears each stage as it runs (workers.progress). Raises what run_stages raises, and ValueError for an
+    unknown method (listing the names)."""
     method = get_method(spec.answer.method)
     return RUNNERS[method.name](method, spec, cache_dir, budget, report)

@@ -61,22 +61,8 @@ class _Partial:
     def __call__(self, metrics: dict[str, float], step: int) -> None:
         self._report(metrics, step)
 
-    def _call(self, name: str, *args: Any) -> None:
-        method = getattr(self._report, name, None)  # a foreign object: whatever the caller passed as report
-        if method is not None:
-            method(*args)
-
-    def log_params(self, params: dict[str, str]) -> None:
-        self._call("log_params", params)
-
-    def set_tags(self, tags: dict[str, str]) -> None:
-        self._call("set_tags", tags)
-
-    def log_table(self, rows: list[dict]) -> None:
-        self._call("log_table", rows)
-
-    def flush(self) -> None:
-        self._call("flush")
+    def __getattr__(self, name: str) -> Any:  # log_params, set_tags, log_table, flush: the report's own, or nothing
+        return getattr(self._report, name, lambda *args: None)  # a foreign object: whatever the caller passed as report
 
 
 def run_report(report: Report) -> RunReport:

@@ -2,12 +2,10 @@
 before step 1, or from its checkpoint's TrialState), what follows each optimizer step (its metrics reported, the evals
 at ``eval.every``'s checkpoints, the probe every ``probe.every`` steps), when it checkpoints (never inside a generation
 cycle), the no-signal verdict and how it ends (a trial whose checkpoint is at T evaluates and ends; a resume never
-trains a step past T).
-
-An engine keeps only its steps (verl's ``BaseEngine.train_batch`` is the model: the protocol in one place, members
-fill in primitives): groupscale's trainer its loop (workers.engines.groupscale), TRL's its GRPOTrainer and a
-TrainerCallback that forwards here (workers.engines.trl). Ray and MLflow stay at the edge: metrics leave through the
-trial's ``report``.
+trains a step past T). An engine keeps only its steps (verl's ``BaseEngine.train_batch`` is the model: the protocol
+in one place, members fill in primitives): groupscale's trainer its loop (workers.engines.groupscale), TRL's its
+GRPOTrainer and a TrainerCallback that forwards here (workers.engines.trl). Ray and MLflow stay at the edge: metrics
+leave through the trial's ``report``.
 """
 
 from __future__ import annotations
