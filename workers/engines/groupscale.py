@@ -254,7 +254,7 @@ def _start(
     """The trial started from its checkpoint (model, optimizer and RNG restored, the harness's state given back), or
     fresh (the harness's eval before step 1, then the per-prompt table); the per-prompt allocation, None for uniform G."""
     ckpt = load_checkpoint(cfg.checkpoint_dir)  # every rank reads it (a storage location every node reaches)
-    if ckpt is None:
+    if ckpt is None or "trial" not in ckpt:  # none, or one of an older version without the trial state: afresh
         harness.start(None)
         return _allocation(cfg, harness)
     load_trainable_state(harness.policy.module, ckpt["model"])
