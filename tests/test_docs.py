@@ -189,3 +189,25 @@ def test_adding_an_engine_and_an_export_as_the_docs_say_works(worked_examples, m
     assert {"gap", "gap_initial"} <= set(result.metrics) and all("reward_mean" in seen[s] for s in range(1, 7))
     text = get_export("shell").render(4, 16, get_engine("mine").recipe(spec), "groupscale: G = 4")
     assert text == "# groupscale: G = 4\nNUM_GENERATIONS=4\nPROMPTS_PER_STEP=4\nTEMPERATURE=1\n"
+
+
+def test_the_worked_examples_register_through_the_import_lines_the_docs_name(tmp_path):
+    """Added as the docs say (a module, its name in the package's import line), a fresh interpreter that imports the
+    packages has the engine and the export registered: an example that imported from the package itself would be a
+    circular import there (the other test loads the examples after the packages)."""
+    blocks = {body.splitlines()[0].split(" (")[0]: body for _, body in _blocks("python") if body.startswith("# ")}
+    shutil.copytree(ROOT / "sweeps", tmp_path / "sweeps")
+    for head, package, name in (
+        ("# sweeps/engines/mine.py", "engines", "mine"),
+        ("# sweeps/exports/shell.py", "exports", "shell"),
+    ):
+        (tmp_path / head[2:]).write_text(blocks[head])
+        init = tmp_path / "sweeps" / package / "__init__.py"
+        first = next(n for n in ("groupscale", "trl") if f"from sweeps.{package} import {n}" in init.read_text())
+        init.write_text(
+            init.read_text().replace(f"from sweeps.{package} import {first}", f"from sweeps.{package} import {name}, {first}")
+        )
+    code = "import sweeps.engines, sweeps.exports; print(sorted(sweeps.engines.ENGINES), sorted(sweeps.exports.EXPORTS))"
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert done.stdout.split("\n")[0] == "['groupscale', 'mine', 'trl'] ['shell', 'trl', 'verl']", done.stderr[-2000:]

@@ -113,7 +113,8 @@ def spec_from_trl_command(
     steps: Annotated[int | None, typer.Option(min=1, help="T (default: the recipe's max_steps, else 200)")] = None,
     model: Annotated[str | None, typer.Option(help="a local model folder (default: the recipe's model_name_or_path)")] = None,
     engine: Annotated[
-        Engine, typer.Option(help="trl: TRL trains each trial on the recipe as written; groupscale: translated")
+        Engine,
+        typer.Option(help="the engine the trials train with: trl keeps the recipe as written, the others get it translated"),
     ] = RECIPE_AS_WRITTEN,
     num_processes: Annotated[
         int | None, typer.Option(min=1, help="processes the recipe trains on (B is its generation batch there); default 1")

@@ -38,9 +38,9 @@ EXPORTS: dict[str, Export] = {}  # name -> the export, in registration order
 
 def register_export(cls: type[Export]) -> type[Export]:
     """Class decorator: add an instance of ``cls`` to EXPORTS under ``cls.name``. Raises ValueError for a name that
-    is taken."""
-    if cls.name in EXPORTS:
-        raise ValueError(f"export {cls.name!r} is registered twice")
+    is taken (by another export, or by ``recommend``'s own text and json)."""
+    if cls.name in (*EXPORTS, "text", "json"):
+        raise ValueError(f"export {cls.name!r} is registered twice, or is recommend's own format")
     EXPORTS[cls.name] = cls()
     return cls
 
@@ -64,5 +64,5 @@ def check_divides(group_size: int, samples_per_step: int) -> None:
 
 
 def comments(header: str, notes: list[str]) -> list[str]:
-    """``header``'s lines and the notes as ``#`` comment lines (both formats take them)."""
+    """``header``'s lines and the notes as ``#`` comment lines (the formats that take comments)."""
     return [f"# {line}" for line in header.splitlines()] + [f"# note: {n}" for n in notes]

@@ -158,3 +158,6 @@ def test_the_exports_are_a_registry_an_unknown_or_twice_registered_one_is_refuse
 
     with pytest.raises(ValueError, match="export 'verl' is registered twice"):
         register_export(Again)
+    Again.name = "json"  # recommend's own: an export of that name could never be reached
+    with pytest.raises(ValueError, match="export 'json' is registered twice, or is recommend's own format"):
+        register_export(Again)

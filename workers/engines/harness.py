@@ -1,11 +1,11 @@
 """The measurement protocol of every engine's trial, written once: how a trial starts (fresh, after the held-out eval
 before step 1, or from its checkpoint's TrialState), what follows each optimizer step (its metrics reported, the evals
-at ``eval.every``'s checkpoints, the probe every ``probe.every`` steps), when it checkpoints (never inside a generation
-cycle), the no-signal verdict and how it ends (a trial whose checkpoint is at T evaluates and ends; a resume never
-trains a step past T). An engine keeps only its steps (verl's ``BaseEngine.train_batch`` is the model: the protocol
-in one place, members fill in primitives): groupscale's trainer its loop (workers.engines.groupscale), TRL's its
-GRPOTrainer and a TrainerCallback that forwards here (workers.engines.trl). Ray and MLflow stay at the edge: metrics
-leave through the trial's ``report``.
+at ``eval.every``'s checkpoints, the probe every ``probe.every`` steps), when a checkpoint is due (never inside a
+generation cycle; the engine saves it, the TrialState with its own state), the no-signal verdict and how it ends (a
+trial whose checkpoint is at T evaluates and ends; a resume never trains a step past T). An engine keeps only its steps
+(verl's ``BaseEngine.train_batch`` is the model: the protocol in one place, members fill in primitives): groupscale's
+trainer its loop (workers.engines.groupscale), TRL's its GRPOTrainer and a TrainerCallback that forwards here
+(workers.engines.trl). Ray and MLflow stay at the edge: metrics leave through the trial's ``report``.
 """
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ class Harness:
     def guarded(self, phase: Phase) -> Iterator[None]:
         """Turn a failing reward function, a non-finite value, groups cut to another size than G (GroupSizeError,
         whose reason names its step) or a GPU out of memory inside ``phase`` into a failed TrialResult with the phase
-        and the cause, raised as TrialFailed. On several processes every rank enters the same phases, and a failure
+        and the cause, raised as TrialFailed. On several processes every rank enters the same phases, and such a failure
         on any rank fails all of them here (the first rank's cause), so none waits on a collective the failed rank
-        will not reach."""
+        will not reach; any other exception ends its process, and the others' next collective raises."""
         import torch
 
         from workers.groups import GroupSizeError

@@ -127,8 +127,8 @@ class TrlRewards:
     term (in the task's reward process, workers.rewards), replays what they logged through TRL's ``log_metric`` and
     ``log_extra``, checks the generation's groups (check_generation: ``pending`` holds its metrics for the next log)
     and counts it: ``count(silent, reward_mean, truncation)`` (the harness's ``generation``; silent_generation says
-    whether it gave no signal); the others read their term's values. Rows come back to the task's problems by the ROW
-    column.
+    whether it gave no signal; truncation: the share that reached max_completion_length); the others read their term's
+    values. Rows come back to the task's problems by the ROW column.
     """
 
     def __init__(
