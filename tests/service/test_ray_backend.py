@@ -65,7 +65,7 @@ def test_six_restarted_controllers_each_find_the_running_trial(backend, tmp_path
 def test_a_dead_worker_is_known_dead_at_once(backend, tmp_path):
     """A worker that died for good (killed, no restart left) is not waited for: its trial goes back to pending."""
     backend.start_trial("trial-dead", long_trial(str(tmp_path)), 1.0, 0.0)
-    worker = next(w for w in backend._workers.values() if w.trial == "trial-dead")
+    worker = next(w for w in backend.warm.workers.values() if w.trial == "trial-dead")
     ray.get(_current(worker.handle), timeout=180)
     ray.kill(worker.handle, no_restart=True)
     start = time.monotonic()
