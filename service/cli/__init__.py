@@ -6,7 +6,7 @@ that need no server; render.py the tables and the progress bar; demo.py `groupsc
 Exit codes: 0 success, 1 failure, 2 bad input. ``--json`` prints one JSON document.
 """
 
-from service.cli import commands, demo, offline, results  # noqa: F401  (each registers its commands on app)
+from service.cli import commands, demo, importers, offline, results  # noqa: F401  (each registers its commands on app)
 from service.cli.app import app
 
 

@@ -14,6 +14,7 @@ import typer
 from service.cli.app import JsonOpt, _fail, _ints, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
 from sweeps.engines import ENGINES
+from sweeps.frameworks import FRAMEWORKS
 from sweeps.spec import PRESET_NAMES
 
 
@@ -129,6 +130,9 @@ def spec_from_trl_command(
     from sweeps.yamlfile import dump_yaml
 
     data = _yaml_mapping(config, "CONFIG.yaml")
+    other = [fw for fw in FRAMEWORKS.values() if fw.recognises(data)]
+    if other:
+        _fail(f"CONFIG.yaml: {config} is a {other[0].title} config, not a TRL recipe: use spec from-{other[0].name}", 2)
     processes = num_processes
     if accelerate_config is not None:
         if num_processes is not None:

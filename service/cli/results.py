@@ -174,14 +174,22 @@ def recommend(
     num_processes: Annotated[
         int, typer.Option(min=1, help="--format trl: the processes your run trains on (the batch settings give B there)")
     ] = 1,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="your trainer's config or run script (the --format trainer's): printed back with the measured G, "
+                     "only G and the keys tied to it at the file's B changed"),
+    ] = None,  # fmt: skip
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as TRL / verl settings.
+    """Which G to use for a task and model (from the finished sweeps), in groupscale's terms or as another trainer's
+    settings.
 
     Exit 1 when the best fit recommends no G, in every format: text ends on the reason, json prints the document,
-    trl and verl print nothing on stdout (it is a config) and the reason on stderr."""
+    the trainers' formats print nothing on stdout (it is a config) and the reason on stderr."""
     client = Client(url)
+    if config is not None:
+        return _recommend_into(client, config, form.value, task, model, samples_per_step)
     rec = _api(client.recommend, task, model, samples_per_step)
     g = rec["recommended_group_size"]
     form = RecommendFormat.json if as_json else form
@@ -201,6 +209,42 @@ def recommend(
         typer.echo(get_export(form).render(g, budget, recipe, head, num_processes), nl=False)
     except ExportError as e:
         _fail(f"{e.option}: {e}", 2) if e.option else _fail(f"the sweep has no {form} equivalent: {e}")
+
+
+def _recommend_into(client: Client, path: Path, form: str, task: str, model: str, samples_per_step: int | None) -> None:
+    """``recommend --config FILE --format NAME``: the user's file with the recommended G at its own B (exit 2 for a
+    file or format that does not fit, 1 when there is no G or the sweep measured another objective)."""
+    from sweeps.engines import get_engine
+    from sweeps.exports.base import recipe_grpo
+    from sweeps.frameworks import FRAMEWORKS, Refused
+    from sweeps.frameworks.editing import ObjectiveDiffers, edit_config, file_budget
+    from sweeps.spec import SweepSpec
+
+    if form not in FRAMEWORKS:
+        _fail(f"--format: {form!r} with --config; allowed: {', '.join(FRAMEWORKS)} (the trainer of the file)", 2)
+    framework = FRAMEWORKS[form]
+    try:
+        budget = file_budget(framework, path)
+    except ValueError as e:
+        _fail(f"--config: {path}: {e}", 2)
+    if samples_per_step not in (None, budget.samples_per_step):
+        _fail(f"--samples-per-step: {samples_per_step}, but {path} trains B = {budget.samples_per_step}; give one of them", 2)
+    rec = _api(client.recommend, task, model, budget.samples_per_step)
+    g = rec["recommended_group_size"]
+    if g is None:
+        _fail(verdict(rec))
+    spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
+    try:
+        text = edit_config(framework, path, g, recipe_grpo(get_engine(spec.engine).recipe(spec)), budget)
+    except ObjectiveDiffers as e:
+        _fail(str(e))
+    except Refused as e:
+        _fail(f"{framework.title} cannot take G = {g} at B = {budget.samples_per_step} as the file sets it: {e}")
+    err.print(
+        f"groupscale: G = {g} at B = {budget.samples_per_step} (G* = {fmt(rec['g_star'])}, evidence {rec['evidence']}), "
+        f"sweep {rec['sweep_id']}: {path} with {', '.join(framework.tied)} changed", highlight=False, soft_wrap=True,
+    )  # fmt: skip
+    typer.echo(text, nl=False)
 
 
 @app.command()

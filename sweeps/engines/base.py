@@ -71,8 +71,8 @@ class Engine:
         with the field (``trl.beta: ...``) when it names one."""
 
     def recipe(self, spec: SweepSpec) -> Recipe:
-        """The objective the spec's trials train (groupscale's trainer: ``grpo:``, one optimizer step per B)."""
-        return Recipe(spec.grpo)
+        """The objective the spec's trials train (groupscale's trainer: ``grpo:``, its k optimizer steps per B)."""
+        return Recipe(spec.grpo, Fraction(spec.grpo.steps_per_generation))
 
     def trial_grpo(self, spec: SweepSpec, lr: float | None) -> GRPOSpec:
         """The GRPO settings a trial's config carries (its held-out evaluation samples with them), with a tuned lr."""

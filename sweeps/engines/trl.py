@@ -91,7 +91,7 @@ class TrlEngine(Engine):
         from sweeps.spec.grpo import TRL_ALIASES, GRPOSpec
 
         recipe = {k: trl_value(v) for k, v in spec.trl_recipe.items()}
-        names = [k for k in (*TRL_ALIASES, "temperature") if k != "learning_rate"]
+        names = [k for k in (*TRL_ALIASES, "temperature", "importance_sampling_level") if k != "learning_rate"]
         given = {k: recipe[k] for k in names if recipe.get(k) is not None}
         grpo = GRPOSpec.model_validate({**TRL_DEFAULTS, **given})
         return Recipe(grpo, recipe_structure(recipe).optimizer_steps_per_generation, spec.trl_recipe)

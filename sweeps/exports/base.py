@@ -3,9 +3,11 @@ keys and units from the engine's normalised objective (sweeps.engines.Recipe).""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from fractions import Fraction
+from typing import Any, ClassVar
 
 from sweeps.engines import Recipe
+from sweeps.frameworks import Refused, get_framework
 from sweeps.spec import valid_group_sizes
 
 
@@ -66,3 +68,32 @@ def check_divides(group_size: int, samples_per_step: int) -> None:
 def comments(header: str, notes: list[str]) -> list[str]:
     """``header``'s lines and the notes as ``#`` comment lines (the formats that take comments)."""
     return [f"# {line}" for line in header.splitlines()] + [f"# note: {n}" for n in notes]
+
+
+def recipe_grpo(recipe: Recipe) -> dict[str, Any]:
+    """The recipe in the budget vocabulary (sweeps.frameworks.Budget's grpo): its grpo fields, with k the optimizer
+    steps per generation (a Fraction: 1/n is n generations a step, as a TRL recipe may have)."""
+    return recipe.grpo.model_dump() | {"steps_per_generation": Fraction(recipe.optimizer_steps_per_generation)}
+
+
+class FrameworkExport(Export):
+    """The export of a trainer of sweeps.frameworks: its settings for the answer, written as that trainer's command
+    line takes them (Framework.words), the header and notes as comments."""
+
+    framework: ClassVar[str]
+
+    def render(self, group_size: int, samples_per_step: int, recipe: Recipe, header: str, num_processes: int = 1) -> str:
+        """Raises ExportError (no option at fault) when the trainer cannot express the sweep's objective."""
+        check_divides(group_size, samples_per_step)
+        framework = get_framework(self.framework)
+        try:
+            settings = framework.settings(group_size, samples_per_step, recipe_grpo(recipe))
+        except Refused as e:
+            raise ExportError(f"{framework.title} cannot train what the sweep measured: {e}") from None
+        notes = ["the learning rate is not carried over: a sweep's lr is tuned for its own model"]
+        n = Fraction(recipe.optimizer_steps_per_generation).denominator
+        if n > 1:
+            notes.append(
+                f"the recipe's {n} generations of B = {samples_per_step} per optimizer step are one {framework.title} batch"
+            )
+        return "\n".join([*comments(header, notes), *framework.words(settings)]) + "\n"

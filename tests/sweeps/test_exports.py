@@ -8,7 +8,7 @@ import yaml
 from sweeps.engines import get_engine
 from sweeps.exports import get_export
 from sweeps.exports.trl import trl_settings
-from sweeps.exports.verl import verl_overrides
+from sweeps.engines import Recipe
 from sweeps.spec import GRPOSpec, SweepSpec
 
 
@@ -20,6 +20,13 @@ def trl_config(group_size, budget, spec, header="", num_processes=1) -> str:
 def recipe_grpo(trl: dict) -> GRPOSpec:
     """The objective of an engine-trl spec of ``trl``, in groupscale's names."""
     return get_engine("trl").recipe(_spec(engine="trl", trl=trl)).grpo
+
+
+def verl_overrides(group_size, budget, grpo, k=Fraction(1)) -> tuple[list[str], list[str]]:
+    """`recommend --format verl`'s override lines and its notes, for ``grpo`` with k optimizer steps per generation."""
+    text = get_export("verl").render(group_size, budget, Recipe(grpo, k), "")
+    lines = text.splitlines()
+    return [x for x in lines if not x.startswith("#")], [x.removeprefix("# note: ") for x in lines if x.startswith("# note")]
 
 
 def _spec(**over) -> SweepSpec:
@@ -139,8 +146,8 @@ def test_the_verl_export_keeps_an_engine_trl_recipes_steps_per_generation(k, bat
     lines, notes = verl_overrides(4, 64, GRPOSpec(), k)
     got = dict(line.split("=", 1) for line in lines)
     assert (got["data.train_batch_size"], got["actor_rollout_ref.actor.ppo_mini_batch_size"]) == (batch, mini)
-    assert any("generations of B = 64 per optimizer step are one verl batch" in n for n in notes) == note
-    with pytest.raises(ValueError, match="3/2 optimizer steps per generation: verl's ppo_mini_batch_size must divide"):
+    assert any("4 generations of B = 64 per optimizer step are one verl batch" in n for n in notes) == note
+    with pytest.raises(ValueError, match="steps_per_generation: '3/2': verl's ppo_mini_batch_size must divide"):
         verl_overrides(4, 64, GRPOSpec(), Fraction(3, 2))
     with pytest.raises(ValueError, match="16 prompts per batch do not split into 3 verl mini-batches"):
         verl_overrides(4, 64, GRPOSpec(), Fraction(3))

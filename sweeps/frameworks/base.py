@@ -1,0 +1,200 @@
+"""What a GRPO trainer is to groupscale: one class per framework, registered by name, that reads the trainer's config as
+its users have it into one budget vocabulary (``Budget``) and writes an answer back in the trainer's own keys and units.
+
+The vocabulary, stated once (THEORY.md's notation): G completions per prompt; B completions per generation (N = B / G
+prompts); k optimizer steps each generation feeds (its mini-batches of B / k completions, whole groups); mu passes over
+each generation (PPO epochs); and the loss in groupscale's ``grpo:`` names (loss_aggregation, advantage, clip_eps,
+clip_eps_high, importance_sampling_level, kl_beta, lr, temperature, max_new_tokens). Units are the trap each member
+resolves: verl counts prompts where OpenRLHF counts samples; a member's docstring cites the file and version of each
+key it reads.
+
+A member declares: ``read`` (the file and ``key=value`` overrides into one mapping, ``Config``), ``recognises`` (whether
+a mapping is its config, for ``spec from``), ``budget`` (the mapping in the vocabulary, refusing what changes the budget
+that trains), ``settings`` (an answer in its keys) and how its files are edited (sweeps.frameworks.files).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from sweeps.frameworks.shell import shown, unknown_in
+
+MISSING = object()
+
+
+class Refused(ValueError):
+    """A setting of the file that groupscale cannot keep without changing what the sweep measures: the message names
+    the key, its value, why, and what to do (exit 2 in the CLI)."""
+
+    def __init__(self, key: str, value: Any, why: str) -> None:
+        super().__init__(f"{key}: {value!r}: {why}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A trainer's G, B and objective in groupscale's names and units.
+
+    Attributes:
+        group_size: G, completions per prompt.
+        samples_per_step: B, completions per generation (prompts per generation x G).
+        grpo: the objective as ``grpo:`` fields: steps_per_generation (k), inner_steps (mu), loss_aggregation,
+            advantage, clip_eps, clip_eps_high, importance_sampling_level, kl_beta, lr, temperature, max_new_tokens
+            (only those the file decides; the rest take the trainer's defaults, which the member fills in).
+        model: the model folder or hub id the file trains, None if it names none.
+        steps: T in optimizer steps (generations x k), None if the file does not say.
+        data: the training data the file names (for the spec's task), None if none.
+    """
+
+    group_size: int
+    samples_per_step: int
+    grpo: dict[str, Any]
+    model: str | None = None
+    steps: int | None = None
+    data: str | None = None
+
+
+@dataclass
+class Config:
+    """A trainer's settings as one mapping (file, then the script's or the user's ``key=value`` overrides), read key by
+    key so that an interpolation or value nobody reads is never an error.
+
+    Attributes:
+        values: the merged settings (OmegaConf: ``${a.b}`` interpolations resolve as the trainer resolves them).
+        given: the dotted keys the user's file and overrides set (a generated config sets every key).
+        source: what was read (the file's name).
+        assumed: what a run script left to the machine it runs on, and how it was read (sweeps.frameworks.shell).
+    """
+
+    values: DictConfig
+    given: list[str]
+    source: str
+    assumed: list[str] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)
+
+    def get(self, key: str, default: Any = None, raw: bool = False) -> Any:
+        """The value at the dotted ``key`` (``default`` when absent or null); marks it used. Raises Refused for a value
+        only running the script would tell (``$HOME``, ``$(nproc)``; ``raw``: kept, for a value only shown) or an
+        interpolation that does not resolve."""
+        self.used.add(key)
+        try:
+            value = OmegaConf.select(self.values, key, default=MISSING, throw_on_missing=False)
+        except OmegaConfBaseException as e:
+            raise Refused(key, "", f"does not resolve ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        if value is MISSING or value is None or value == "???":
+            return default
+        if isinstance(value, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(value, resolve=False)
+        if isinstance(value, str) and unknown_in(value) and not raw:
+            raise Refused(
+                key, shown(value), f"depends on {', '.join(unknown_in(value))}, which only running the script tells; "
+                "give the variable after the file (NAME=value) or the setting (key=value)",
+            )  # fmt: skip
+        return value
+
+    def number(self, key: str, default: Any = None, kind: type = int) -> Any:
+        """``get`` as an int (or ``kind``), from a string too, as the trainer's parser reads it. Raises Refused if not."""
+        value = self.get(key, default)
+        if value is None:
+            return None
+        try:
+            if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return kind(value) if isinstance(value, (int, float)) else kind(str(value).strip())
+        except ValueError:
+            raise Refused(key, value, f"is not a {'whole number' if kind is int else 'number'}") from None
+
+
+def flat_keys(mapping: Any, prefix: str = "") -> list[str]:
+    """The dotted paths of a nested mapping's leaves (a list is a leaf)."""
+    if isinstance(mapping, dict) and mapping:
+        return [k for key, value in mapping.items() for k in flat_keys(value, f"{prefix}{key}.")]
+    return [prefix.rstrip(".")] if prefix else []
+
+
+def whole(key: str, numerator: int, denominator: int, what: str) -> int:
+    """numerator / denominator as a whole number. Raises Refused naming ``key`` when it is not one (``what``: the
+    quotient in words)."""
+    if denominator <= 0 or numerator % denominator:
+        raise Refused(key, denominator, f"{what}: {numerator} / {denominator} is not a whole number")
+    return numerator // denominator
+
+
+class Framework:
+    """One trainer whose configs come in (``spec from-NAME``) and whose keys go out (``recommend --format NAME``).
+
+    Attributes:
+        name: the CLI's name (``nemo-rl``); title: how its users write it (``NeMo-RL``).
+        files: what ``read`` takes, in words (for --help).
+        launch: the launch command of its run scripts (a regex over one word), None when it has none.
+        version: the trainer's version whose keys and defaults the member reads.
+        tied: the keys that move with G at a fixed B (all ``recommend --config`` changes).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    files: ClassVar[str]
+    version: ClassVar[str]
+    launch: ClassVar[re.Pattern[str] | None] = None
+    tied: ClassVar[tuple[str, ...]] = ()
+
+    def read(self, path: Path, overrides: list[str]) -> Config:
+        """The file's settings with ``overrides`` (``key=value``; in a script, ``NAME=value`` sets a variable).
+        Raises ValueError naming the file and what could not be read."""
+        raise NotImplementedError
+
+    def recognises(self, data: dict[str, Any]) -> bool:
+        """Whether a parsed config file (a mapping) is this trainer's (``spec from``)."""
+        return False
+
+    def budget(self, config: Config) -> Budget:
+        """The config in the vocabulary. Raises Refused for a setting groupscale cannot train as the file asks."""
+        raise NotImplementedError
+
+    def settings(self, group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
+        """An answer in this trainer's keys and units: G at budget B (completions) with the objective ``grpo`` (the
+        vocabulary's names). Raises Refused when the trainer cannot express it."""
+        raise NotImplementedError
+
+    def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
+        """The file's ``text`` with the settings ``changes`` made, the rest as it is: a run script's launch command
+        (hydra words), TOML or YAML (comments kept)."""
+        from sweeps.frameworks.files import edit_script, edit_toml, edit_yaml, is_script
+
+        if self.launch is not None and is_script(path, text):
+            return edit_script(text, self.launch, {f"{key}=": word for key, word in zip(changes, self.words(changes))})
+        return edit_toml(text, changes) if path.suffix == ".toml" else edit_yaml(text, changes)
+
+    def words(self, settings: dict[str, Any]) -> list[str]:
+        """Settings as its command line takes them, one a line (hydra's ``key=value``; a member may say otherwise)."""
+        return [f"{key}={_word(value)}" for key, value in settings.items()]
+
+
+def _word(value: Any) -> str:
+    """A value as hydra and OmegaConf read it back (``True``, ``1e-06``, ``null``)."""
+    return "null" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+FRAMEWORKS: dict[str, Framework] = {}  # name -> the framework, in registration order
+
+
+def register_framework(cls: type[Framework]) -> type[Framework]:
+    """Class decorator: add an instance of ``cls`` to FRAMEWORKS. Raises ValueError for a name that is taken."""
+    if cls.name in FRAMEWORKS:
+        raise ValueError(f"framework {cls.name!r} is registered twice")
+    FRAMEWORKS[cls.name] = cls()
+    return cls
+
+
+def get_framework(name: str) -> Framework:
+    """The framework called ``name``. Raises ValueError naming the valid ones."""
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        raise ValueError(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}") from None

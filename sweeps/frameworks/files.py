@@ -1,0 +1,215 @@
+"""Trainers' config files read into one mapping and edited in place: YAML with ``defaults:`` and ``${...}``
+interpolations (OmegaConf, as verl, NeMo-RL, EasyR1 and SkyRL load them), TOML (prime-rl), run scripts (their launch
+command's ``key=value`` overrides or ``--flag value`` words); edits keep the file's comments and layout (ruamel.yaml,
+tomlkit, the script's own lines).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from ruamel.yaml import YAML
+
+from sweeps.frameworks.base import Config, flat_keys
+from sweeps.frameworks.shell import Script, ScriptError, read_script
+
+MAX_DEFAULTS_DEPTH = 8  # a config that inherits from itself stops here
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {type(e).__name__}") from None
+
+
+def is_script(path: Path, text: str) -> bool:
+    """A shell script rather than a config file: ``.sh``, a shebang, or a launch command's continued lines."""
+    return path.suffix in (".sh", ".bash") or text.startswith("#!") or bool(re.search(r"\\\r?\n\s*[-\w.+]+=", text))
+
+
+def load_mapping(path: Path, depth: int = 0) -> dict[str, Any]:
+    """A YAML or TOML file as a nested mapping, its ``defaults:`` (a file, or a list of files and hydra group entries
+    ``group@package: option``) loaded first from the file's folder where they exist, then the file merged over them.
+    ``${...}`` is left for the trainer's resolution (Config.get). Raises ValueError naming the file."""
+    text = _text(path)
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{path}: not TOML: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds no mapping of settings")
+    defaults = data.pop("defaults", None)
+    if depth >= MAX_DEFAULTS_DEPTH or not defaults:
+        return data
+    base: DictConfig = OmegaConf.create({})
+    for entry in [defaults] if isinstance(defaults, str) else defaults:
+        found = _default_file(path.parent, entry)
+        if found is not None:
+            package, file = found
+            loaded = load_mapping(file, depth + 1)
+            base = OmegaConf.merge(base, OmegaConf.create(_at(package, loaded)))
+    merged = OmegaConf.merge(base, OmegaConf.create(data))
+    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]
+
+
+def _default_file(folder: Path, entry: Any) -> tuple[str, Path] | None:
+    """A ``defaults:`` entry's file and the package (dotted path) it goes under, if it is in ``folder``."""
+    if isinstance(entry, str):
+        group, option, package = "", entry, ""
+    elif isinstance(entry, dict) and len(entry) == 1:
+        ((key, option),) = entry.items()
+        group, _, package = str(key).partition("@")
+        package = package or group.replace("/", ".")
+    else:
+        return None
+    if not isinstance(option, str) or option == "_self_":
+        return None
+    for name in (option, f"{option}.yaml"):
+        file = folder / group / name
+        if file.is_file():
+            return package, file
+    return None
+
+
+def _at(package: str, mapping: dict[str, Any]) -> dict[str, Any]:
+    for part in reversed([p for p in package.split(".") if p and p != "_global_"]):
+        mapping = {part: mapping}
+    return mapping
+
+
+def overrides_config(items: list[str]) -> tuple[DictConfig, list[str]]:
+    """``key=value`` overrides (hydra's ``+key``/``++key`` too; values read as YAML, as hydra and OmegaConf do) as a
+    mapping and the keys they set. Raises ValueError naming an override that is not ``key=value``."""
+    dotlist = []
+    for item in items:
+        key, eq, value = item.lstrip("+").partition("=")
+        if not eq or not re.fullmatch(r"[\w.\-/]+", key):
+            raise ValueError(f"override {item!r} is not key=value")
+        dotlist.append(f"{key}={value}")
+    try:
+        return OmegaConf.from_dotlist(dotlist), [d.partition("=")[0] for d in dotlist]
+    except (OmegaConfBaseException, yaml.YAMLError) as e:
+        raise ValueError(f"overrides: {str(e).splitlines()[0]}") from None
+
+
+def split_variables(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The importer's words: ``NAME=value`` (a shell variable's name: no dot, upper case or a name the script uses)
+    set a script's variables; the rest are the trainer's ``key=value``."""
+    variables = {k: v for k, _, v in (o.partition("=") for o in overrides if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", o, re.S))}
+    return variables, [o for o in overrides if o.partition("=")[0] not in variables]
+
+
+def config_of(layers: list[tuple[dict[str, Any] | DictConfig, bool]], source: str, assumed: tuple[str, ...] = ()) -> Config:
+    """One Config of the layers merged in order; a layer's keys count as given when its flag says so."""
+    merged = OmegaConf.merge(*[OmegaConf.create(layer) if isinstance(layer, dict) else layer for layer, _ in layers])
+    given = [k for layer, is_given in layers if is_given for k in flat_keys(_container(layer))]
+    return Config(merged, list(dict.fromkeys(given)), source, list(assumed))
+
+
+def _container(layer: dict[str, Any] | DictConfig) -> Any:
+    return OmegaConf.to_container(layer, resolve=False) if isinstance(layer, DictConfig) else layer
+
+
+def script_words(path: Path, launch: re.Pattern[str], variables: dict[str, str]) -> Script:
+    """The launch command's words of a run script (sweeps.frameworks.shell). Raises ValueError naming the file."""
+    try:
+        return read_script(_text(path), launch, variables)
+    except ScriptError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def dump(mapping: dict[str, Any], toml_format: bool = False) -> str:
+    """Settings as a file: TOML (tomlkit) or YAML in block style."""
+    if toml_format:
+        return tomlkit.dumps(nested(mapping))
+    return yaml.safe_dump(nested(mapping), sort_keys=False, default_flow_style=False)
+
+
+def nested(changes: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys as a nested mapping."""
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def edit_yaml(text: str, changes: dict[str, Any]) -> str:
+    """``text`` (YAML) with each dotted key set to its value, comments and order kept (ruamel.yaml round trip)."""
+    ruamel = YAML()
+    ruamel.preserve_quotes = True
+    data = ruamel.load(text)
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        node = data
+        for p in parents:
+            if node.get(p) is None:
+                node[p] = {}
+            node = node[p]
+        node[leaf] = value
+    out = StringIO()
+    ruamel.dump(data, out)
+    return out.getvalue()
+
+
+def edit_toml(text: str, changes: dict[str, Any]) -> str:
+    """``text`` (TOML) with each dotted key set, comments and order kept (tomlkit)."""
+    doc = tomlkit.parse(text)
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        node: Any = doc
+        for p in parents:
+            if p not in node:
+                node[p] = tomlkit.table()
+            node = node[p]
+        node[leaf] = value
+    return tomlkit.dumps(doc)
+
+
+def edit_script(text: str, launch: re.Pattern[str], changes: dict[str, str]) -> str:
+    """A run script with its settings changed: ``changes`` maps a word's key (``a.b=`` or ``--flag ``, with its
+    separator) to the new word, replaced wherever the script sets it (its launch command, or an array the command
+    expands; comment lines left alone); a key the script lacks is added on a line of its own after the launch
+    command's first line. Comments, variables and the other lines stay as they are."""
+    lines, missing = text.splitlines(keepends=True), []
+    for key, word in changes.items():
+        name = re.escape(key[:-1])
+        if key.endswith("="):  # a hydra override a.b=value, quoted or not, after a blank or a quote
+            pattern = re.compile(rf"(?<![\w.\-+])\+*{name}=(?:\"[^\"]*\"|'[^']*'|[^\s\\]*)")
+        else:  # a flag and its value: --flag value or --flag=value
+            pattern = re.compile(rf"(?<![\w\-]){name}(?:=|[ \t]+)(?:\"[^\"]*\"|'[^']*'|[^\s\\]+)")
+        found = 0
+        for i, line in enumerate(lines):
+            if not line.lstrip().startswith("#"):
+                lines[i], count = pattern.subn(lambda _, w=word: w, line)
+                found += count
+        missing += [] if found else [word]
+    if missing:  # each on a continued line of its own after the launch command's first line
+        at = next((i for i, line in enumerate(lines) if launch.search(line) and not line.lstrip().startswith("#")), None)
+        if at is None:
+            raise ValueError(f"no command matching {launch.pattern!r} in the script")
+        head = lines[at].rstrip("\r\n")
+        nxt = lines[at + 1] if at + 1 < len(lines) else ""
+        indent = re.match(r"[ \t]*", nxt).group() or "    "  # type: ignore[union-attr]
+        if head.rstrip().endswith("\\"):
+            lines[at] = head + "\n" + "".join(f"{indent}{w} \\\n" for w in missing)
+        else:
+            lines[at] = head.rstrip() + "".join(f" \\\n    {w}" for w in missing) + "\n"
+    return "".join(lines)

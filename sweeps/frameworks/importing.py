@@ -1,0 +1,120 @@
+"""``spec from-NAME FILE``: a trainer's config as a sweep spec on groupscale's engine, the file's own G, B and objective
+under groupscale's names, and what was not kept, grouped and short; ``spec from FILE`` tells the trainer first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sweeps.frameworks.base import FRAMEWORKS, Budget, Config, Framework, Refused
+from sweeps.frameworks.files import is_script, load_mapping
+from sweeps.spec import valid_group_sizes
+
+SHOWN = 6  # keys named per group of notes; the rest are counted
+
+
+def recognise(path: Path) -> Framework:
+    """The trainer whose config or run script ``path`` is (TRL's recipes too: framework ``trl``, handled by
+    sweeps.from_trl). Raises ValueError naming what was looked for."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {type(e).__name__}") from None
+    if is_script(path, text):
+        found = [fw for fw in FRAMEWORKS.values() if fw.launch is not None and fw.launch.search(text)]
+    else:
+        data = load_mapping(path)
+        found = [fw for fw in FRAMEWORKS.values() if fw.recognises(data)]
+    if len(found) != 1:
+        names = ", ".join(f"{fw.name} ({fw.files})" for fw in FRAMEWORKS.values())
+        what = "none" if not found else " and ".join(fw.name for fw in found)
+        raise ValueError(f"{path}: recognised as {what} of the trainers groupscale reads: {names}; use spec from-NAME")
+    return found[0]
+
+
+def default_group_sizes(budget: Budget) -> list[int]:
+    """The G a sweep tries by default: the file's G with half, a quarter, twice and four times it, those that give
+    whole mini-batches of prompts (G divides B / k)."""
+    allowed, g = set(allowed_group_sizes(budget)), budget.group_size
+    return sorted({x for x in (g / 4, g / 2, g, 2 * g, 4 * g) if x in allowed})
+
+
+def allowed_group_sizes(budget: Budget) -> list[int]:
+    """G >= 2 that divide B / k: each of the k optimizer steps of a generation takes whole groups."""
+    k = budget.grpo.get("steps_per_generation", 1)
+    return valid_group_sizes(budget.samples_per_step // k) if budget.samples_per_step % k == 0 else []
+
+
+def spec_from(
+    framework: Framework,
+    path: Path,
+    overrides: list[str],
+    group_sizes: list[int] | None = None,
+    seeds: int = 3,
+    steps: int | None = None,
+    model: str | None = None,
+    num_processes: int = 1,
+    drop: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], list[str]]:
+    """A sweep spec (plain data, for SweepSpec.model_validate) of the trainer's config at ``path`` with ``overrides``
+    (``key=value``; in a script ``NAME=value`` sets its variable), and the notes (what was assumed, read and not kept).
+
+    Args:
+        group_sizes: the G to sweep (default: default_group_sizes); each must divide B / k.
+        steps: T in optimizer steps (default: the file's, else 200); model: a local model folder (default: the file's).
+        drop: keys the sweep trains without (a setting groupscale refuses, such as dynamic sampling): each is set to
+            its off value and said in the notes.
+    Raises:
+        ValueError: the file cannot be read; Refused: a setting groupscale cannot train, naming the key.
+    """
+    config = framework.read(path, [*overrides, *(f"{key}=null" for key in drop)])
+    budget = framework.budget(config)
+    allowed = allowed_group_sizes(budget)
+    group_sizes = sorted(group_sizes or default_group_sizes(budget))
+    bad = [g for g in group_sizes if g not in allowed]
+    if bad or not group_sizes:
+        raise ValueError(
+            f"--group-sizes: {bad or group_sizes} do not give whole groups in each of the k = "
+            f"{budget.grpo.get('steps_per_generation', 1)} optimizer steps of B = {budget.samples_per_step}; allowed: "
+            + (", ".join(map(str, allowed)) or "none")
+        )  # fmt: skip
+    model_path = model or budget.model
+    spec: dict[str, Any] = {
+        "name": f"from-{framework.name}-{str(model_path or 'model').rstrip('/').split('/')[-1]}",
+        "engine": "groupscale",
+        "task": {
+            "name": "dataset",
+            "path": f"FILL IN: a local data file{f' (the config trains {budget.data})' if budget.data else ''}",
+            "prompt_column": "prompt",
+            "rewards": [{"function": "FILL IN: rewards.py:NAME"}],
+        },
+        "model": {"path": str(model_path or "FILL IN: a local model folder")},
+        "group_sizes": group_sizes,
+        "samples_per_step": [budget.samples_per_step],
+        "seeds": list(range(seeds)),
+        "steps": steps or budget.steps or 200,
+        "grpo": {k: v for k, v in budget.grpo.items() if v is not None},
+        **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),
+    }
+    return spec, _notes(framework, config, budget, model, drop)
+
+
+def _notes(framework: Framework, config: Config, budget: Budget, model: str | None, drop: list[str]) -> list[str]:
+    """What was assumed, read, dropped and not kept, each a line; long groups counted."""
+    k = budget.grpo.get("steps_per_generation", 1)
+    notes = [f"read {config.source} as {framework.title} ({framework.version})", *config.assumed]
+    notes.append(
+        f"its G = {budget.group_size}, B = {budget.samples_per_step} completions a generation, k = {k} optimizer steps "
+        f"a generation, mu = {budget.grpo.get('inner_steps', 1)}"
+    )
+    notes += [f"dropped {key}: the sweep measures G without it" for key in drop]
+    if model is None and budget.model and not Path(budget.model).expanduser().is_dir():
+        notes.append(f"model {budget.model!r} is not a local folder here: groupscale never downloads weights; pass --model DIR")
+    rest = [key for key in config.given if key not in config.used and key not in drop]
+    if rest:
+        named = ", ".join(rest[:SHOWN]) + (f" and {len(rest) - SHOWN} more" if len(rest) > SHOWN else "")
+        notes.append(f"not kept ({len(rest)} settings of parallelism, memory, data, logging: not needed to measure G): {named}")
+    return notes
+
+
+__all__ = ["Refused", "allowed_group_sizes", "default_group_sizes", "recognise", "spec_from"]

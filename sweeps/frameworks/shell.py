@@ -1,0 +1,375 @@
+"""A trainer's run script read as bash would expand it: the variables it sets, then the words of its launch command.
+
+Run scripts pass a trainer's settings as words of one command (``python3 -m verl.trainer.main_ppo a.b=c ...``, OpenRLHF's
+``--flag value``) spread over backslash-continued lines, with shell variables that take a default from the environment
+(``${TRAIN_BATCH_SIZE:-1024}``) and arithmetic (``$((n * 8))``). Bash is not run (a script is never executed): this
+module expands what bash would for the constructs those scripts use (bash(1), "Parameter Expansion" and "Arithmetic
+Expansion"): ``$V``, ``${V}``, ``${V:-w}``, ``${V-w}``, ``${V:=w}``, ``$((expr))`` on integers, single and double quotes,
+assignments with and without ``export``. A variable the script leaves unset takes its default, never this machine's
+environment (the spec must not depend on who runs the importer); ``VAR=value`` given to the importer sets it first.
+What cannot be known without running it (``$(cmd)``, backticks, an unset variable without a default) becomes an
+``Unknown`` marker in the word, refused later only if a setting the importer reads holds one.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import operator
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+UNKNOWN = "\ue000"  # brackets, in an expanded word, the source of something only running the script would tell
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^(?:export\s+|declare\s+(?:-[axr]+\s+)?|local\s+|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*\+?)=(.*)$", re.S)
+_EMPTY = "\ue001"  # the word "${EMPTY[@]}" and "$@" expand to: no word at all
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod, ast.Pow: operator.pow}
+
+
+class ScriptError(ValueError):
+    """A script this module cannot read (no launch command, unbalanced quotes); the message names the line."""
+
+
+def logical_lines(text: str) -> list[str]:
+    """The script's lines with backslash-newline continuations joined (bash(1): a quoted newline is removed)."""
+    return re.sub(r"\\\r?\n", " ", text).splitlines()
+
+
+def _arith(expr: str, variables: Mapping[str, str]) -> str:
+    """``$((expr))``: integers, + - * / % ** and parentheses, variables with or without ``$`` (bash's integer
+    division truncates towards zero). Unknown when a variable is unset or not a number, or the expression is other."""
+    expr = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return int(variables[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            a, b = value(node.left), value(node.right)
+            return abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(expr)
+
+    try:
+        return str(value(ast.parse(expr.strip(), mode="eval").body))
+    except (SyntaxError, ValueError, KeyError, ZeroDivisionError, RecursionError):
+        return UNKNOWN
+
+
+def _parameter(body: str, variables: dict[str, str]) -> str:
+    """``${body}``: V, V:-word, V-word, V:=word (the word expanded too); other forms are unknown."""
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])(.*))?", body, re.S)
+    if m is None:
+        return UNKNOWN
+    name, op, word = m.groups()
+    value = variables.get(name)
+    if op is None:
+        return UNKNOWN if value is None else value
+    empty = value is None or (op.startswith(":") and value == "")
+    if not empty:
+        return value  # type: ignore[return-value]
+    word = expand(word, variables, quoted=True)
+    if op.endswith("="):
+        variables[name] = word
+    return word
+
+
+def _closing(text: str, start: int, opening: str, closing: str) -> int:
+    """The index of the ``closing`` that balances the ``opening`` before ``start``; -1 if none."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += (text[i] == opening) - (text[i] == closing)
+        if depth == 0:
+            return i
+    return -1
+
+
+def expand(text: str, variables: dict[str, str], quoted: bool = False, arrays: Mapping[str, list[str]] = {}) -> str:
+    """``text`` with its expansions done, its quotes kept for shlex (an expanded value is escaped so that its
+    characters stay literal, as bash does not re-read quotes in a value). ``quoted``: text inside double quotes;
+    ``arrays``: the script's arrays, whose ``"${A[@]}"`` is one word per element (none for an empty one, as ``"$@"``)."""
+    out, i, in_double = [], 0, quoted
+    while i < len(text):
+        c = text[i]
+        if c == "'" and not in_double:
+            end = text.find("'", i + 1)
+            end = len(text) - 1 if end < 0 else end
+            out.append(text[i : end + 1])
+            i = end + 1
+            continue
+        if c == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if c == '"':
+            in_double = not in_double if not quoted else in_double
+        if c == "`":
+            end = len(text) - 1 if text.find("`", i + 1) < 0 else text.find("`", i + 1)
+            out.append(f"{UNKNOWN}{text[i : end + 1]}{UNKNOWN}")
+            i = end + 1
+            continue
+        if c != "$" or i + 1 >= len(text):
+            out.append(c)
+            i += 1
+            continue
+        value, j = _dollar(text, i, variables, arrays)
+        if isinstance(value, list):  # close the quotes around the elements, each a word
+            elements = " ".join(map(shlex.quote, value))
+            out.append(f'"{elements or _EMPTY}"' if in_double else elements)
+            i = j
+            continue
+        value, i = (f"{UNKNOWN}{text[i:j]}{UNKNOWN}" if value == UNKNOWN else value), j
+        out.append(value.replace("\\", "\\\\").replace('"', '\\"') if in_double else _literal(value))
+    return "".join(out)
+
+
+def _literal(value: str) -> str:
+    """An unquoted expansion: bash splits it at blanks, never re-reads its quotes or backslashes."""
+    return " ".join(shlex.quote(word) for word in value.split()) if value.strip() else ""
+
+
+def _dollar(text: str, i: int, variables: dict[str, str], arrays: Mapping[str, list[str]] = {}) -> tuple[str | list[str], int]:
+    """The expansion that starts with the ``$`` at ``text[i]``: its value (an array's elements: a list) and the index
+    after it."""
+    nxt = text[i + 1]
+    if m := re.compile(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}").match(text, i):
+        return list(arrays.get(m.group(1), [])), m.end()
+    if text.startswith("$((", i):
+        end = text.find("))", i + 3)
+        return (UNKNOWN, len(text)) if end < 0 else (_arith(text[i + 3 : end], variables), end + 2)
+    if nxt == "(":
+        end = _closing(text, i + 2, "(", ")")
+        return UNKNOWN, len(text) if end < 0 else end + 1
+    if nxt == "{":
+        end = _closing(text, i + 2, "{", "}")
+        return (UNKNOWN, len(text)) if end < 0 else (_parameter(text[i + 2 : end], variables), end + 1)
+    m = _NAME.match(text, i + 1)
+    if m:
+        return variables.get(m.group(), UNKNOWN), m.end()
+    if nxt in "@*":  # "$@": the script's own arguments, none when read as a file
+        return [], i + 2
+    if nxt in "#?$!0123456789":
+        return UNKNOWN, i + 2
+    return "$", i + 1
+
+
+@dataclass
+class Script:
+    """A run script's launch command as bash would run it: ``words`` after the matched command, and ``assumed``,
+    the branches taken where a condition was unknown (said to the user: ``case $DEVICE: ... took gpu``)."""
+
+    words: list[str]
+    assumed: list[str]
+
+
+@dataclass
+class _Frame:
+    """One open ``if`` or ``case``: whether its enclosing code runs, whether a branch ran, and this branch runs."""
+
+    outer: bool
+    taken: bool = False
+    active: bool = False
+    subject: str | None = None  # case: the expanded word
+    variable: str | None = None  # case: the variable it is, when it is one
+
+
+class _Interpreter:
+    """The statements bash would run, read line by line: assignments (arrays too), ``if``/``elif``/``else`` over
+    ``[ ]``/``[[ ]]`` tests, ``case`` patterns; the bodies of loops and functions are not run (run scripts set their
+    settings in plain statements; a loop that sets one is a limit of this reading). A case on an unknown variable
+    takes its first branch (the variable then holds that pattern); an unknown ``if`` condition is false (scripts
+    guard their special cases so); each is recorded in ``assumed``."""
+
+    def __init__(self, variables: Mapping[str, str]) -> None:
+        self.env, self.given = dict(variables), set(variables)
+        self.arrays: dict[str, list[str]] = {}
+        self.frames: list[_Frame] = []
+        self.assumed: list[str] = []
+
+    @property
+    def running(self) -> bool:
+        return not self.frames or (self.frames[-1].outer and self.frames[-1].active)
+
+    def words(self, text: str, number: int) -> list[str]:
+        return [w.replace(_EMPTY, "") for w in _split(expand(text, self.env, arrays=self.arrays), number) if w != _EMPTY]
+
+    def branch(self, frame: _Frame, verdict: bool | None, what: str) -> None:
+        frame.active = bool(verdict) and not frame.taken
+        frame.taken |= frame.active
+
+    def statement(self, line: str, number: int) -> None:
+        if m := re.match(r"(if|elif)\s+(.*)$", line):
+            if m.group(1) == "if":
+                self.frames.append(_Frame(self.running))
+            verdict = self.test(m.group(2), number)
+            if verdict is None and self.frames[-1].outer and not self.frames[-1].taken:
+                self.assumed.append(f"if {m.group(2)}: only known when the script runs; read as false")
+            self.branch(self.frames[-1], verdict, "")
+        elif line in ("then", "do"):
+            return
+        elif line in ("else", "fi") and self.frames:
+            self.branch(self.frames[-1], True, "") if line == "else" else self.frames.pop()
+        elif m := re.match(r"case\s+(.*)\s+in$", line):
+            subject, variable = self.words(m.group(1), number), re.fullmatch(r'"?\$\{?(\w+)\}?"?', m.group(1))
+            self.frames.append(_Frame(self.running, subject=subject[0] if subject else "", variable=variable and variable[1]))
+        elif line == "esac" and self.frames:
+            self.frames.pop()
+        elif self.frames and self.frames[-1].subject is not None and (m := re.match(r"\(?([^()]*)\)\s*(.*)$", line)):
+            frame, patterns = self.frames[-1], [p.strip().strip("\"'") for p in m.group(1).split("|")]
+            if unknown_in(frame.subject or "") and frame.variable and not frame.taken and frame.outer:  # its first branch
+                self.env[frame.variable] = frame.subject = patterns[0]
+                self.assumed.append(f"case ${frame.variable}: only known when the script runs; read as {patterns[0]!r}")
+            self.branch(frame, any(fnmatch.fnmatchcase(frame.subject or "", p) for p in patterns), "")
+            self.statement(m.group(2).removesuffix(";;").strip(), number) if m.group(2).strip(" ;") else None
+        elif line.endswith(";;") and self.frames:
+            self.statement(line.removesuffix(";;").strip(), number)
+            self.frames[-1].active = False
+        elif self.running and (m := _ASSIGN.match(line)):
+            self.assign(m.group(1), m.group(2), number)
+
+    def assign(self, name: str, raw: str, number: int) -> None:
+        append = name.endswith("+")
+        name = name.rstrip("+")
+        if raw.startswith("("):
+            values = self.words(raw[1 : raw.rfind(")")], number)
+            self.arrays[name] = (self.arrays.get(name, []) if append else []) + values
+            return
+        words = self.words(raw, number)
+        if len(words) <= 1 and name not in self.given:  # more words: a command's prefix (X=1 cmd), not a variable
+            self.env[name] = (self.env.get(name, "") if append else "") + (words[0] if words else "")
+
+    def test(self, condition: str, number: int) -> bool | None:
+        """A condition of ``[ ]``, ``[[ ]]`` and ``{ }`` tests joined by && and || (left to right, as bash); None
+        when a part is not such a test or holds an unknown word."""
+        parts = re.split(r"\s*(&&|\|\|)\s*", condition.strip())
+        verdict = self._one(parts[0], number)
+        for op, part in zip(parts[1::2], parts[2::2]):
+            if verdict is None:
+                return None
+            if (op == "&&") == verdict:
+                verdict = self._one(part, number)
+        return verdict
+
+    def _one(self, part: str, number: int) -> bool | None:
+        part = part.strip().strip("{}; ").strip()
+        negate = part.startswith("! ")
+        m = re.fullmatch(r"\[\[?\s+(.*?)\s+\]\]?|test\s+(.*)", part.removeprefix("! ").strip())
+        if m is None:
+            return None
+        words = self.words(m.group(1) or m.group(2), number)
+        if any(unknown_in(w) for w in words):
+            return None
+        verdict = _compare(words)
+        return None if verdict is None else verdict != negate
+
+
+def _compare(words: list[str]) -> bool | None:
+    if len(words) == 2 and words[0] in ("-z", "-n"):
+        return (words[1] == "") == (words[0] == "-z")
+    if len(words) != 3:
+        return None
+    a, op, b = words
+    if op in ("=", "=="):
+        return fnmatch.fnmatchcase(a, b)
+    if op == "!=":
+        return not fnmatch.fnmatchcase(a, b)
+    numeric = {
+        "-eq": operator.eq,
+        "-ne": operator.ne,
+        "-lt": operator.lt,
+        "-le": operator.le,
+        "-gt": operator.gt,
+        "-ge": operator.ge,
+    }
+    try:
+        return numeric[op](int(a), int(b)) if op in numeric else None
+    except ValueError:
+        return None
+
+
+def statements(text: str) -> list[tuple[int, str]]:
+    """(line number, statement) of a script: continuations joined, an array's lines ``NAME=( ... )`` joined, loop and
+    function bodies left out, comments dropped."""
+    out: list[tuple[int, str]] = []
+    lines, skip, array = logical_lines(text), 0, None
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if array is not None:
+            out[-1] = (out[-1][0], f"{out[-1][1]} {line}")
+            array = None if re.search(r"(^|\s)\)\s*(#.*)?$", line) else array
+            continue
+        if not line or line.startswith("#"):
+            continue
+        opens = bool(re.match(r"(for|while|until)\b|(function\s+)?[\w-]+\s*\(\)\s*(\{|$)", line))
+        if skip or opens:  # a loop's or a function's body: not run before the launch command
+            skip += opens - bool(re.search(r"(^|[;\s])(done|\})\s*(#.*)?$", line))
+            continue
+        out += [(number, piece) for piece in _pieces(line)]
+        if re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=\($", line) or (re.match(r"[A-Za-z_]\w*\+?=\(", line) and ")" not in line):
+            array = number
+    return out
+
+
+def _pieces(line: str) -> list[str]:
+    """A line's statements: split at each ``;`` outside quotes and parentheses (not ``;;``, which ends a case
+    branch), with ``then``, ``else`` and ``do`` apart from what follows them."""
+    out, start, depth, quote = [], 0, 0, ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "({":
+            depth += 1
+        elif c in ")}":
+            depth -= 1
+        elif c == ";" and depth <= 0 and line[i - 1 : i] != ";" and line[i + 1 : i + 2] != ";":
+            out.append(line[start:i])
+            start = i + 1
+    out.append(line[start:])
+    pieces = []
+    for piece in (p.strip() for p in out):
+        m = re.match(r"(then|else|do)\b\s*(.*)$", piece)
+        pieces += [m.group(1), m.group(2)] if m else [piece]
+    return [p for p in pieces if p]
+
+
+def read_script(text: str, launch: re.Pattern[str], variables: Mapping[str, str] = {}) -> Script:
+    """The words after the first command that ``launch`` matches (a word such as ``verl.trainer.main_ppo``), expanded
+    as bash would with the statements before it; ``variables`` are set first and win over the script's own.
+
+    Raises:
+        ScriptError: no such command, or a line shlex cannot split (unbalanced quotes), naming the line.
+    """
+    shell = _Interpreter(variables)
+    for number, line in statements(text):
+        if launch.search(line) and shell.running:
+            words = shell.words(line, number)
+            for k, word in enumerate(words):
+                if launch.fullmatch(word) or launch.search(word.rsplit("/", 1)[-1]):
+                    return Script(words[k + 1 :], shell.assumed)
+        shell.statement(line, number)
+    raise ScriptError(f"no command matching {launch.pattern!r} in the script")
+
+
+def _split(text: str, number: int) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as e:
+        raise ScriptError(f"line {number}: {e}") from None
+
+
+def unknown_in(word: str) -> list[str]:
+    """What an expanded word holds that only running the script would tell (``$HOME``, ``$(nproc)``): [] if nothing."""
+    return word.split(UNKNOWN)[1::2]
+
+
+def shown(word: str) -> str:
+    """An expanded word as the user wrote its unknown parts (``$HOME/models``)."""
+    return word.replace(UNKNOWN, "")

@@ -1,0 +1,225 @@
+"""verl (volcengine/verl): its ``ppo_trainer.yaml`` (generated or a hydra config) and run scripts' overrides of
+``python3 -m verl.trainer.main_ppo`` in the budget vocabulary, and back.
+
+Keys and units (verl ``verl/trainer/config/_generated_ppo_trainer.yaml`` and ``verl/workers/actor/dp_actor.py``,
+volcengine/verl@b178a3c, 2026-01): ``data.train_batch_size`` counts PROMPTS per generation, each sampled
+``actor_rollout_ref.rollout.n`` times (G), so B = train_batch_size x n completions; ``actor.ppo_mini_batch_size`` also
+counts prompts (verl multiplies it by n), one optimizer step each: k = train_batch_size / ppo_mini_batch_size;
+``actor.ppo_epochs`` is mu; ``actor.loss_agg_mode`` the aggregation (hyphens for groupscale's underscores);
+``actor.policy_loss.loss_mode`` vanilla (token ratio) or gspo (sequence ratio); ``algorithm.adv_estimator`` grpo (with
+``norm_adv_by_std_in_grpo``: mean_std, else mean) or rloo (loo); KL as a loss (``use_kl_loss``, ``kl_loss_coef``,
+``kl_loss_type`` low_var_kl = k3); ``trainer.total_training_steps`` counts generations.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
+from sweeps.frameworks.files import config_of, is_script, load_mapping, nested, overrides_config, script_words, split_variables
+from sweeps.frameworks.shell import shown
+
+A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
+DEFAULTS = {  # _generated_ppo_trainer.yaml@b178a3c: the keys budget() reads
+    "data.train_batch_size": 1024,
+    "data.gen_batch_size": None,
+    "data.max_response_length": 512,
+    R + "n": 1,
+    R + "temperature": 1.0,
+    A + "ppo_mini_batch_size": 256,
+    A + "ppo_epochs": 1,
+    A + "loss_agg_mode": "token-mean",
+    A + "policy_loss.loss_mode": "vanilla",
+    A + "clip_ratio": 0.2,
+    A + "clip_ratio_low": 0.2,
+    A + "clip_ratio_high": 0.2,
+    A + "use_kl_loss": False,
+    A + "kl_loss_coef": 0.001,
+    A + "kl_loss_type": "low_var_kl",
+    A + "entropy_coeff": 0,
+    A + "optim.lr": 1e-6,
+    "algorithm.adv_estimator": "gae",
+    "algorithm.norm_adv_by_std_in_grpo": True,
+    "algorithm.use_kl_in_reward": False,
+}
+LOSS_AGG = {
+    "token-mean": "token_mean",
+    "seq-mean-token-mean": "seq_mean_token_mean",
+    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
+}
+LOSS_MODE = {"vanilla": "token", "gspo": "sequence"}
+DYNAMIC = ("algorithm.filter_groups.enable", "data.gen_batch_size")  # DAPO's dynamic sampling and its oversampling
+
+
+def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) -> Budget:
+    """verl's keys (under ``prefix``: data, actor and rollout sections; EasyR1 and SkyRL reuse the rules under their
+    own names through their own modules) in the vocabulary. Raises Refused."""
+    data, actor, rollout = prefix
+    group_size = config.number(rollout + "n")
+    if group_size < 2:
+        raise Refused(rollout + "n", group_size, "GRPO samples G >= 2 completions per prompt; set it to the G you train")
+    prompts = config.number(data + "train_batch_size")
+    if config.get("algorithm.filter_groups.enable", False) is True:
+        raise Refused(
+            "algorithm.filter_groups.enable", True, "dynamic sampling drops the groups whose rewards are all equal and "
+            "samples again, so the prompts that train each step depend on G, which groupscale's trainer does not do; "
+            "--drop algorithm.filter_groups.enable measures G without it (every sampled group trains)",
+        )  # fmt: skip
+    gen = config.number("data.gen_batch_size")
+    if gen is not None and gen != prompts:
+        raise Refused("data.gen_batch_size", gen, f"samples {gen} prompts to train {prompts} (DAPO's oversampling); "
+                      "--drop data.gen_batch_size measures G at train_batch_size alone")  # fmt: skip
+    estimator = config.get("algorithm.adv_estimator")
+    if estimator not in ("grpo", "rloo"):
+        raise Refused("algorithm.adv_estimator", estimator, "groupscale trains critic-free group baselines; allowed: grpo, rloo")
+    if config.get("algorithm.use_kl_in_reward") is True:
+        raise Refused("algorithm.use_kl_in_reward", True, "a KL penalty in the reward is not trained by groupscale; use "
+                      "actor_rollout_ref.actor.use_kl_loss")  # fmt: skip
+    grpo: dict[str, Any] = {
+        "steps_per_generation": whole(
+            actor + "ppo_mini_batch_size",
+            prompts,
+            config.number(actor + "ppo_mini_batch_size"),
+            "optimizer steps per generation (train_batch_size / ppo_mini_batch_size)",
+        ),
+        "inner_steps": config.number(actor + "ppo_epochs"),
+        "loss_aggregation": _named(config, actor + "loss_agg_mode", LOSS_AGG),
+        "importance_sampling_level": _named(config, actor + "policy_loss.loss_mode", LOSS_MODE),
+        "advantage": "loo"
+        if estimator == "rloo"
+        else ("mean_std" if config.get("algorithm.norm_adv_by_std_in_grpo") else "mean"),
+        "clip_eps": config.number(actor + "clip_ratio_low", config.get(actor + "clip_ratio"), float),
+        "clip_eps_high": config.number(actor + "clip_ratio_high", config.get(actor + "clip_ratio"), float),
+        "kl_beta": _kl(config, actor),
+        "lr": config.number(actor + "optim.lr", kind=float),
+        "temperature": config.number(rollout + "temperature", kind=float),
+        "max_new_tokens": config.number(data + "max_response_length"),
+    }
+    if config.number(actor + "entropy_coeff", 0, float):
+        raise Refused(
+            actor + "entropy_coeff", config.get(actor + "entropy_coeff"), "an entropy bonus is not trained by groupscale; set 0"
+        )
+    generations = config.number("trainer.total_training_steps")
+    data_files = config.get(data + "train_files", raw=True)
+    return Budget(
+        group_size, prompts * group_size, grpo, model=config.get("actor_rollout_ref.model.path"),
+        steps=None if generations is None else generations * grpo["steps_per_generation"], data=_first(data_files),
+    )  # fmt: skip
+
+
+def _named(config: Config, key: str, names: dict[str, str]) -> str:
+    value = config.get(key)
+    if value not in names:
+        raise Refused(key, value, f"groupscale trains {', '.join(names)} (as {', '.join(names.values())})")
+    return names[value]
+
+
+def _kl(config: Config, actor: str) -> float:
+    if config.get(actor + "use_kl_loss") is not True:
+        return 0.0
+    if config.get(actor + "kl_loss_type") not in ("low_var_kl", "k3"):
+        raise Refused(
+            actor + "kl_loss_type", config.get(actor + "kl_loss_type"), "groupscale's KL is k3; allowed: low_var_kl, k3"
+        )
+    return config.number(actor + "kl_loss_coef", kind=float)
+
+
+def _first(files: Any) -> str | None:
+    """The first of a data key's files (a list, or a string of one), as the user wrote it."""
+    if isinstance(files, str):
+        files = re.findall(r"[^\[\]'\", ]+", files) or [files]
+    return shown(str(files[0])) if isinstance(files, list) and files else None
+
+
+def verl_settings(group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
+    """verl keys for G at B completions with ``grpo`` (steps_per_generation k may be a Fraction 1/n: n generations
+    per optimizer step, one verl batch of n B). Raises Refused when verl cannot express it."""
+    k = Fraction(grpo.get("steps_per_generation", 1))
+    if k.numerator != 1 and k.denominator != 1:
+        raise Refused("steps_per_generation", str(k), "verl's ppo_mini_batch_size must divide data.train_batch_size")
+    prompts = samples_per_step // group_size * k.denominator
+    if prompts % k.numerator:
+        raise Refused(
+            "steps_per_generation",
+            str(k),
+            f"{prompts} prompts per batch do not split into {k} verl mini-batches of whole prompts",
+        )
+    advantage = grpo.get("advantage", "loo")
+    if advantage not in ("loo", "mean", "mean_std"):
+        raise Refused("advantage", advantage, "verl's estimators are grpo (mean, mean_std) and rloo (loo)")
+    out = {
+        "algorithm.adv_estimator": "rloo" if advantage == "loo" else "grpo",
+        R + "n": group_size,
+        "data.train_batch_size": prompts,
+        A + "ppo_mini_batch_size": prompts // k.numerator,
+        A + "ppo_epochs": grpo.get("inner_steps", 1),
+        A + "loss_agg_mode": {v: k for k, v in LOSS_AGG.items()}[grpo.get("loss_aggregation", "seq_mean_token_mean")],
+        A + "policy_loss.loss_mode": {v: k for k, v in LOSS_MODE.items()}[grpo.get("importance_sampling_level", "token")],
+        A + "clip_ratio_low": grpo.get("clip_eps", 0.2),
+        A + "clip_ratio_high": grpo.get("clip_eps_high") or grpo.get("clip_eps", 0.2),
+        R + "temperature": grpo.get("temperature", 1.0),
+        "data.max_response_length": grpo.get("max_new_tokens"),
+    }
+    if advantage != "loo":
+        out["algorithm.norm_adv_by_std_in_grpo"] = advantage == "mean_std"
+    kl = grpo.get("kl_beta", 0.0)
+    out[A + "use_kl_loss"] = kl > 0
+    if kl > 0:
+        out |= {A + "kl_loss_coef": kl, A + "kl_loss_type": "low_var_kl"}  # k3, the estimator groupscale uses
+    return out
+
+
+@register_framework
+class Verl(Framework):
+    name = "verl"
+    title = "verl"
+    files = "a ppo_trainer.yaml (generated or hydra), or a run script of python3 -m verl.trainer.main_ppo"
+    version = "volcengine/verl@b178a3c, 2026-01"
+    launch = re.compile(r"verl\.trainer\.main_ppo")
+    tied = (R + "n", "data.train_batch_size", A + "ppo_mini_batch_size")
+
+    def read(self, path: Path, overrides: list[str]) -> Config:
+        text = path.read_text()
+        variables, items = split_variables(overrides)
+        layers: list[tuple[Any, bool]] = [(nested(DEFAULTS), False)]
+        source, assumed = str(path.name), ()
+        if is_script(path, text) and self.launch is not None:
+            script = script_words(path, self.launch, variables)
+            config_file, words = _hydra_config(path.parent, script.words)
+            if config_file is not None:
+                layers.append((load_mapping(config_file), True))
+            layers.append((overrides_config([w for w in words if "=" in w and not w.startswith("-")])[0], True))
+            assumed = tuple(script.assumed)
+        else:
+            layers.append((load_mapping(path), True))
+        layers.append((overrides_config(items)[0], True))
+        return config_of(layers, source, assumed)
+
+    def recognises(self, data: dict[str, Any]) -> bool:
+        return "actor_rollout_ref" in data
+
+    def budget(self, config: Config) -> Budget:
+        return verl_budget(config)
+
+    def settings(self, group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
+        return verl_settings(group_size, samples_per_step, grpo)
+
+
+def _hydra_config(folder: Path, words: list[str]) -> tuple[Path | None, list[str]]:
+    """A command's ``--config-path``/``--config-name`` (hydra) as the file they name, if it is here, and the other words."""
+    options: dict[str, str] = {}
+    rest, i = [], 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        if flag in ("--config-path", "--config-name"):
+            options[flag], i = (value, i + 1) if eq else (words[i + 1] if i + 1 < len(words) else "", i + 2)
+        else:
+            rest, i = [*rest, words[i]], i + 1
+    name = options.get("--config-name")
+    if not name:
+        return None, rest
+    file = folder / options.get("--config-path", ".") / (name if name.endswith(".yaml") else f"{name}.yaml")
+    return (file if file.is_file() else None), rest
