@@ -55,9 +55,13 @@ def trl_settings(
     as groupscale's trainer takes it (TRL's defaults would make B = 48 six steps of 8, and refuse B = 12).
     Raises ValueError unless G >= 2 divides B and B is a whole number of completions per process."""
     check_divides(group_size, samples_per_step)
+    k = grpo.steps_per_generation  # TRL's steps_per_generation counts micro-steps: k of them with no accumulation
+    structure = structure_for(
+        {"steps_per_generation": k, "gradient_accumulation_steps": 1} if k > 1 else {}, samples_per_step, num_processes
+    )
     settings: dict[str, Any] = {
         "num_generations": group_size,
-        **structure_for({}, samples_per_step, num_processes).config(),  # one optimizer step per generation batch
+        **structure.config(),  # k optimizer steps per generation batch of B
         "loss_type": TO_TRL_LOSS[grpo.loss_aggregation],
         "epsilon": grpo.clip_eps,
         "beta": grpo.kl_beta,
@@ -67,9 +71,11 @@ def trl_settings(
     }
     if grpo.clip_eps_high is not None:
         settings["epsilon_high"] = grpo.clip_eps_high
+    if grpo.importance_sampling_level != "token":
+        settings["importance_sampling_level"] = grpo.importance_sampling_level
     notes = [
-        f"for {num_processes} process(es): per_device_train_batch_size x processes x gradient_accumulation_steps = B, one "
-        "optimizer step per generation (lower per_device_train_batch_size and raise gradient_accumulation_steps to fit memory)",
+        f"for {num_processes} process(es): {structure.describe()} (lower per_device_train_batch_size and raise "
+        "gradient_accumulation_steps to fit memory, keeping the steps per generation)",
         "learning_rate is not carried over: a sweep's lr is tuned for its own model",
     ]
     settings["scale_rewards"] = "group" if grpo.advantage == "mean_std" else "none"

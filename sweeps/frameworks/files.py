@@ -55,7 +55,7 @@ def load_mapping(path: Path, depth: int = 0) -> dict[str, Any]:
     defaults = data.pop("defaults", None)
     if depth >= MAX_DEFAULTS_DEPTH or not defaults:
         return data
-    base: DictConfig = OmegaConf.create({})
+    base: Any = OmegaConf.create({})
     for entry in [defaults] if isinstance(defaults, str) else defaults:
         found = _default_file(path.parent, entry)
         if found is not None:
@@ -115,7 +115,7 @@ def split_variables(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def config_of(layers: list[tuple[dict[str, Any] | DictConfig, bool]], source: str, assumed: tuple[str, ...] = ()) -> Config:
     """One Config of the layers merged in order; a layer's keys count as given when its flag says so."""
-    merged = OmegaConf.merge(*[OmegaConf.create(layer) if isinstance(layer, dict) else layer for layer, _ in layers])
+    merged: Any = OmegaConf.merge(*[OmegaConf.create(layer) if isinstance(layer, dict) else layer for layer, _ in layers])
     given = [k for layer, is_given in layers if is_given for k in flat_keys(_container(layer))]
     return Config(merged, list(dict.fromkeys(given)), source, list(assumed))
 
@@ -198,7 +198,7 @@ def edit_script(text: str, launch: re.Pattern[str], changes: dict[str, str]) -> 
         found = 0
         for i, line in enumerate(lines):
             if not line.lstrip().startswith("#"):
-                lines[i], count = pattern.subn(lambda _, w=word: w, line)
+                lines[i], count = pattern.subn(word.replace("\\", "\\\\"), line)
                 found += count
         missing += [] if found else [word]
     if missing:  # each on a continued line of its own after the launch command's first line
@@ -213,3 +213,13 @@ def edit_script(text: str, launch: re.Pattern[str], changes: dict[str, str]) -> 
         else:
             lines[at] = head.rstrip() + "".join(f" \\\n    {w}" for w in missing) + "\n"
     return "".join(lines)
+
+
+def find_near(folder: Path, name: str) -> Path | None:
+    """The file a run script names (``--config examples/configs/x.yaml``, ``config=examples/config.yaml``): absolute,
+    or relative to the script's folder or a folder above it (run scripts run from their repository's root, a few
+    levels up); None if it is not here."""
+    path = Path(name).expanduser()
+    if path.is_absolute():
+        return path if path.is_file() else None
+    return next((base / path for base in (folder, *folder.parents) if (base / path).is_file()), None)

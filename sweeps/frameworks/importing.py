@@ -36,7 +36,8 @@ def default_group_sizes(budget: Budget) -> list[int]:
     """The G a sweep tries by default: the file's G with half, a quarter, twice and four times it, those that give
     whole mini-batches of prompts (G divides B / k)."""
     allowed, g = set(allowed_group_sizes(budget)), budget.group_size
-    return sorted({x for x in (g / 4, g / 2, g, 2 * g, 4 * g) if x in allowed})
+    candidates = [g, 2 * g, 4 * g, *(g // d for d in (2, 4) if g % d == 0)]
+    return sorted({x for x in candidates if x in allowed})
 
 
 def allowed_group_sizes(budget: Budget) -> list[int]:
@@ -99,7 +100,7 @@ def spec_from(
     return spec, _notes(framework, config, budget, model, drop)
 
 
-def _notes(framework: Framework, config: Config, budget: Budget, model: str | None, drop: list[str]) -> list[str]:
+def _notes(framework: Framework, config: Config, budget: Budget, model: str | None, drop: tuple[str, ...]) -> list[str]:
     """What was assumed, read, dropped and not kept, each a line; long groups counted."""
     k = budget.grpo.get("steps_per_generation", 1)
     notes = [f"read {config.source} as {framework.title} ({framework.version})", *config.assumed]

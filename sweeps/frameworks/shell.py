@@ -300,8 +300,8 @@ def statements(text: str) -> list[tuple[int, str]]:
     lines, skip, array = logical_lines(text), 0, None
     for number, raw in enumerate(lines, start=1):
         line = raw.strip()
-        if array is not None:
-            out[-1] = (out[-1][0], f"{out[-1][1]} {line}")
+        if array is not None:  # an array's element lines, each without its comment
+            out[-1] = (out[-1][0], f"{out[-1][1]} {_uncommented(line)}")
             array = None if re.search(r"(^|\s)\)\s*(#.*)?$", line) else array
             continue
         if not line or line.startswith("#"):
@@ -314,6 +314,19 @@ def statements(text: str) -> list[tuple[int, str]]:
         if re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=\($", line) or (re.match(r"[A-Za-z_]\w*\+?=\(", line) and ")" not in line):
             array = number
     return out
+
+
+def _uncommented(line: str) -> str:
+    """A line up to its comment: a ``#`` that starts a word outside quotes (bash(1), COMMENTS)."""
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i]
+    return line
 
 
 def _pieces(line: str) -> list[str]:
@@ -333,7 +346,7 @@ def _pieces(line: str) -> list[str]:
             out.append(line[start:i])
             start = i + 1
     out.append(line[start:])
-    pieces = []
+    pieces: list[str] = []
     for piece in (p.strip() for p in out):
         m = re.match(r"(then|else|do)\b\s*(.*)$", piece)
         pieces += [m.group(1), m.group(2)] if m else [piece]

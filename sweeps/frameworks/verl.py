@@ -1,12 +1,14 @@
 """verl (volcengine/verl): its ``ppo_trainer.yaml`` (generated or a hydra config) and run scripts' overrides of
 ``python3 -m verl.trainer.main_ppo`` in the budget vocabulary, and back.
 
-Keys and units (verl ``verl/trainer/config/_generated_ppo_trainer.yaml`` and ``verl/workers/actor/dp_actor.py``,
-volcengine/verl@b178a3c, 2026-01): ``data.train_batch_size`` counts PROMPTS per generation, each sampled
+Keys and units (verl ``verl/trainer/config/_generated_ppo_trainer.yaml``, ``verl/trainer/ppo/core_algos.py`` and
+``verl/workers/actor/dp_actor.py`` at verl-project/verl@1dda039 (0.10.0.dev, 2026-08), the same defaults as at
+volcengine/verl@b178a3c): ``data.train_batch_size`` counts PROMPTS per generation, each sampled
 ``actor_rollout_ref.rollout.n`` times (G), so B = train_batch_size x n completions; ``actor.ppo_mini_batch_size`` also
 counts prompts (verl multiplies it by n), one optimizer step each: k = train_batch_size / ppo_mini_batch_size;
 ``actor.ppo_epochs`` is mu; ``actor.loss_agg_mode`` the aggregation (hyphens for groupscale's underscores);
-``actor.policy_loss.loss_mode`` vanilla (token ratio) or gspo (sequence ratio); ``algorithm.adv_estimator`` grpo (with
+``actor.policy_loss.loss_mode`` vanilla (token ratio) or gspo (sequence ratio, always aggregated seq-mean-token-mean
+whatever ``loss_agg_mode`` says: core_algos.py:1605); ``algorithm.adv_estimator`` grpo (with
 ``norm_adv_by_std_in_grpo``: mean_std, else mean) or rloo (loo); KL as a loss (``use_kl_loss``, ``kl_loss_coef``,
 ``kl_loss_type`` low_var_kl = k3); ``trainer.total_training_steps`` counts generations.
 """
@@ -23,7 +25,7 @@ from sweeps.frameworks.files import config_of, is_script, load_mapping, nested, 
 from sweeps.frameworks.shell import shown
 
 A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
-DEFAULTS = {  # _generated_ppo_trainer.yaml@b178a3c: the keys budget() reads
+DEFAULTS = {  # _generated_ppo_trainer.yaml@1dda039: the keys budget() reads
     "data.train_batch_size": 1024,
     "data.gen_batch_size": None,
     "data.max_response_length": 512,
@@ -87,7 +89,7 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
         ),
         "inner_steps": config.number(actor + "ppo_epochs"),
         "loss_aggregation": _named(config, actor + "loss_agg_mode", LOSS_AGG),
-        "importance_sampling_level": _named(config, actor + "policy_loss.loss_mode", LOSS_MODE),
+        "importance_sampling_level": (level := _named(config, actor + "policy_loss.loss_mode", LOSS_MODE)),
         "advantage": "loo"
         if estimator == "rloo"
         else ("mean_std" if config.get("algorithm.norm_adv_by_std_in_grpo") else "mean"),
@@ -98,6 +100,8 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
         "temperature": config.number(rollout + "temperature", kind=float),
         "max_new_tokens": config.number(data + "max_response_length"),
     }
+    if level == "sequence":  # verl's gspo aggregates so whatever loss_agg_mode says
+        grpo["loss_aggregation"] = "seq_mean_token_mean"
     if config.number(actor + "entropy_coeff", 0, float):
         raise Refused(
             actor + "entropy_coeff", config.get(actor + "entropy_coeff"), "an entropy bonus is not trained by groupscale; set 0"
@@ -148,6 +152,9 @@ def verl_settings(group_size: int, samples_per_step: int, grpo: dict[str, Any]) 
             f"{prompts} prompts per batch do not split into {k} verl mini-batches of whole prompts",
         )
     advantage = grpo.get("advantage", "loo")
+    sequence = grpo.get("importance_sampling_level") == "sequence"
+    if sequence and grpo.get("loss_aggregation") != "seq_mean_token_mean":
+        raise Refused("loss_aggregation", grpo.get("loss_aggregation"), "verl's gspo aggregates seq-mean-token-mean only")
     if advantage not in ("loo", "mean", "mean_std"):
         raise Refused("advantage", advantage, "verl's estimators are grpo (mean, mean_std) and rloo (loo)")
     out = {
@@ -177,7 +184,7 @@ class Verl(Framework):
     name = "verl"
     title = "verl"
     files = "a ppo_trainer.yaml (generated or hydra), or a run script of python3 -m verl.trainer.main_ppo"
-    version = "volcengine/verl@b178a3c, 2026-01"
+    version = "verl-project/verl@1dda039, 0.10.0.dev"
     launch = re.compile(r"verl\.trainer\.main_ppo")
     tied = (R + "n", "data.train_batch_size", A + "ppo_mini_batch_size")
 
@@ -185,7 +192,8 @@ class Verl(Framework):
         text = path.read_text()
         variables, items = split_variables(overrides)
         layers: list[tuple[Any, bool]] = [(nested(DEFAULTS), False)]
-        source, assumed = str(path.name), ()
+        source = str(path.name)
+        assumed: tuple[str, ...] = ()
         if is_script(path, text) and self.launch is not None:
             script = script_words(path, self.launch, variables)
             config_file, words = _hydra_config(path.parent, script.words)
@@ -211,7 +219,8 @@ class Verl(Framework):
 def _hydra_config(folder: Path, words: list[str]) -> tuple[Path | None, list[str]]:
     """A command's ``--config-path``/``--config-name`` (hydra) as the file they name, if it is here, and the other words."""
     options: dict[str, str] = {}
-    rest, i = [], 0
+    rest: list[str] = []
+    i = 0
     while i < len(words):
         flag, eq, value = words[i].partition("=")
         if flag in ("--config-path", "--config-name"):

@@ -5,10 +5,9 @@ from fractions import Fraction
 import pytest
 import yaml
 
-from sweeps.engines import get_engine
+from sweeps.engines import Recipe, get_engine
 from sweeps.exports import get_export
 from sweeps.exports.trl import trl_settings
-from sweeps.engines import Recipe
 from sweeps.spec import GRPOSpec, SweepSpec
 
 
@@ -156,8 +155,8 @@ def test_the_verl_export_keeps_an_engine_trl_recipes_steps_per_generation(k, bat
 def test_the_exports_are_a_registry_an_unknown_or_twice_registered_one_is_refused():
     from sweeps.exports import EXPORTS, Export, register_export
 
-    assert list(EXPORTS) == ["trl", "verl"]
-    with pytest.raises(ValueError, match=r"unknown export 'nemo'; valid: trl, verl"):
+    assert list(EXPORTS) == ["openrlhf", "trl", "verl"]
+    with pytest.raises(ValueError, match=r"unknown export 'nemo'; valid: openrlhf, trl, verl"):
         get_export("nemo")
 
     class Again(Export):
@@ -168,3 +167,14 @@ def test_the_exports_are_a_registry_an_unknown_or_twice_registered_one_is_refuse
     Again.name = "json"  # recommend's own: an export of that name could never be reached
     with pytest.raises(ValueError, match="export 'json' is registered twice, or is recommend's own format"):
         register_export(Again)
+
+
+def test_the_trl_export_of_a_k4_gspo_sweep_trains_the_same_objective_in_trls_own_config(tmp_path):
+    """k = 4 optimizer steps per generation and the sequence-level ratio reach GRPOConfig, which TRL itself accepts."""
+    from trl import GRPOConfig
+
+    settings, _ = trl_settings(8, 512, GRPOSpec(steps_per_generation=4, importance_sampling_level="sequence"))
+    config = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **settings)
+    assert (config.generation_batch_size, config.steps_per_generation, config.gradient_accumulation_steps) == (512, 4, 1)
+    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == 128  # B / k a step
+    assert config.importance_sampling_level == "sequence"

@@ -82,7 +82,7 @@ def test_an_imported_spec_is_a_valid_spec_with_the_files_own_g_among_its_group_s
     assert spec["group_sizes"] == [5, 10, 20] and spec["samples_per_step"] == [5120]  # G divides B / k = 1280
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
     assert (parsed.grpo.steps_per_generation, parsed.grpo.kl_beta, parsed.engine) == (4, 0.001, "groupscale")
-    assert notes[:2] == ["read run_grpo_8b.sh as verl (volcengine/verl@b178a3c, 2026-01)",
+    assert notes[:2] == ["read run_grpo_8b.sh as verl (verl-project/verl@1dda039, 0.10.0.dev)",
                          "case $DEVICE: only known when the script runs; read as 'gpu'"]  # fmt: skip
     assert any(n.startswith("not kept (3 settings") and "trainer.n_gpus_per_node" in n for n in notes)
     with pytest.raises(ValueError, match=r"--group-sizes: \[3\] do not give whole groups .* allowed: 2, 4, 5, 8"):
@@ -122,3 +122,84 @@ def test_spec_from_recognises_each_trainers_files():
     for name, files in {"verl": ["run_grpo_8b.sh", "run_gspo.sh", "ppo_trainer.yaml"]}.items():
         assert [recognise(FIXTURES / name / f).name for f in files] == [name] * len(files)
     assert set(FRAMEWORKS) >= {"verl"}
+
+
+def test_openrlhfs_dapo_script_counts_prompts_a_rollout_and_completions_an_optimizer_step():
+    """rollout.batch_size 128 prompts x 8 = B 1024; train.batch_size 128 completions: k = 1024 / 128 = 8."""
+    with pytest.raises(Refused, match="algo.dynamic_filtering_enable: True: dynamic filtering .* --drop algo.dynamic"):
+        budget("openrlhf", "train_dapo.sh")
+    got = budget("openrlhf", "train_dapo.sh", "algo.dynamic_filtering_enable=null")
+    assert (got.group_size, got.samples_per_step, got.grpo["steps_per_generation"], got.grpo["inner_steps"]) == (8, 1024, 8, 1)
+    assert (got.grpo["advantage"], got.grpo["loss_aggregation"], got.grpo["importance_sampling_level"]) == (
+        "mean_std", "token_mean", "token")  # fmt: skip
+    assert (got.grpo["clip_eps"], got.grpo["clip_eps_high"], got.grpo["kl_beta"], got.grpo["lr"]) == (0.2, 0.27, 1e-3, 5e-7)
+    assert got.grpo["max_new_tokens"] == 2048  # no max_new_tokens: OpenRLHF generates up to data.max_len
+
+
+def test_openrlhfs_flat_flags_of_before_the_rename_and_its_gspo():
+    got = budget("openrlhf", "train_grpo_flat.sh")
+    assert (got.group_size, got.samples_per_step, got.grpo["steps_per_generation"], got.grpo["inner_steps"]) == (4, 256, 4, 2)
+    assert (got.grpo["advantage"], got.grpo["importance_sampling_level"], got.grpo["loss_aggregation"]) == (
+        "loo", "sequence", "seq_mean_token_mean")  # fmt: skip
+    assert (got.grpo["kl_beta"], got.grpo["max_new_tokens"], got.grpo["temperature"]) == (0.0, 1024, 0.7)
+    assert budget("openrlhf", "train_grpo_flat.sh", "N_SAMPLES=8").samples_per_step == 512
+
+
+@pytest.mark.parametrize(
+    ("override", "refused"),
+    [
+        ("algo.kl.use_loss=false", "algo.kl.init_coef: 0.001: without --algo.kl.use_loss the KL is a reward penalty"),
+        ("algo.kl.estimator=k2", "algo.kl.estimator: 'k2': groupscale's KL loss is k3"),
+        ("algo.advantage.estimator=reinforce_baseline", "reinforce_baseline': whitens the advantages over the whole batch"),
+        ("train.batch_size=100", r"train.batch_size: 100: .*1024 / 100 is not a whole number"),
+        ("train.async_enable=true", "train.async_enable: True: asynchronous training"),
+        ("actor.dual_clip=3", "actor.dual_clip"),
+    ],
+)
+def test_openrlhf_settings_groupscale_cannot_train_are_refused_naming_them(override, refused):
+    with pytest.raises(Refused, match=refused):
+        budget("openrlhf", "train_dapo.sh", "algo.dynamic_filtering_enable=null", override)
+
+
+@pytest.mark.parametrize(("file", "spelled"), [("train_dapo.sh", "--rollout."), ("train_grpo_flat.sh", "--")])
+def test_openrlhf_recommend_config_moves_g_and_the_prompts_in_the_files_own_spelling(file, spelled, tmp_path):
+    """train.batch_size counts completions: at a fixed B it stays; the prompts a rollout move with G."""
+    framework, path = get_framework("openrlhf"), FIXTURES / "openrlhf" / file
+    drop = ["algo.dynamic_filtering_enable=null"] if "dapo" in file else []
+    before = file_budget(framework, path, tuple(drop))
+    text = edit_config(framework, path, 16, dict(before.grpo), before)
+    n, prompts = ("n_samples_per_prompt", "batch_size") if spelled != "--" else ("n_samples_per_prompt", "rollout_batch_size")
+    assert sorted(changed_lines(path.read_text(), text)) == sorted(
+        [f"{spelled}{n} 16", f"{spelled}{prompts} {before.samples_per_step // 16}"])  # fmt: skip
+    assert "#   --rollout.n_samples_per_prompt 16" in text or "dapo" not in file  # a comment is never edited
+    edited = tmp_path / file
+    edited.write_text(text)
+    after = file_budget(framework, edited, tuple(drop))
+    assert (after.group_size, after.samples_per_step, after.grpo) == (16, before.samples_per_step, before.grpo)
+
+
+def test_the_openrlhf_export_writes_its_flags_for_the_sweeps_objective():
+    from sweeps.engines import Recipe
+    from sweeps.exports import get_export
+    from sweeps.spec import GRPOSpec
+
+    grpo = GRPOSpec(advantage="mean_std", loss_aggregation="token_mean", kl_beta=1e-3, clip_eps_high=0.28, steps_per_generation=4)
+    lines = [
+        x
+        for x in get_export("openrlhf").render(8, 1024, Recipe(grpo, grpo.steps_per_generation), "h").splitlines()
+        if not x.startswith("#")
+    ]
+    assert lines[:6] == ["--rollout.n_samples_per_prompt 8", "--rollout.batch_size 128", "--train.batch_size 256",
+                         "--train.max_epochs 1", "--algo.advantage.estimator group_norm",
+                         "--actor.policy_loss_type ppo"]  # fmt: skip
+    assert "--actor.eps_clip_low_high 0.2 0.28" in lines and "--algo.kl.use_loss" in lines and "--algo.kl.estimator k3" in lines
+    with pytest.raises(ValueError, match="OpenRLHF cannot train what the sweep measured: advantage: 'loo_std'"):
+        get_export("openrlhf").render(8, 1024, Recipe(GRPOSpec(advantage="loo_std")), "h")
+
+
+def test_verls_gspo_aggregates_per_sequence_whatever_loss_agg_mode_says():
+    """core_algos.py:1605: loss_mode gspo ignores loss_agg_mode; the export refuses a GSPO sweep of another aggregation."""
+    got = budget("verl", "run_gspo.sh", "actor_rollout_ref.actor.loss_agg_mode=token-mean")
+    assert got.grpo["loss_aggregation"] == "seq_mean_token_mean"
+    with pytest.raises(Refused, match="verl's gspo aggregates seq-mean-token-mean only"):
+        get_framework("verl").settings(8, 64, {"importance_sampling_level": "sequence", "loss_aggregation": "token_mean"})

@@ -72,3 +72,8 @@ def test_a_script_without_the_command_or_with_open_quotes_is_refused_naming_the_
         words("echo hi")
     with pytest.raises(ScriptError, match="line 2: No closing quotation"):
         words("A=1\npython -m trainer.main a='x")
+
+
+def test_an_arrays_commented_lines_are_left_out_and_its_other_elements_kept():
+    script = 'A=(\n  --a 1\n  # --b 2\n  --c "x #y"  # note\n)\npython -m trainer.main ${A[@]}'
+    assert words(script) == ["--a", "1", "--c", "x #y"]
