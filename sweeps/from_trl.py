@@ -64,6 +64,7 @@ ELSEWHERE = {
     "chat_template": "put the template in the model folder (chat_template.jinja); groupscale renders with it",
 }
 DTYPES = {"bfloat16": "bfloat16", "float32": "float32", "auto": "auto"}
+RLOO_ONLY = {"normalize_advantages", "reward_clip_range"}  # fields of TRL's RLOOConfig that GRPOConfig lacks (TRL 1.16)
 
 
 def _steps(config: dict[str, Any]) -> int | None:
@@ -126,6 +127,13 @@ def spec_from_trl(
         ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
             (engine groupscale), each naming the key and the value.
     """
+    rloo = sorted(set(config) & RLOO_ONLY)
+    if rloo:
+        raise ValueError(
+            f"{', '.join(rloo)}: an RLOOConfig recipe (trl rloo), not a GRPOConfig one: TRL's RLOOTrainer clips the ratio of "
+            "a completion's summed log-probabilities and puts its KL in the reward, which GRPOTrainer and groupscale do "
+            "not train; sweep a GRPOConfig recipe, or groupscale's grpo: advantage loo (the leave-one-out baseline)"
+        )
     try:
         keeps_recipe = get_engine(engine).section == "trl"  # TRL's engine trains the recipe itself
     except ValueError as e:

@@ -396,3 +396,44 @@ def test_prompts_that_end_with_the_assistants_answer_are_accepted_with_a_warning
         assert "give prompt_column a column of the user turns alone" in warning
         plain = c.post("/v1/sweeps", json={**_spec(data, rewards), "name": "plain"})
         assert plain.status_code == 201 and plain.json()["warnings"] == [], plain.text
+
+
+@pytest.mark.parametrize(("framework", "file"), [("verl", "run_gspo.sh"), ("openrlhf", "train_grpo_flat.sh")])
+def test_recommend_config_prints_the_users_file_with_the_measured_g_over_the_real_app(tmp_path, monkeypatch, framework, file):
+    """`spec from-X FILE` swept, then `recommend --config FILE --format X`: the file back with only G and the keys tied
+    to it changed; a sweep of another objective is refused (exit 1); --config with text is bad input (exit 2)."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from sweeps.frameworks import get_framework
+    from sweeps.frameworks.importing import spec_from
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks" / framework / file
+    imported, _ = spec_from(get_framework(framework), path, [])
+    spec = {**imported, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}}
+    other = {**spec, "grpo": {**spec["grpo"], "importance_sampling_level": "token", "loss_aggregation": "token_mean"}}
+    fit = {"status": "ok", "g_star": 7.5, "g_star_ci95": [6.0, 9.0], "recommended_group_size": 8, "message": "G* = 7.5"}
+    with _client(tmp_path) as c:
+        with c.app.state.store.session() as s:
+            s.add(
+                Sweep(id="s0", name="r", status="succeeded", spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit)
+            )
+        _cli_over_the_app(c, monkeypatch)
+        args = ["recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", framework, "--config", str(path)]
+        got = CliRunner().invoke(cli, args)
+        assert got.exit_code == 0, got.output
+        before, after = path.read_text().splitlines(), got.stdout.splitlines()
+        changed = sorted(a.strip(" \\") for b, a in zip(before, after, strict=True) if a != b)
+        prompts = imported["samples_per_step"][0] // 8
+        n, batch = (("actor_rollout_ref.rollout.n=", "data.train_batch_size=") if framework == "verl"
+                    else ("--n_samples_per_prompt ", "--rollout_batch_size "))  # fmt: skip
+        mini = [f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts // 4}"] if framework == "verl" else []
+        assert changed == sorted([f"{n}8", f"{batch}{prompts}", *mini])
+        assert "G = 8 at B = " in got.stderr
+        with c.app.state.store.session() as s:
+            s.get(Sweep, "s0").spec = other
+        refused = CliRunner().invoke(cli, args)
+        assert refused.exit_code == 1 and "the sweep measured G for another objective" in refused.stderr
+        assert refused.stdout == ""
+        bad = CliRunner().invoke(cli, [*args[:-4], "--config", str(path)])
+        assert bad.exit_code == 2 and "--format: 'text' with --config; allowed:" in bad.stderr

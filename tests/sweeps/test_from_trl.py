@@ -192,3 +192,15 @@ def test_an_unsloth_batch_of_one_is_refused_saying_how_b_is_made_and_what_to_cha
     assert "per_device_train_batch_size 1 x 1 process(es) x gradient_accumulation_steps 1" in message
     assert message.endswith("raise per_device_train_batch_size to the largest G at least (Unsloth does so itself) or "
                             "set generation_batch_size")  # fmt: skip
+
+
+def test_an_rloo_config_is_refused_as_another_objective_and_the_rloo_fields_are_trls():
+    """RLOOConfig recipes were read as GRPO ones; its trainer clips a summed-log-prob ratio, its KL is in the reward."""
+    import dataclasses
+
+    from sweeps.from_trl import RLOO_ONLY
+
+    assert RLOO_ONLY == {f.name for f in dataclasses.fields(trl.RLOOConfig)} - FIELDS  # the installed TRL's
+    recipe = {**yaml.safe_load(DOCS), "num_generations": 4, "normalize_advantages": True}
+    with pytest.raises(ValueError, match="normalize_advantages: an RLOOConfig recipe .* advantage loo"):
+        spec_from_trl(recipe, [2, 4])
