@@ -14,7 +14,7 @@ import typer
 from service.cli.app import JsonOpt, _fail, _ints, _print_json, law_app, models_app, out, spec_app
 from service.cli.render import print_fit
 from sweeps.engines import ENGINES
-from sweeps.frameworks import FRAMEWORKS
+from sweeps.frameworks.importing import recognise
 from sweeps.spec import PRESET_NAMES
 
 
@@ -129,10 +129,13 @@ def spec_from_trl_command(
     from sweeps.from_trl import spec_from_trl
     from sweeps.yamlfile import dump_yaml
 
+    try:  # another trainer's config or run script (TOML, a shell script) is named, not read as a broken recipe
+        other = recognise(config)
+    except ValueError:
+        other = None
+    if other is not None:
+        _fail(f"CONFIG.yaml: {config} is {other.title}'s config or run script, not a TRL recipe: use spec from-{other.name}", 2)
     data = _yaml_mapping(config, "CONFIG.yaml")
-    other = [fw for fw in FRAMEWORKS.values() if fw.recognises(data)]
-    if other:
-        _fail(f"CONFIG.yaml: {config} is a {other[0].title} config, not a TRL recipe: use spec from-{other[0].name}", 2)
     processes = num_processes
     if accelerate_config is not None:
         if num_processes is not None:

@@ -371,3 +371,42 @@ def test_probe_local_says_what_it_builds_before_the_probe(tmp_path):
         "probe: 16 prompts x 4 completions (64 samples)",
     ], r.stderr
     assert "Writing model shards" not in r.stderr  # transformers' own bar does not cut into the stage display
+
+
+def test_spec_from_recognises_the_trainer_and_prints_the_files_own_budget(tmp_path):
+    """`spec from FILE`: the trainer named on stderr, the spec on stdout (B in completions, k and the objective)."""
+    import yaml
+
+    from tests.sweeps.test_frameworks import FIXTURES
+
+    r = runner.invoke(app, ["spec", "from", str(FIXTURES / "verl" / "run_gspo.sh"), "--group-sizes", "8,16"])
+    assert r.exit_code == 0, r.output
+    spec = yaml.safe_load(r.stdout)
+    assert (spec["group_sizes"], spec["samples_per_step"], spec["grpo"]["steps_per_generation"]) == ([8, 16], [8192], 4)
+    assert spec["grpo"]["importance_sampling_level"] == "sequence" and spec["engine"] == "groupscale"
+    assert "recognised" in r.stderr and "as verl's (spec from-verl)" in r.stderr and "fill in task.path" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["from-trl", "verl/ppo_trainer.yaml", "--group-sizes", "2"],
+            "is verl's config or run script, not a TRL recipe: use spec from-verl",
+        ),
+        (["from-trl", "openrlhf/train_dapo.sh", "--group-sizes", "2"], "use spec from-openrlhf"),
+        (["from-verl", "verl/run_gspo.sh", "--group-sizes", "3"], "--group-sizes: [3] do not give whole groups"),
+        (["from-verl", "verl/run_gspo.sh", "--engine", "trl"], "--engine: 'trl'; allowed: groupscale"),
+        (["from-verl", "verl/run_gspo.sh", "data.train_batch_size"], "override 'data.train_batch_size' is not key=value"),
+        (["from-verl", "verl/run_gspo.sh", "algorithm.adv_estimator=gae"], "algorithm.adv_estimator: 'gae'"),
+        (["from-openrlhf", "openrlhf/train_dapo.sh"], "--drop algo.dynamic_filtering_enable measures G without it"),
+        (["from", "missing.sh"], "cannot read"),
+    ],
+)
+def test_an_import_that_cannot_keep_the_file_exits_2_naming_why(args, says):
+    from tests.sweeps.test_frameworks import FIXTURES
+
+    command, file, *rest = args
+    r = runner.invoke(app, ["spec", command, str(FIXTURES / file), *rest])
+    assert r.exit_code == 2 and says in r.stderr.replace("\n", " "), r.output
+    assert r.stdout == ""
