@@ -84,7 +84,9 @@ class Config:
         interpolation that does not resolve."""
         self.used.add(key)
         try:
-            value = OmegaConf.select(self.values, key, default=MISSING, throw_on_missing=False)
+            value = OmegaConf.select(
+                self.values, key, default=MISSING, throw_on_missing=False, throw_on_resolution_failure=not raw
+            )
         except OmegaConfBaseException as e:
             raise Refused(key, "", f"does not resolve ({type(e).__name__}: {str(e).splitlines()[0]})") from None
         if value is MISSING or value is None or value == "???":
@@ -97,6 +99,11 @@ class Config:
                 "give the variable after the file (NAME=value) or the setting (key=value)",
             )  # fmt: skip
         return value
+
+    def text(self, key: str) -> str | None:
+        """A value only shown to the user (a model or data path) as written (``$HOME/models/x``), None if absent."""
+        value = self.get(key, raw=True)
+        return None if value is None else shown(str(value))
 
     def number(self, key: str, default: Any = None, kind: type = int) -> Any:
         """``get`` as an int (or ``kind``), from a string too, as the trainer's parser reads it. Raises Refused if not."""

@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ruamel.yaml import YAML
 
 from sweeps.frameworks.base import Config, flat_keys
-from sweeps.frameworks.shell import Script, ScriptError, read_script
+from sweeps.frameworks.shell import Script, ScriptError, read_script, shown
 
 MAX_DEFAULTS_DEPTH = 8  # a config that inherits from itself stops here
 
@@ -102,8 +102,13 @@ def overrides_config(items: list[str]) -> tuple[DictConfig, list[str]]:
         dotlist.append(f"{key}={value}")
     try:
         return OmegaConf.from_dotlist(dotlist), [d.partition("=")[0] for d in dotlist]
-    except (OmegaConfBaseException, yaml.YAMLError) as e:
-        raise ValueError(f"overrides: {str(e).splitlines()[0]}") from None
+    except (OmegaConfBaseException, yaml.YAMLError):
+        for item in dotlist:  # the override at fault, named
+            try:
+                OmegaConf.from_dotlist([item])
+            except (OmegaConfBaseException, yaml.YAMLError) as e:
+                raise ValueError(f"override {shown(item)!r}: not a value the trainer reads ({type(e).__name__})") from None
+        raise
 
 
 def split_variables(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -223,3 +228,88 @@ def find_near(folder: Path, name: str) -> Path | None:
     if path.is_absolute():
         return path if path.is_file() else None
     return next((base / path for base in (folder, *folder.parents) if (base / path).is_file()), None)
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    """``data`` with the dotted ``key`` set in place, a number indexing a list (``a.source.0.b``): how an override
+    reaches into a file's list of tables, which a merge of mappings cannot. Raises ValueError naming a part that is
+    neither a table nor an index of the list."""
+    parts = key.split(".")
+    node: Any = data
+    for depth, part in enumerate(parts):
+        if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
+            raise ValueError(f"override {key}: {part!r} is not an index of the file's list")
+        if not isinstance(node, (dict, list)):
+            raise ValueError(f"override {key}: the part before {part!r} is not a table")
+        at: Any = int(part) if isinstance(node, list) else part
+        if depth == len(parts) - 1:
+            node[at] = value
+        else:
+            node = node[at] if isinstance(node, list) else node.setdefault(part, {})
+
+
+def flag_words(items: list[str]) -> list[str]:
+    """Command-line flags as ``key=value`` words (pydantic-config's, as prime-rl takes them: ``--a.b-c value``,
+    ``--a.b-c=value``, a bare ``--a.flag`` true and ``--no-a.flag`` false; dashes in a flag's name are underscores);
+    ``key=value`` words as they are. Raises ValueError for pydantic-config's ``@ FILE``, which composes files."""
+    words: list[str] = []
+    i = 0
+    while i < len(items):
+        item, following = items[i], items[i + 1] if i + 1 < len(items) else None
+        if "@" in (item, following):
+            raise ValueError("'@ FILE' (files composed on the command line) is not read: give the file itself")
+        flag, eq, value = item[2:].partition("=")
+        if not item.startswith("--"):
+            words, i = [*words, item], i + 1
+            continue
+        if eq:
+            i += 1
+        elif following is not None and not following.startswith("--"):
+            value, i = following, i + 2
+        else:
+            flag, value, i = (flag[3:], "false", i + 1) if flag.startswith("no-") else (flag, "true", i + 1)
+        words.append(f"{flag.replace('-', '_')}={value}")
+    return words
+
+
+def edit_yaml_lines(text: str, changes: dict[str, Any]) -> str:
+    """``text`` (YAML) with each dotted key set and only the lines of those keys changed: a value is replaced on its
+    key's line (its comment kept), a key the file lacks is added at the end of the deepest section it has (indented as
+    that section's keys). The other lines stay as written (edit_yaml's round trip rewrites ``null``, ``True`` and long
+    lines); a key whose value is a section, a list or on lines of its own goes through edit_yaml."""
+    for key, value in changes.items():
+        text = _set_yaml_line(text, key.split("."), value)
+    return text
+
+
+def _set_yaml_line(text: str, parts: list[str], value: Any) -> str:
+    from ruamel.yaml.comments import CommentedMap
+
+    lines, data = text.splitlines(keepends=True), YAML().load(text)
+    if not isinstance(data, CommentedMap):
+        return edit_yaml(text, {".".join(parts): value})
+    node, depth = data, 0
+    while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), CommentedMap) and node[parts[depth]]:
+        node, depth = node[parts[depth]], depth + 1
+    word = yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
+    leaf = parts[depth]
+    if depth == len(parts) - 1 and leaf in node:
+        line, col = node.lc.key(leaf)
+        m = re.compile(r"[^:]*:[ \t]+(\"[^\"]*\"|'[^']*'|[^#\r\n]*?)([ \t]*(?:#.*)?\r?\n?)$").match(lines[line], col)
+        if m is None or isinstance(node[leaf], (dict, list)) or not m.group(1):
+            return edit_yaml(text, {".".join(parts): value})
+        lines[line] = lines[line][: m.start(1)] + word + m.group(2)
+        return "".join(lines)
+    if not node:
+        return edit_yaml(text, {".".join(parts): value})
+    last = list(node)[-1]
+    line, indent = node.lc.key(last)[0], node.lc.key(list(node)[0])[1]
+    end = next((i for i in range(line + 1, len(lines)) if lines[i].strip() and not lines[i].lstrip().startswith("#")
+                and len(lines[i]) - len(lines[i].lstrip()) <= indent), len(lines))  # fmt: skip
+    while end > line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1  # before the blank lines and comments that end the section
+    added = [f"{' ' * (indent + 2 * i)}{part}:\n" for i, part in enumerate(parts[depth:-1])]
+    added.append(f"{' ' * (indent + 2 * (len(parts) - 1 - depth))}{parts[-1]}: {word}\n")
+    if end and not lines[end - 1].endswith("\n"):
+        lines[end - 1] += "\n"
+    return "".join(lines[:end] + added + lines[end:])

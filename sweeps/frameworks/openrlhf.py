@@ -20,7 +20,6 @@ from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
 from sweeps.frameworks.files import config_of, edit_script, is_script, nested, script_words, split_variables
-from sweeps.frameworks.shell import shown
 
 DEFAULTS = {  # train_ppo_ray.py @3c3be623: the flags budget() reads
     "rollout.n_samples_per_prompt": 1,
@@ -127,8 +126,8 @@ def openrlhf_budget(config: Config) -> Budget:
         "temperature": config.number("rollout.temperature", kind=float),
         "max_new_tokens": config.number("rollout.max_new_tokens") or config.number("data.max_len"),
     }  # fmt: skip
-    data = config.get("data.prompt_dataset", raw=True)
-    return Budget(group_size, samples, grpo, model=config.get("actor.model_name_or_path"), data=data and shown(str(data)))
+    model, data = config.text("actor.model_name_or_path"), config.text("data.prompt_dataset")
+    return Budget(group_size, samples, grpo, model=model, data=data)
 
 
 def _clip(config: Config) -> tuple[float, float]:

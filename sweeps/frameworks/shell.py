@@ -74,7 +74,7 @@ def _parameter(body: str, variables: dict[str, str]) -> str:
     empty = value is None or (op.startswith(":") and value == "")
     if not empty:
         return value  # type: ignore[return-value]
-    word = expand(word, variables, quoted=True)
+    word = re.sub(r"(?<!\\)[\"']", "", expand(word, variables, quoted=True))  # bash removes the word's quotes
     if op.endswith("="):
         variables[name] = word
     return word
@@ -124,9 +124,16 @@ def expand(text: str, variables: dict[str, str], quoted: bool = False, arrays: M
             out.append(f'"{elements or _EMPTY}"' if in_double else elements)
             i = j
             continue
-        value, i = (f"{UNKNOWN}{text[i:j]}{UNKNOWN}" if value == UNKNOWN else value), j
+        value, i = (f"{UNKNOWN}{_source(text[i:j])}{UNKNOWN}" if value == UNKNOWN else value), j
         out.append(value.replace("\\", "\\\\").replace('"', '\\"') if in_double else _literal(value))
     return "".join(out)
+
+
+def _source(text: str) -> str:
+    """An unknown expansion as the user would name it: ``${HOME}`` and ``${X:-...}`` as ``$HOME``, ``$X`` (never
+    ``${...}``, which the trainers' config readers would take for an interpolation)."""
+    m = re.match(r"\$\{(\w+)", text)
+    return f"${m.group(1)}" if m else text
 
 
 def _literal(value: str) -> str:
@@ -297,8 +304,13 @@ def statements(text: str) -> list[tuple[int, str]]:
     """(line number, statement) of a script: continuations joined, an array's lines ``NAME=( ... )`` joined, loop and
     function bodies left out, comments dropped."""
     out: list[tuple[int, str]] = []
-    lines, skip, array = logical_lines(text), 0, None
+    lines, skip, array, pending, start = logical_lines(text), 0, None, "", 0
     for number, raw in enumerate(lines, start=1):
+        if pending or _open_quote(raw):  # a quoted string over several lines is one line of the statement
+            start, pending = (start if pending else number), (f"{pending} {raw.strip()}" if pending else raw)
+            if _open_quote(pending) and number < len(lines):
+                continue
+            raw, pending, number = pending, "", start
         line = raw.strip()
         if array is not None:  # an array's element lines, each without its comment
             out[-1] = (out[-1][0], f"{out[-1][1]} {_uncommented(line)}")
@@ -314,6 +326,19 @@ def statements(text: str) -> list[tuple[int, str]]:
         if re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=\($", line) or (re.match(r"[A-Za-z_]\w*\+?=\(", line) and ")" not in line):
             array = number
     return out
+
+
+def _open_quote(text: str) -> bool:
+    """Whether ``text`` ends inside a quoted string (single or double quotes, outside comments)."""
+    quote = ""
+    for i, c in enumerate(text):
+        if quote:
+            quote = "" if c == quote and (quote == "'" or text[i - 1] != "\\") else quote
+        elif c in "'\"" and (i == 0 or text[i - 1] != "\\"):
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1] in " \t"):
+            return False
+    return bool(quote)
 
 
 def _uncommented(line: str) -> str:

@@ -109,7 +109,7 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
     generations = config.number("trainer.total_training_steps")
     data_files = config.get(data + "train_files", raw=True)
     return Budget(
-        group_size, prompts * group_size, grpo, model=config.get("actor_rollout_ref.model.path"),
+        group_size, prompts * group_size, grpo, model=config.text("actor_rollout_ref.model.path"),
         steps=None if generations is None else generations * grpo["steps_per_generation"], data=_first(data_files),
     )  # fmt: skip
 
@@ -185,7 +185,7 @@ class Verl(Framework):
     title = "verl"
     files = "a ppo_trainer.yaml (generated or hydra), or a run script of python3 -m verl.trainer.main_ppo"
     version = "verl-project/verl@1dda039, 0.10.0.dev"
-    launch = re.compile(r"verl\.trainer\.main_ppo")
+    launch = re.compile(r"verl\.trainer\.main_ppo|recipe\.dapo\.main_dapo")  # the DAPO recipe trains verl too
     tied = (R + "n", "data.train_batch_size", A + "ppo_mini_batch_size")
 
     def read(self, path: Path, overrides: list[str]) -> Config:

@@ -53,7 +53,7 @@ def test_the_users_variables_win_over_the_scripts_defaults_and_assignments():
 
 def test_what_only_running_the_script_tells_is_marked_not_guessed():
     got = words('H=$HOME\nN=`nproc`\npython -m trainer.main a="$H/m" b=$N c=$(date) d=${UNSET}')
-    assert [unknown_in(w) for w in got] == [["$HOME"], ["`nproc`"], ["$(date)"], ["${UNSET}"]]
+    assert [unknown_in(w) for w in got] == [["$HOME"], ["`nproc`"], ["$(date)"], ["$UNSET"]]
     assert shown(got[0]) == "a=$HOME/m"
 
 
