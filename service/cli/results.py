@@ -176,8 +176,10 @@ def recommend(
     ] = 1,
     config: Annotated[
         Path | None,
-        typer.Option(help="your trainer's config or run script (the --format trainer's): printed back with the measured G, "
-                     "only G and the keys tied to it at the file's B changed"),
+        typer.Option(
+            help="your trainer's config or run script (the --format trainer's): printed back with the measured G, "
+            "only G and the keys tied to it at the file's B changed"
+        ),
     ] = None,  # fmt: skip
     url: UrlOpt = None,
     as_json: JsonOpt = False,
