@@ -23,6 +23,7 @@ does not reach. The lr is the Megatron optimizer's when ``policy.megatron_cfg.en
 from __future__ import annotations
 
 import re
+import warnings
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,25 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
 from sweeps.frameworks.files import (
-    MAX_DEFAULTS_DEPTH, config_of, find_near, is_script, nested, overrides_config, script_words, split_variables,
-)  # fmt: skip
+    config_of,
+    edit_yaml_lines,
+    find_near,
+    is_script,
+    nested,
+    overrides_config,
+    script_words,
+    split_variables,
+)
 from sweeps.frameworks.shell import shown, unknown_in
 from sweeps.frameworks.verl import _first
 
-for _name, _resolver in {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "max": max}.items():
-    OmegaConf.register_new_resolver(_name, _resolver, replace=True)  # nemo_rl/utils/config.py's, for ${mul:...}
+RESOLVERS = {  # nemo_rl/utils/config.py's register_omegaconf_resolvers, for ${mul:...} in the configs
+    "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "max": lambda a, b: max(a, b),
+}  # fmt: skip
+with warnings.catch_warnings():  # OmegaConf 2.4 renames it register_resolver; 2.3's register_resolver is another API
+    warnings.simplefilter("ignore", UserWarning)
+    for _name, _resolver in RESOLVERS.items():
+        OmegaConf.register_new_resolver(_name, _resolver, replace=True)
 
 P, L = "grpo.", "loss_fn."
 DEFAULTS = {  # grpo_math_1B.yaml@7ea279a (the config run_grpo.py reads without --config): the keys budget() reads
@@ -66,6 +79,7 @@ DEFAULTS = {  # grpo_math_1B.yaml@7ea279a (the config run_grpo.py reads without 
     "policy.generation.max_new_tokens": "${policy.max_total_sequence_length}",
     "policy.generation.temperature": 1.0,
 }
+MAX_DEPTH = 8  # a config that inherits from itself stops here
 UNBOUNDED = 1000000  # grpo_math_1B's max_num_steps: no limit but max_num_epochs of the data set
 ADVANTAGES = {(True, True): "loo_std", (True, False): "loo", (False, True): "mean_std", (False, False): "mean"}
 DRAWS = "so the prompts that train depend on G, which groupscale's trainer does not do"
@@ -106,7 +120,7 @@ def load_nemo(path: Path, notes: list[str], depth: int = 0) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds no mapping of settings")
     defaults = data.pop("defaults", None)
-    if not defaults or depth >= MAX_DEFAULTS_DEPTH:
+    if not defaults or depth >= MAX_DEPTH:
         return data
     base: dict[str, Any] = {}
     for entry in [defaults] if isinstance(defaults, str) else defaults:
@@ -142,8 +156,8 @@ def nemo_budget(config: Config) -> Budget:
         raise Refused(P + "adv_estimator.name", config.get(P + "adv_estimator.name"), "groupscale trains GRPO's group "
                       "baselines; allowed: grpo")  # fmt: skip
     mini = config.number("policy.train_global_batch_size")
-    k = whole("policy.train_global_batch_size", samples, mini,
-              "optimizer steps per generation (num_prompts_per_step x num_generations_per_prompt / train_global_batch_size)")
+    k = whole("policy.train_global_batch_size", samples, mini, "optimizer steps per generation (num_prompts_per_step x "
+              "num_generations_per_prompt / train_global_batch_size)")  # fmt: skip
     if mini % group_size:
         raise Refused("policy.train_global_batch_size", mini, f"an optimizer step of {mini} completions splits the groups "
                       f"of G = {group_size}; groupscale's steps take whole groups")  # fmt: skip
@@ -166,7 +180,7 @@ def nemo_budget(config: Config) -> Budget:
     }
     steps = config.number(P + "max_num_steps")
     data = config.get("data.train.data_path", raw=True) or config.get("data.train.dataset_name", raw=True)
-    return Budget(group_size, samples, grpo, model=config.get("policy.model_name"),
+    return Budget(group_size, samples, grpo, model=config.text("policy.model_name"),
                   steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=_first(data))  # fmt: skip
 
 
@@ -201,7 +215,8 @@ def nemo_settings(group_size: int, samples_per_step: int, grpo: dict[str, Any]) 
     flags = {v: k for k, v in ADVANTAGES.items()}.get(grpo.get("advantage", "loo"))
     if flags is None:
         raise Refused("advantage", grpo.get("advantage"), f"NeMo-RL's grpo estimator gives {', '.join(ADVANTAGES.values())}")
-    aggregation, sequence = grpo.get("loss_aggregation", "seq_mean_token_mean"), grpo.get("importance_sampling_level") == "sequence"
+    aggregation = grpo.get("loss_aggregation", "seq_mean_token_mean")
+    sequence = grpo.get("importance_sampling_level") == "sequence"
     if aggregation not in ("token_mean", "seq_mean_token_mean") or (sequence and aggregation == "token_mean"):
         raise Refused("loss_aggregation", aggregation, "NeMo-RL aggregates by token_mean or seq_mean_token_mean "
                       "(the latter with sequence-level ratios)")  # fmt: skip
@@ -271,11 +286,16 @@ class NemoRL(Framework):
     def settings(self, group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
         return nemo_settings(group_size, samples_per_step, grpo)
 
+    def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
+        """A YAML file keeps its other lines as written (edit_yaml_lines); a run script takes ``key=value`` words."""
+        return super().edit(path, text, changes) if is_script(path, text) else edit_yaml_lines(text, changes)
+
 
 def _config_option(words: list[str]) -> tuple[str | None, list[str]]:
     """run_grpo.py's ``--config X`` (or ``--config=X``) and the other words."""
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=")
         if flag == "--config":
-            return (value, words[:i] + words[i + 1 :]) if eq else (words[i + 1] if i + 1 < len(words) else "", words[:i] + words[i + 2 :])
+            end = i + 1 if eq else i + 2
+            return (value if eq else " ".join(words[i + 1 : end]), words[:i] + words[end:])
     return None, words
