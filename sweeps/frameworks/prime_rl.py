@@ -234,7 +234,8 @@ def _max_new_tokens(config: Config, src: str, sources: list[dict[str, Any]]) -> 
 
 def _first(config: Config, *keys: str) -> str | None:
     """The first of ``keys`` the config sets (the shared key, then the orchestrator's and the trainer's), as written."""
-    return next((value for key in keys if (value := config.text(key)) is not None), None)
+    values = [config.text(key) for key in keys]  # each read: prime-rl requires them to agree (rl.py L442-443)
+    return next((value for value in values if value is not None), None)
 
 
 def prime_rl_budget(config: Config) -> Budget:
@@ -351,8 +352,8 @@ class PrimeRL(Framework):
         data = _nones(load_mapping(path))
         split, notes = _split(data), []
         if split == "trainer" or (split is None and "orchestrator" not in data):
-            raise ValueError(f"{path}: no [orchestrator] (nor the orchestrator's own file of the split form), where "
-                             "prime-rl sets G and B: give the rl.toml or the orchestrator's file")  # fmt: skip
+            raise ValueError("no [orchestrator] (nor the orchestrator's own file of the split form), where prime-rl sets "
+                             "G and B: give the rl.toml or the orchestrator's file")  # fmt: skip
         if split:
             data = {"orchestrator": data}
             trainer = next((path.parent / n for n in TRAINER_FILES if (path.parent / n).is_file()), None)
@@ -382,7 +383,7 @@ class PrimeRL(Framework):
         doc = tomlkit.parse(text)
         split = _split(doc.unwrap())
         if split == "trainer":
-            raise ValueError(f"{path}: prime-rl's trainer file of the split form holds no G: edit the orchestrator's")
+            raise ValueError("prime-rl's trainer file of the split form holds no G: edit the orchestrator's")
         if not split and "orchestrator" not in doc:
             doc["orchestrator"] = tomlkit.table()
         if ORCH + "group_size" in changes:
