@@ -65,8 +65,9 @@ DEFAULTS = {  # config.py@a956457: the keys budget() reads
     AL + "temperature": None,
 }
 ENTRY_DEFAULTS = {  # an example's entry module's own dataclass fields: examples/train/algorithms/dapo/main_dapo.py@a956457
-    "main_dapo": {AL + "overlong_buffer_len": 512, AL + "overlong_buffer_penalty_factor": 1.0}
+    "examples.train.algorithms.dapo.main_dapo": {AL + "overlong_buffer_len": 512, AL + "overlong_buffer_penalty_factor": 1.0}
 }
+LEGACY = ("skyrl_train.", "examples.algorithms.")  # skyrl-train <= 0.3's modules (its examples/ had no train/ folder)
 LOSS_REDUCTION = {"token_mean": "token_mean", "sequence_mean": "seq_mean_token_mean",
                   "seq_mean_token_sum_norm": "seq_mean_token_sum_norm"}  # fmt: skip
 POLICY_LOSS = {"regular": "token", "gspo": "sequence"}
@@ -90,6 +91,7 @@ REFUSED = {  # key -> (its off value, why groupscale does not train it)
     AL + "off_policy_correction.token_mask_is_threshold_low": (None, "masks tokens by their importance ratio"),
     AL + "off_policy_correction.token_mask_is_threshold_high": (None, "masks tokens by their importance ratio"),
     AL + "overlong_buffer_len": (None, "main_dapo's soft overlong punishment lowers the rewards of long completions"),
+    AL + "overlong_buffer.len": (None, "main_dapo's soft overlong punishment lowers the rewards of long completions"),
     GEN + "apply_overlong_filtering": (False, "masks the loss of truncated completions, which still count in B"),
     GEN + "zero_reward_on_non_stop": (False, "sets the reward of truncated completions to 0"),
     GEN + "max_turns": (1, "multi-turn rollouts are not what groupscale generates (one completion a prompt)"),
@@ -218,16 +220,9 @@ class SkyRL(Framework):
         assumed: list[str] = []
         if is_script(path, text):
             words, assumed, module = self._script(path, variables)
-            if module.startswith("examples."):
-                entry = ENTRY_DEFAULTS.get(module.rsplit(".", 1)[-1], {})
-                layers.append((nested(entry), False))
-                own = f" and its {', '.join(entry)}" if entry else ""
-                assumed.append(f"{module} is an example's own entry module: read with main_base's defaults{own}; what "
-                               "its code changes is not read")  # fmt: skip
-            elif module.startswith("skyrl_train"):
-                assumed.append("skyrl_train (skyrl-train <= 0.3): read with config.py@a956457's defaults (its YAML's for "
-                               "the keys read); its token_mean (before bf243b8) averages each micro-batch's token mean, "
-                               "read as token_mean, the same for micro-batches of equal tokens")  # fmt: skip
+            entry, notes = _entry(module)
+            layers.append((nested(entry), False))
+            assumed += notes
             layers.append((overrides_config([w for w in words if "=" in w and not w.startswith("-")])[0], True))
         else:
             layers.append((load_mapping(path), True))
@@ -272,6 +267,20 @@ class SkyRL(Framework):
         if _found(text, self.launch) is None and _found(text, DELEGATE) is not None:
             return edit_script(text, DELEGATE, {f"{key}=": word for key, word in zip(changes, self.words(changes))})
         return super().edit(path, text, changes)
+
+
+def _entry(module: str) -> tuple[dict[str, Any], list[str]]:
+    """The defaults an entry module adds to main_base's (ENTRY_DEFAULTS), and what the notes say of it."""
+    entry, notes = ENTRY_DEFAULTS.get(module, {}), []
+    if module.startswith("examples."):
+        own = f" and its {', '.join(entry)}" if entry else ""
+        notes.append(f"{module} is an example's own entry module: read with main_base's defaults{own}; what its code "
+                     "changes is not read")  # fmt: skip
+    if module.startswith(LEGACY):
+        notes.append("skyrl-train <= 0.3: read with config.py@a956457's defaults (its YAML's for the keys read); its "
+                     "token_mean (before bf243b8) averages each micro-batch's token mean, read as token_mean, the same for "
+                     "micro-batches of equal tokens")  # fmt: skip
+    return entry, notes
 
 
 def _found(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
