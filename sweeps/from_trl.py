@@ -127,13 +127,7 @@ def spec_from_trl(
         ValueError: no model, a G that does not divide B, batch settings TRL refuses, a value groupscale refuses
             (engine groupscale), each naming the key and the value.
     """
-    rloo = sorted(set(config) & RLOO_ONLY)
-    if rloo:
-        raise ValueError(
-            f"{', '.join(rloo)}: an RLOOConfig recipe (trl rloo), not a GRPOConfig one: TRL's RLOOTrainer clips the ratio of "
-            "a completion's summed log-probabilities and puts its KL in the reward, which GRPOTrainer and groupscale do "
-            "not train; sweep a GRPOConfig recipe, or groupscale's grpo: advantage loo (the leave-one-out baseline)"
-        )
+    _not_rloo(config)
     try:
         keeps_recipe = get_engine(engine).section == "trl"  # TRL's engine trains the recipe itself
     except ValueError as e:
@@ -144,10 +138,7 @@ def spec_from_trl(
     if not model:
         raise ValueError("the TRL config names no model (model_name_or_path): pass --model with a local model folder")
     structure = recipe_structure({k: trl_value(config[k]) for k in _BATCH if config.get(k) is not None}, num_processes)
-    # B: the recipe's generation batch where TRL trains it; else each optimizer step's completions, sampled fresh
-    budget = structure.generation_batch_size if keeps_recipe else structure.completions_per_optimizer_step
-    _check_group_sizes(group_sizes, budget, structure)
-    _check_processes(group_sizes, budget, num_processes)
+    budget = _budget(structure, group_sizes, keeps_recipe, num_processes)
     spec: dict[str, Any] = {
         "name": f"from-trl-{str(model).rstrip('/').split('/')[-1]}",
         "engine": engine,
@@ -169,6 +160,29 @@ def spec_from_trl(
     else:
         notes = translated(config, spec, structure)
     return spec, notes + _other_notes(config, group_sizes, str(model), from_recipe)
+
+
+def _budget(structure: StepStructure, group_sizes: list[int], keeps_recipe: bool, num_processes: int) -> int:
+    """B: the recipe's generation batch, which TRL's engine trains as the recipe splits it and groupscale's in its k
+    optimizer steps (grpo.steps_per_generation), each of whole groups; a recipe of several generations a step (k = 1/n)
+    is each optimizer step's completions on groupscale's engine. Raises ValueError for group sizes that do not fit."""
+    k = structure.optimizer_steps_per_generation
+    budget = structure.generation_batch_size if keeps_recipe or k.denominator == 1 else structure.completions_per_optimizer_step
+    per_step = budget if keeps_recipe else structure.completions_per_optimizer_step  # whole groups in each step
+    _check_group_sizes(group_sizes, per_step, structure)
+    _check_processes(group_sizes, per_step, num_processes)
+    return budget
+
+
+def _not_rloo(config: dict[str, Any]) -> None:
+    """Raises ValueError for an RLOOConfig recipe (RLOO_ONLY fields): another objective than GRPOTrainer's."""
+    rloo = sorted(set(config) & RLOO_ONLY)
+    if rloo:
+        raise ValueError(
+            f"{', '.join(rloo)}: an RLOOConfig recipe (trl rloo), not a GRPOConfig one: TRL's RLOOTrainer clips the ratio of "
+            "a completion's summed log-probabilities and puts its KL in the reward, which GRPOTrainer and groupscale do "
+            "not train; sweep a GRPOConfig recipe, or groupscale's grpo: advantage loo (the leave-one-out baseline)"
+        )
 
 
 def _processes(config: dict[str, Any], num_processes: int) -> int:
@@ -257,7 +271,10 @@ def translated(config: dict[str, Any], spec: dict[str, Any], structure: Any) -> 
     spec["grpo"] = GRPOSpec.model_validate(grpo).model_dump(include={TRL_ALIASES.get(k, k) for k in grpo})
     kept = {*TRL_ALIASES, "temperature", "max_grad_norm", "gradient_checkpointing", *_BATCH, *_MODEL_KEYS, *ELSEWHERE}
     notes = []
-    if structure.optimizer_steps_per_generation > 1:
+    k = structure.optimizer_steps_per_generation
+    if k > 1 and k.denominator == 1:  # groupscale's engine trains TRL's k optimizer steps per generation as they are
+        spec["grpo"]["steps_per_generation"] = int(k)
+    elif k != 1:
         notes.append(
             f"steps_per_generation: {structure.steps_per_generation} ({structure.optimizer_steps_per_generation} optimizer "
             f"steps per generation in TRL; groupscale samples each step's {structure.completions_per_optimizer_step} "

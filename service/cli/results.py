@@ -181,6 +181,9 @@ def recommend(
             "only G and the keys tied to it at the file's B changed"
         ),
     ] = None,  # fmt: skip
+    drop: Annotated[
+        list[str] | None, typer.Option(help="with --config: a setting of the file the sweep trained without (spec from-* --drop)")
+    ] = None,
     url: UrlOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -191,7 +194,7 @@ def recommend(
     the trainers' formats print nothing on stdout (it is a config) and the reason on stderr."""
     client = Client(url)
     if config is not None:
-        return _recommend_into(client, config, form.value, task, model, samples_per_step)
+        return _recommend_into(client, config, form.value, task, model, samples_per_step, tuple(drop or ()))
     rec = _api(client.recommend, task, model, samples_per_step)
     g = rec["recommended_group_size"]
     form = RecommendFormat.json if as_json else form
@@ -213,7 +216,9 @@ def recommend(
         _fail(f"{e.option}: {e}", 2) if e.option else _fail(f"the sweep has no {form} equivalent: {e}")
 
 
-def _recommend_into(client: Client, path: Path, form: str, task: str, model: str, samples_per_step: int | None) -> None:
+def _recommend_into(
+    client: Client, path: Path, form: str, task: str, model: str, samples_per_step: int | None, drop: tuple[str, ...]
+) -> None:
     """``recommend --config FILE --format NAME``: the user's file with the recommended G at its own B (exit 2 for a
     file or format that does not fit, 1 when there is no G or the sweep measured another objective)."""
     from sweeps.engines import get_engine
@@ -226,7 +231,7 @@ def _recommend_into(client: Client, path: Path, form: str, task: str, model: str
         _fail(f"--format: {form!r} with --config; allowed: {', '.join(FRAMEWORKS)} (the trainer of the file)", 2)
     framework = FRAMEWORKS[form]
     try:
-        budget = file_budget(framework, path)
+        budget = file_budget(framework, path, tuple(f"{key}=null" for key in drop))
     except ValueError as e:
         _fail(f"--config: {path}: {e}", 2)
     if samples_per_step not in (None, budget.samples_per_step):

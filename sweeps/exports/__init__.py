@@ -5,5 +5,5 @@ imported here."""
 
 from __future__ import annotations
 
-from sweeps.exports import openrlhf, trl, verl  # each module registers its export
+from sweeps.exports import easyr1, nemo_rl, openrlhf, prime_rl, skyrl, trl, verl  # each module registers its export
 from sweeps.exports.base import EXPORTS, Export, ExportError, get_export, register_export

@@ -4,5 +4,5 @@ imported here."""
 
 from __future__ import annotations
 
-from sweeps.frameworks import openrlhf, verl  # each module registers its framework
+from sweeps.frameworks import easyr1, nemo_rl, openrlhf, prime_rl, skyrl, verl  # each module registers its framework
 from sweeps.frameworks.base import FRAMEWORKS, Budget, Config, Framework, Refused, get_framework, register_framework

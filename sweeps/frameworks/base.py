@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweeps.frameworks.shell import shown, unknown_in
+from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml, is_script
+from sweeps.frameworks.expansion import shown, unknown_in
 
 MISSING = object()
 
@@ -172,8 +173,6 @@ class Framework:
     def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
         """The file's ``text`` with the settings ``changes`` made, the rest as it is: a run script's launch command
         (hydra words), TOML or YAML (comments kept)."""
-        from sweeps.frameworks.files import edit_script, edit_toml, edit_yaml, is_script
-
         if self.launch is not None and is_script(path, text):
             return edit_script(text, self.launch, {f"{key}=": word for key, word in zip(changes, self.words(changes))})
         return edit_toml(text, changes) if path.suffix == ".toml" else edit_yaml(text, changes)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ruamel.yaml import YAML
 
 from sweeps.frameworks.base import Config, flat_keys
+from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml, is_script  # noqa: F401 (re-exported)
 from sweeps.frameworks.shell import Script, ScriptError, read_script, shown
 
 MAX_DEFAULTS_DEPTH = 8  # a config that inherits from itself stops here
@@ -29,11 +29,6 @@ def _text(path: Path) -> str:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read {path}: {type(e).__name__}") from None
-
-
-def is_script(path: Path, text: str) -> bool:
-    """A shell script rather than a config file: ``.sh``, a shebang, or a launch command's continued lines."""
-    return path.suffix in (".sh", ".bash") or text.startswith("#!") or bool(re.search(r"\\\r?\n\s*[-\w.+]+=", text))
 
 
 def load_mapping(path: Path, depth: int = 0) -> dict[str, Any]:
@@ -154,70 +149,6 @@ def nested(changes: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(p, {})
         node[leaf] = value
     return out
-
-
-def edit_yaml(text: str, changes: dict[str, Any]) -> str:
-    """``text`` (YAML) with each dotted key set to its value, comments and order kept (ruamel.yaml round trip)."""
-    ruamel = YAML()
-    ruamel.preserve_quotes = True
-    data = ruamel.load(text)
-    for key, value in changes.items():
-        *parents, leaf = key.split(".")
-        node = data
-        for p in parents:
-            if node.get(p) is None:
-                node[p] = {}
-            node = node[p]
-        node[leaf] = value
-    out = StringIO()
-    ruamel.dump(data, out)
-    return out.getvalue()
-
-
-def edit_toml(text: str, changes: dict[str, Any]) -> str:
-    """``text`` (TOML) with each dotted key set, comments and order kept (tomlkit)."""
-    doc = tomlkit.parse(text)
-    for key, value in changes.items():
-        *parents, leaf = key.split(".")
-        node: Any = doc
-        for p in parents:
-            if p not in node:
-                node[p] = tomlkit.table()
-            node = node[p]
-        node[leaf] = value
-    return tomlkit.dumps(doc)
-
-
-def edit_script(text: str, launch: re.Pattern[str], changes: dict[str, str]) -> str:
-    """A run script with its settings changed: ``changes`` maps a word's key (``a.b=`` or ``--flag ``, with its
-    separator) to the new word, replaced wherever the script sets it (its launch command, or an array the command
-    expands; comment lines left alone); a key the script lacks is added on a line of its own after the launch
-    command's first line. Comments, variables and the other lines stay as they are."""
-    lines, missing = text.splitlines(keepends=True), []
-    for key, word in changes.items():
-        name = re.escape(key[:-1])
-        if key.endswith("="):  # a hydra override a.b=value, quoted or not, after a blank or a quote
-            pattern = re.compile(rf"(?<![\w.\-+])\+*{name}=(?:\"[^\"]*\"|'[^']*'|[^\s\\]*)")
-        else:  # a flag and its value: --flag value or --flag=value
-            pattern = re.compile(rf"(?<![\w\-]){name}(?:=|[ \t]+)(?:\"[^\"]*\"|'[^']*'|[^\s\\]+)")
-        found = 0
-        for i, line in enumerate(lines):
-            if not line.lstrip().startswith("#"):
-                lines[i], count = pattern.subn(word.replace("\\", "\\\\"), line)
-                found += count
-        missing += [] if found else [word]
-    if missing:  # each on a continued line of its own after the launch command's first line
-        at = next((i for i, line in enumerate(lines) if launch.search(line) and not line.lstrip().startswith("#")), None)
-        if at is None:
-            raise ValueError(f"no command matching {launch.pattern!r} in the script")
-        head = lines[at].rstrip("\r\n")
-        nxt = lines[at + 1] if at + 1 < len(lines) else ""
-        indent = re.match(r"[ \t]*", nxt).group() or "    "  # type: ignore[union-attr]
-        if head.rstrip().endswith("\\"):
-            lines[at] = head + "\n" + "".join(f"{indent}{w} \\\n" for w in missing)
-        else:
-            lines[at] = head.rstrip() + "".join(f" \\\n    {w}" for w in missing) + "\n"
-    return "".join(lines)
 
 
 def find_near(folder: Path, name: str) -> Path | None:

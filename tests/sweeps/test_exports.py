@@ -155,8 +155,8 @@ def test_the_verl_export_keeps_an_engine_trl_recipes_steps_per_generation(k, bat
 def test_the_exports_are_a_registry_an_unknown_or_twice_registered_one_is_refused():
     from sweeps.exports import EXPORTS, Export, register_export
 
-    assert list(EXPORTS) == ["openrlhf", "trl", "verl"]
-    with pytest.raises(ValueError, match=r"unknown export 'nemo'; valid: openrlhf, trl, verl"):
+    assert list(EXPORTS) == ["easyr1", "nemo-rl", "openrlhf", "prime-rl", "skyrl", "trl", "verl"]
+    with pytest.raises(ValueError, match=r"unknown export 'nemo'; valid: easyr1, nemo-rl, openrlhf, prime-rl, skyrl, trl, verl"):
         get_export("nemo")
 
     class Again(Export):

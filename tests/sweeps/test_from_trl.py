@@ -156,13 +156,14 @@ def test_the_groupscale_engine_translates_with_trls_defaults_and_names_what_it_c
     recipe = yaml.safe_load(OPEN_R1) | {"mask_truncated_completions": True, "max_grad_norm": "0.2", "steps_per_generation": 8}
     spec, notes = spec_from_trl(recipe, [4, 8], engine="groupscale", num_processes=8)
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
-    assert parsed.samples_per_step == [512]  # 16 x 8 x 8 completions per generation, 2 optimizer steps: 512 each
+    # 16 x 8 x 8 = 1024 completions a generation in 2 optimizer steps of 512: groupscale's engine trains them so
+    assert (parsed.samples_per_step, parsed.grpo.steps_per_generation) == ([1024], 2)
     assert (parsed.grpo.loss_aggregation, parsed.grpo.advantage) == ("token_mean", "mean_std")  # TRL's dapo, group
     assert (parsed.grpo.lr, parsed.grpo.kl_beta, parsed.grpo.max_grad_norm, parsed.grpo.max_new_tokens) == (1e-6, 0.04, 0.2, 8192)
     assert parsed.grpo.gradient_checkpointing is True and parsed.grpo.temperature == 0.7
     text = "\n".join(notes)
     assert "mask_truncated_completions: refused" in text and "reward_weights: [1.0, 0.5]" in text
-    assert "steps_per_generation: 8 (2 optimizer steps per generation in TRL; groupscale samples each step's 512" in text
+    assert "steps_per_generation" not in text  # kept, not a note
     assert "log_completions: True (groupscale's trainer has no such setting" in text
     with pytest.raises(ValueError, match="loss_type: 'cispo'"):
         spec_from_trl(recipe | {"loss_type": "cispo"}, [4], engine="groupscale")
