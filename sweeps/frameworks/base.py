@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml, is_script
+from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml_lines, is_script
 from sweeps.frameworks.expansion import shown, unknown_in
 
 MISSING = object()
@@ -175,7 +175,7 @@ class Framework:
         (hydra words), TOML or YAML (comments kept)."""
         if self.launch is not None and is_script(path, text):
             return edit_script(text, self.launch, {f"{key}=": word for key, word in zip(changes, self.words(changes))})
-        return edit_toml(text, changes) if path.suffix == ".toml" else edit_yaml(text, changes)
+        return edit_toml(text, changes) if path.suffix == ".toml" else edit_yaml_lines(text, changes)
 
     def words(self, settings: dict[str, Any]) -> list[str]:
         """Settings as its command line takes them, one a line (hydra's ``key=value``; a member may say otherwise)."""

@@ -27,18 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
-from sweeps.frameworks.files import (
-    config_of,
-    edit_yaml_lines,
-    find_near,
-    is_script,
-    load_mapping,
-    nested,
-    overrides_config,
-    script_words,
-    split_variables,
-)
-from sweeps.frameworks.shell import shown, unknown_in
+from sweeps.frameworks.edits import is_script
+from sweeps.frameworks.expansion import shown, unknown_in
+from sweeps.frameworks.files import config_of, find_near, load_mapping, nested, overrides_config, script_words, split_variables
 from sweeps.frameworks.verl import _first
 
 A, R = "worker.actor.", "worker.rollout."
@@ -207,10 +198,6 @@ class EasyR1(Framework):
 
     def settings(self, group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
         return easyr1_settings(group_size, samples_per_step, grpo)
-
-    def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
-        """A YAML file keeps its other lines as written (edit_yaml_lines); a run script takes ``key=value`` words."""
-        return super().edit(path, text, changes) if is_script(path, text) else edit_yaml_lines(text, changes)
 
 
 def _config_file(script: Path, name: str) -> Path:

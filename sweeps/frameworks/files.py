@@ -15,11 +15,10 @@ import tomlkit
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from ruamel.yaml import YAML
 
 from sweeps.frameworks.base import Config, flat_keys
-from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml, is_script  # noqa: F401 (re-exported)
-from sweeps.frameworks.shell import Script, ScriptError, read_script, shown
+from sweeps.frameworks.expansion import shown
+from sweeps.frameworks.shell import Script, ScriptError, read_script
 
 MAX_DEFAULTS_DEPTH = 8  # a config that inherits from itself stops here
 
@@ -201,46 +200,3 @@ def flag_words(items: list[str]) -> list[str]:
             flag, value, i = (flag[3:], "false", i + 1) if flag.startswith("no-") else (flag, "true", i + 1)
         words.append(f"{flag.replace('-', '_')}={value}")
     return words
-
-
-def edit_yaml_lines(text: str, changes: dict[str, Any]) -> str:
-    """``text`` (YAML) with each dotted key set and only the lines of those keys changed: a value is replaced on its
-    key's line (its comment kept), a key the file lacks is added at the end of the deepest section it has (indented as
-    that section's keys). The other lines stay as written (edit_yaml's round trip rewrites ``null``, ``True`` and long
-    lines); a key whose value is a section, a list or on lines of its own goes through edit_yaml."""
-    for key, value in changes.items():
-        text = _set_yaml_line(text, key.split("."), value)
-    return text
-
-
-def _set_yaml_line(text: str, parts: list[str], value: Any) -> str:
-    from ruamel.yaml.comments import CommentedMap
-
-    lines, data = text.splitlines(keepends=True), YAML().load(text)
-    if not isinstance(data, CommentedMap):
-        return edit_yaml(text, {".".join(parts): value})
-    node, depth = data, 0
-    while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), CommentedMap) and node[parts[depth]]:
-        node, depth = node[parts[depth]], depth + 1
-    word = yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
-    leaf = parts[depth]
-    if depth == len(parts) - 1 and leaf in node:
-        line, col = node.lc.key(leaf)
-        m = re.compile(r"[^:]*:[ \t]+(\"[^\"]*\"|'[^']*'|[^#\r\n]*?)([ \t]*(?:#.*)?\r?\n?)$").match(lines[line], col)
-        if m is None or isinstance(node[leaf], (dict, list)) or not m.group(1):
-            return edit_yaml(text, {".".join(parts): value})
-        lines[line] = lines[line][: m.start(1)] + word + m.group(2)
-        return "".join(lines)
-    if not node:
-        return edit_yaml(text, {".".join(parts): value})
-    last = list(node)[-1]
-    line, indent = node.lc.key(last)[0], node.lc.key(list(node)[0])[1]
-    end = next((i for i in range(line + 1, len(lines)) if lines[i].strip() and not lines[i].lstrip().startswith("#")
-                and len(lines[i]) - len(lines[i].lstrip()) <= indent), len(lines))  # fmt: skip
-    while end > line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-        end -= 1  # before the blank lines and comments that end the section
-    added = [f"{' ' * (indent + 2 * i)}{part}:\n" for i, part in enumerate(parts[depth:-1])]
-    added.append(f"{' ' * (indent + 2 * (len(parts) - 1 - depth))}{parts[-1]}: {word}\n")
-    if end and not lines[end - 1].endswith("\n"):
-        lines[end - 1] += "\n"
-    return "".join(lines[:end] + added + lines[end:])

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import FRAMEWORKS, Budget, Config, Framework, Refused
-from sweeps.frameworks.files import is_script, load_mapping
+from sweeps.frameworks.edits import is_script
+from sweeps.frameworks.files import load_mapping
 from sweeps.spec import valid_group_sizes
 
 SHOWN = 6  # keys named per group of notes; the rest are counted

@@ -33,17 +33,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
-from sweeps.frameworks.files import (
-    config_of,
-    edit_yaml_lines,
-    find_near,
-    is_script,
-    nested,
-    overrides_config,
-    script_words,
-    split_variables,
-)
-from sweeps.frameworks.shell import shown, unknown_in
+from sweeps.frameworks.edits import is_script
+from sweeps.frameworks.expansion import shown, unknown_in
+from sweeps.frameworks.files import config_of, find_near, nested, overrides_config, script_words, split_variables
 from sweeps.frameworks.verl import _first
 
 RESOLVERS = {  # nemo_rl/utils/config.py's register_omegaconf_resolvers, for ${mul:...} in the configs
@@ -119,6 +111,7 @@ def load_nemo(path: Path, notes: list[str], depth: int = 0) -> dict[str, Any]:
         raise ValueError(f"cannot read {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds no mapping of settings")
+    data = {str(k): v for k, v in data.items()}
     defaults = data.pop("defaults", None)
     if not defaults or depth >= MAX_DEPTH:
         return data
@@ -285,10 +278,6 @@ class NemoRL(Framework):
 
     def settings(self, group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
         return nemo_settings(group_size, samples_per_step, grpo)
-
-    def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
-        """A YAML file keeps its other lines as written (edit_yaml_lines); a run script takes ``key=value`` words."""
-        return super().edit(path, text, changes) if is_script(path, text) else edit_yaml_lines(text, changes)
 
 
 def _config_option(words: list[str]) -> tuple[str | None, list[str]]:

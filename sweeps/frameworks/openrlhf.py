@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
-from sweeps.frameworks.files import config_of, edit_script, is_script, nested, script_words, split_variables
+from sweeps.frameworks.edits import edit_script, is_script
+from sweeps.frameworks.files import config_of, nested, script_words, split_variables
 
 DEFAULTS = {  # train_ppo_ray.py @3c3be623: the flags budget() reads
     "rollout.n_samples_per_prompt": 1,

@@ -27,7 +27,8 @@ import tomlkit
 from omegaconf import OmegaConf
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework
-from sweeps.frameworks.files import config_of, edit_toml, flag_words, load_mapping, nested, overrides_config, set_dotted
+from sweeps.frameworks.edits import edit_toml
+from sweeps.frameworks.files import config_of, flag_words, load_mapping, nested, overrides_config, set_dotted
 
 ORCH, TRAINER = "orchestrator.", "trainer."
 ASYNC = ORCH + "async"  # not a prime-rl key: the name its one step of asynchrony is refused and dropped under

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sweeps.frameworks.expansion import _EMPTY, expand, shown, unknown_in  # noqa: F401 (shown, unknown_in re-exported)
+from sweeps.frameworks.expansion import _EMPTY, expand, unknown_in
 
 _ASSIGN = re.compile(r"^(?:export\s+|declare\s+(?:-[axr]+\s+)?|local\s+|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*\+?)=(.*)$", re.S)
 

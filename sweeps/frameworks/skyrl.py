@@ -27,17 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
-from sweeps.frameworks.files import (
-    config_of,
-    edit_script,
-    edit_yaml_lines,
-    find_near,
-    is_script,
-    load_mapping,
-    nested,
-    overrides_config,
-    split_variables,
-)
+from sweeps.frameworks.edits import edit_script, is_script
+from sweeps.frameworks.files import config_of, find_near, load_mapping, nested, overrides_config, split_variables
 from sweeps.frameworks.shell import ScriptError, logical_lines, read_script
 from sweeps.frameworks.verl import _first
 
@@ -260,11 +251,9 @@ class SkyRL(Framework):
         return skyrl_settings(group_size, samples_per_step, grpo)
 
     def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
-        """A YAML file keeps its other lines; a script that runs another gets the changes after its ``bash`` line's
-        words (they win there)."""
-        if not is_script(path, text):
-            return edit_yaml_lines(text, changes)  # the other lines as written
-        if _found(text, self.launch) is None and _found(text, DELEGATE) is not None:
+        """A script that runs another gets the changes after its ``bash`` line's words (they win there); else as the
+        base edits (a YAML file keeps its other lines)."""
+        if is_script(path, text) and _found(text, self.launch) is None and _found(text, DELEGATE) is not None:
             return edit_script(text, DELEGATE, {f"{key}=": word for key, word in zip(changes, self.words(changes))})
         return super().edit(path, text, changes)
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
-from sweeps.frameworks.files import config_of, is_script, load_mapping, nested, overrides_config, script_words, split_variables
-from sweeps.frameworks.shell import shown
+from sweeps.frameworks.edits import is_script
+from sweeps.frameworks.expansion import shown
+from sweeps.frameworks.files import config_of, load_mapping, nested, overrides_config, script_words, split_variables
 
 A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
 DEFAULTS = {  # _generated_ppo_trainer.yaml@1dda039: the keys budget() reads

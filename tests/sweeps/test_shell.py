@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from sweeps.frameworks.shell import ScriptError, read_script, shown, unknown_in
+from sweeps.frameworks.expansion import shown, unknown_in
+from sweeps.frameworks.shell import ScriptError, read_script
 
 LAUNCH = re.compile(r"trainer\.main")
 
