@@ -106,12 +106,12 @@ def load_nemo(path: Path, notes: list[str], depth: int = 0) -> dict[str, Any]:
     """A NeMo-RL YAML with its ``defaults:`` chain merged as NeMo-RL merges it (``_override_`` too), interpolations
     left for later; a parent that is not here is said in ``notes`` (its keys take DEFAULTS). Raises ValueError."""
     try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # OmegaConf's YAML: 1e-8 is a float
+        loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # OmegaConf's YAML: 1e-8 is a float
     except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as e:
         raise ValueError(f"cannot read {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if not isinstance(data, dict):
+    if not isinstance(loaded, dict):
         raise ValueError(f"{path} holds no mapping of settings")
-    data = {str(k): v for k, v in data.items()}
+    data: dict[str, Any] = {str(k): v for k, v in loaded.items()}
     defaults = data.pop("defaults", None)
     if not defaults or depth >= MAX_DEPTH:
         return data
