@@ -51,7 +51,9 @@ def run_import(framework: Framework, file: Path, overrides, group_sizes, seeds, 
     err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)
 
 
-def _command(framework: Framework) -> None:
+def _command(framework: Framework | None) -> None:
+    """Register ``spec from-NAME`` for ``framework``, or ``spec from`` (None: the trainer recognised from the file)."""
+
     def command(
         file: FileArg,
         overrides: Overrides = None,
@@ -63,29 +65,18 @@ def _command(framework: Framework) -> None:
         num_processes: Processes = 1,
         drop: Drop = None,
     ) -> None:
-        run_import(framework, file, overrides, group_sizes, seeds, steps, model, engine, num_processes, drop)
+        chosen = framework or _recognised(file)
+        run_import(chosen, file, overrides, group_sizes, seeds, steps, model, engine, num_processes, drop)
 
-    command.__doc__ = f"Turn a {framework.title} config ({framework.files}) into a sweep spec (YAML on stdout)."
-    spec_app.command(f"from-{framework.name}")(command)
+    if framework is None:
+        command.__doc__ = "Recognise the trainer of FILE (a config or run script of one of the from-NAME trainers) and import it."
+    else:
+        command.__doc__ = f"Turn a {framework.title} config ({framework.files}) into a sweep spec (YAML on stdout)."
+    spec_app.command(f"from-{framework.name}" if framework else "from")(command)
 
 
-for _framework in FRAMEWORKS.values():
-    _command(_framework)
-
-
-@spec_app.command("from")
-def spec_from_any(
-    file: FileArg,
-    overrides: Overrides = None,
-    group_sizes: GroupSizes = None,
-    seeds: Seeds = 3,
-    steps: Steps = None,
-    model: Model = None,
-    engine: EngineOpt = "groupscale",
-    num_processes: Processes = 1,
-    drop: Drop = None,
-) -> None:
-    """Recognise the trainer of FILE (a config or run script of one of the from-NAME trainers) and import it."""
+def _recognised(file: Path) -> Framework:
+    """The trainer of ``file``, said on stderr; exit 2 naming the trainers when none or several fit."""
     from sweeps.frameworks.importing import recognise
 
     try:
@@ -93,4 +84,8 @@ def spec_from_any(
     except ValueError as e:
         _fail(str(e), 2)
     err.print(f"recognised {file} as {framework.title}'s (spec from-{framework.name})", highlight=False, soft_wrap=True)
-    run_import(framework, file, overrides, group_sizes, seeds, steps, model, engine, num_processes, drop)
+    return framework
+
+
+for _framework in [*FRAMEWORKS.values(), None]:
+    _command(_framework)
