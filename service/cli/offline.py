@@ -129,12 +129,7 @@ def spec_from_trl_command(
     from sweeps.from_trl import spec_from_trl
     from sweeps.yamlfile import dump_yaml
 
-    try:  # another trainer's config or run script (TOML, a shell script) is named, not read as a broken recipe
-        other = recognise(config)
-    except ValueError:
-        other = None
-    if other is not None:
-        _fail(f"CONFIG.yaml: {config} is {other.title}'s config or run script, not a TRL recipe: use spec from-{other.name}", 2)
+    _not_another_trainers(config)
     data = _yaml_mapping(config, "CONFIG.yaml")
     processes = num_processes
     if accelerate_config is not None:
@@ -167,6 +162,16 @@ def spec_from_trl_command(
     for line in notes:
         err.print(f"not kept: {line}", highlight=False, markup=False, soft_wrap=True)
     err.print("fill in task.path and task.rewards before submitting", highlight=False, soft_wrap=True)
+
+
+def _not_another_trainers(config: Path) -> None:
+    """Exit 2 naming the importer when ``config`` is another trainer's config or run script (TOML, a shell script:
+    never read as a broken recipe)."""
+    try:
+        other = recognise(config)
+    except ValueError:
+        return
+    _fail(f"CONFIG.yaml: {config} is {other.title}'s config or run script, not a TRL recipe: use spec from-{other.name}", 2)
 
 
 def _yaml_mapping(path: Path, what: str) -> dict:
