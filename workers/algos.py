@@ -10,10 +10,13 @@ Sources:
 - Dr. GRPO: Liu et al., "Understanding R1-Zero-Like Training", arXiv 2503.20783 (2025): no std
   scaling, token sum normalised by a constant.
 - PPO clip: Schulman et al., arXiv 1707.06347 (2017), eq. 7.
+- GSPO: Zheng et al., "Group Sequence Policy Optimization", arXiv 2507.18071 (2025), s_i(theta).
+- NeMo-RL's advantage: github.com/NVIDIA-NeMo/RL, nemo_rl/algorithms/utils.py and advantage_estimator.py.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
@@ -94,11 +97,42 @@ def compute_oracle_advantages(rewards: torch.Tensor, values: torch.Tensor) -> to
     return rewards - values.to(rewards.dtype).unsqueeze(1)
 
 
+NEMO_RL_EPS = 1e-6  # NeMo-RL's epsilon added to a nonzero std (GRPOAdvantageEstimator.compute_advantage)
+
+
+def compute_loo_std_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """NeMo-RL's default GRPO advantage (grpo.normalize_rewards and grpo.use_leave_one_out_baseline both true):
+    A_i = (r_i - b_i) / (s_i + 1e-6) with b_i the mean and s_i the sample std (ddof 1) of the G-1 other rewards;
+    A_i = r_i - b_i where s_i is 0 (always at G = 2: one other reward has no sample std).
+
+    Source: NVIDIA-NeMo/RL at commit 7ea279abfbeb698b092856d0dab61e7cf39bc909, nemo_rl/algorithms/utils.py
+    ``calculate_baseline_and_std_per_prompt`` (leave_one_out_baseline=True: sums over the others by the matrix
+    1 - I, s_i = sqrt((mean of squares - b_i^2) (G-1)/(G-2)), NaN (a negative rounding residue, or 0 x inf at G = 2)
+    set to 0) and nemo_rl/algorithms/advantage_estimator.py ``GRPOAdvantageEstimator.compute_advantage`` (divides
+    where std > 0 by std + 1e-6). Not a U-statistic: the law of THEORY.md is derived for ``loo``.
+
+    Args:
+        rewards: (N, G) float.
+    Returns:
+        (N, G) float.
+    """
+    _check_groups(rewards)
+    g = rewards.shape[1]
+    others = 1 - torch.eye(g, dtype=rewards.dtype, device=rewards.device)  # row i sums the rewards but r_i
+    baseline = rewards @ others / (g - 1)
+    square = rewards.square() @ others / (g - 1)
+    scale = torch.tensor((g - 1) / (g - 2) if g > 2 else math.inf, dtype=rewards.dtype)  # NeMo-RL: n / (n - 1)
+    std = ((square - baseline.square()) * scale).sqrt().nan_to_num(0)
+    centred = rewards - baseline
+    return torch.where(std > 0, centred / (std + NEMO_RL_EPS), centred)
+
+
 ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
     "loo": compute_loo_advantages,
     "mean": compute_mean_advantages,
     "mean_std": compute_mean_std_advantages,
     "oracle": compute_oracle_advantages,
+    "loo_std": compute_loo_std_advantages,
 }
 NEEDS_VALUES = frozenset({"oracle"})
 
@@ -194,6 +228,39 @@ def compute_policy_loss(
         high = ((ratio > 1.0 + eps_high) & (adv > 0)).to(m.dtype) * m
         stats = PolicyLossStats(float(low.sum() / n), float(high.sum() / n))
     return loss, stats
+
+
+def _token_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log pi/pi_old per token (PPO, GRPO)."""
+    return logp - old_logp
+
+
+def _sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """GSPO's log s_i(theta): the completion's mean token log-ratio (over its mask), the same on each of its tokens."""
+    m = mask.to(logp.dtype)
+    per_seq = ((logp - old_logp) * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp_min(1.0)
+    return per_seq.expand_as(logp)
+
+
+IMPORTANCE_SAMPLING_LEVELS: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token": _token_log_ratio,
+    "sequence": _sequence_log_ratio,
+}
+
+
+def compute_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:
+    """(S, L) log importance weights by IMPORTANCE_SAMPLING_LEVELS[level]; compute_policy_loss(log_ratio, 0, ...)
+    then clips and weights exp(log_ratio), which at level sequence is GSPO's s_i(theta) on every token of completion i.
+
+    Sequence level as TRL 1.16 computes it (trl/trainer/grpo_trainer.py, ``_compute_loss``): (log_ratio * mask).sum(-1)
+    / mask.sum(-1).clamp(min=1), the gradient flowing through the mean; GSPO (arXiv 2507.18071) eq. for s_i(theta):
+    (pi(y_i | x) / pi_old(y_i | x))^(1 / |y_i|). Shapes: logp, old_logp, mask (S, L).
+    Raises:
+        ValueError: unknown level (lists the valid names).
+    """
+    if level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise ValueError(f"unknown importance_sampling_level {level!r}; valid: {', '.join(IMPORTANCE_SAMPLING_LEVELS)}")
+    return IMPORTANCE_SAMPLING_LEVELS[level](logp, old_logp, mask)
 
 
 def clip_active(

@@ -27,6 +27,90 @@ def test_mean_std_matches_hand_values_and_never_nan():
     assert torch.isfinite(a).all()
 
 
+def test_loo_std_by_hand_at_g_2_and_3():
+    """NeMo-RL's advantage: the others' mean over the others' sample std (+ 1e-6); unscaled where that std is 0."""
+    # G = 3, rewards (1, 0, 0): completion 0's others (0, 0) have std 0 -> 1 - 0 = 1, unscaled;
+    # completion 1's others (1, 0): mean 0.5, sample std sqrt(0.5) -> (0 - 0.5) / (sqrt(0.5) + 1e-6)
+    a = algos.compute_advantages(torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), "loo_std")
+    second = -0.5 / (0.5**0.5 + 1e-6)
+    assert a.flatten().tolist() == pytest.approx([1.0, second, second], rel=1e-12)
+    # G = 2: one other reward, no sample std (NeMo-RL's 0 x inf -> NaN -> 0): r_i - r_j, never NaN
+    two = algos.compute_advantages(torch.tensor([[1.0, 0.0], [0.3, 0.7], [0.5, 0.5]]), "loo_std")
+    assert two.flatten().tolist() == pytest.approx([1.0, -1.0, -0.4, 0.4, 0.0, 0.0], abs=1e-7)
+    assert algos.compute_advantages(torch.ones(2, 4), "loo_std").abs().sum() == 0
+
+
+def test_loo_std_against_the_others_mean_and_stdev_with_its_epsilon():
+    """Each A_i from statistics.mean and statistics.stdev of the other G - 1 rewards; the spread of the second row
+    (1e-4) makes NeMo-RL's epsilon 1e-6 a 1% change."""
+    import statistics
+
+    rows = [[1.0, 0.0, 0.5, 0.25], [0.0, 1e-4, 0.0, 2e-4], [0.2, 0.9, 0.4, 0.4], [3.0, -1.0, 0.0, 7.5]]
+    a = algos.compute_advantages(torch.tensor(rows, dtype=torch.float64), "loo_std")
+    for row, got in zip(rows, a.tolist()):
+        for i, r in enumerate(row):
+            others = row[:i] + row[i + 1 :]
+            want = (r - statistics.mean(others)) / (statistics.stdev(others) + 1e-6)
+            assert got[i] == pytest.approx(want, rel=1e-9), (row, i)
+
+
+def test_loo_std_matches_nemo_rl_s_own_loop_on_random_groups():
+    """A transcription of NeMo-RL's per-prompt loop (NVIDIA-NeMo/RL@7ea279a, nemo_rl/algorithms/utils.py
+    calculate_baseline_and_std_per_prompt with leave_one_out_baseline=True, then advantage_estimator.py
+    GRPOAdvantageEstimator.compute_advantage) against the vectorised (N, G) form, float32 rewards."""
+    gen = torch.Generator().manual_seed(3)
+    for g in (2, 3, 5, 8):
+        rewards = (torch.rand(6, g, generator=gen) > 0.5).float() * torch.rand(6, 1, generator=gen)
+        flat, want = rewards.reshape(-1), torch.zeros(6 * g)
+        for p in range(6):
+            idx = torch.arange(p * g, (p + 1) * g)
+            mask_matrix = 1 - torch.eye(g)
+            n = torch.tensor(float(g - 1))
+            baseline = mask_matrix @ flat[idx] / n
+            square = mask_matrix @ flat[idx].pow(2) / n
+            std = ((square - baseline.square()) * (n / (n - 1))).sqrt().nan_to_num(0)
+            adv = flat[idx] - baseline
+            want[idx] = torch.where(std > 0, adv / (std + 1e-6), adv)
+        assert torch.allclose(algos.compute_advantages(rewards, "loo_std").reshape(-1), want, atol=1e-5), g
+
+
+def test_sequence_level_ratio_loss_and_gradient_by_hand():
+    """GSPO as TRL computes it: 2 completions, 3 tokens (the second 2 tokens and a pad), eps 0.2, A = (-1, +1).
+    log pi/pi_old per token: (0.3, -0.1, 0.1) and (0.5, 0.1 | pad 5.0). Sequence ratios s = exp(mean): e^0.1 = 1.1052
+    (inside the clip) and e^0.3 = 1.3499 (above 1.2 with A > 0: clipped, no gradient). Per-token losses -A s:
+    1.1052 on each token of completion 0, -1.2 on completion 1's; seq_mean_token_mean: (1.1052 - 1.2) / 2.
+    Gradient in completion 0's token log-probs: 1/2 (its weight) x -A (= 1) x s / 3 (d s / d logp_t) each; 0 for 1's."""
+    logp = torch.tensor([[0.3, -0.1, 0.1], [0.5, 0.1, 5.0]], dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    adv = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+
+    def loss_of(level):
+        log_ratio = algos.compute_log_ratio(logp, torch.zeros_like(logp), mask, level)
+        per_token, stats = algos.compute_policy_loss(log_ratio, torch.zeros(()), adv, mask, clip_eps=0.2)
+        return algos.aggregate_loss(per_token, mask, "seq_mean_token_mean", 3), stats
+
+    loss, stats = loss_of("sequence")
+    s0 = math.exp(0.1)
+    assert loss.item() == pytest.approx((s0 - 1.2) / 2, rel=1e-12)
+    loss.backward()
+    assert logp.grad.flatten().tolist() == pytest.approx([s0 / 6] * 3 + [0.0] * 3, rel=1e-12)
+    assert (stats.clip_frac_low, stats.clip_frac_high) == (0.0, pytest.approx(2 / 5))  # completion 1's 2 of 5 tokens
+    # token level on the same numbers: token 0 of completion 1 (e^0.5) is clipped, token 1 (e^0.1) is not
+    token, token_stats = loss_of("token")
+    seq0 = (math.exp(0.3) + math.exp(-0.1) + math.exp(0.1)) / 3
+    assert token.item() == pytest.approx((seq0 - (1.2 + math.exp(0.1)) / 2) / 2, rel=1e-12)
+    assert token_stats.clip_frac_high == pytest.approx(1 / 5)
+
+
+def test_sequence_level_ratio_of_one_token_and_of_an_empty_completion():
+    logp, old = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]]), torch.tensor([[-1.5, -9.0], [-0.1, -0.2]])
+    mask = torch.tensor([[1.0, 0.0], [0.0, 0.0]])  # one token; none (the divisor clamped at 1: 0, not NaN)
+    assert algos.compute_log_ratio(logp, old, mask, "sequence").tolist() == [[0.5, 0.5], [0.0, 0.0]]
+    assert algos.compute_log_ratio(logp, old, mask, "token").flatten().tolist() == pytest.approx([0.5, 7.0, -0.4, -0.3])
+    with pytest.raises(ValueError, match="unknown importance_sampling_level 'seq'; valid: token, sequence"):
+        algos.compute_log_ratio(logp, old, mask, "seq")
+
+
 def test_unknown_estimator_lists_valid_names():
     with pytest.raises(ValueError, match="loo, mean, mean_std"):
         algos.compute_advantages(torch.zeros(2, 2), "ppo")
