@@ -6,7 +6,7 @@ Shared by the GRPO trainer (workers.engines.groupscale) and the gradient-MSE mea
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -83,12 +83,73 @@ class Batch:
         """(N,) each group's rewards, (G_x,) float32."""
         return list(self.rewards) if self.uniform else list(torch.split(self.rewards, self.group_sizes))
 
+    @property
+    def all_rows(self) -> slice:
+        """The batch's S completions."""
+        return slice(0, self.rollout.completion_mask.shape[0])
+
+    def rows(self, sl: slice) -> Batch:
+        """Completions ``sl`` of a uniform batch, whole groups: a mini-batch (its own problems, rewards and advantages)."""
+        g = self.rewards.shape[1]
+        groups = slice(sl.start // g, sl.stop // g)
+        return replace(
+            self,
+            problems=self.problems[groups],
+            rollout=self.rollout.rows(sl),
+            rewards=self.rewards[groups],
+            advantages=self.advantages[sl],
+            group_sizes=self.group_sizes[groups],
+        )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation of B completions as its k = grpo.steps_per_generation trial steps train it: k mini-batches of whole
+    groups, B / k completions each, in the order the prompts were sampled, and mu = inner_steps passes over them, the
+    passes outside the mini-batches: verl's DataParallelPPOActor.update_policy (volcengine/verl at b178a3cd,
+    verl/workers/actor/dp_actor.py: ``data.split(ppo_mini_batch_size)``, no shuffle, ``for _ in range(ppo_epochs): for
+    mini_batch in mini_batches``; its ``shuffle`` defaults to false), each rank splitting its own groups as verl's do.
+    The mu k optimizer steps are taken mu per trial step, so a trial step is one optimizer step at mu = 1 and the one
+    batch's mu steps at k = 1 (as before k existed).
+
+    Attributes:
+        batch: this rank's groups of the generation, advantages over the whole generation's groups.
+        old_logp: (S, L) the sampling policy's log-probs of ``batch``, which every step's ratio is against (None at
+            k = 1: grpo_update takes them itself when mu > 1, the current ones at mu = 1).
+        plans: (k,) per trial step of the generation, the rows of ``batch`` its optimizer steps train, in order.
+    """
+
+    batch: Batch
+    old_logp: torch.Tensor | None
+    plans: list[list[slice]]
+
+    @classmethod
+    def of(cls, batch: Batch, cfg: TrialConfig, old_logp: torch.Tensor | None = None) -> Generation:
+        """The generation's plan (class docstring). Raises ValueError when k does not split this rank's groups (sweeps'
+        spec refuses such a k before any trial: grpo.steps_per_generation)."""
+        k, mu, n = cfg.grpo.steps_per_generation, cfg.grpo.inner_steps, len(batch.problems)
+        if n % k:
+            allowed = ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+            raise ValueError(f"grpo.steps_per_generation {k} does not split {n} groups into whole groups; allowed: {allowed}")
+        size = batch.all_rows.stop // k
+        order = [slice(j * size, (j + 1) * size) for _ in range(mu) for j in range(k)]  # mu passes over k mini-batches
+        return cls(batch, old_logp, [order[i * mu : (i + 1) * mu] for i in range(k)])
+
+    def view(self, i: int) -> Batch:
+        """The data step ``i`` of the generation reports: its last optimizer step's mini-batch (the batch at k = 1); the
+        generation's sampling and scoring seconds and reward terms at its first step only."""
+        if len(self.plans) == 1:
+            return self.batch
+        view = self.batch.rows(self.plans[i][-1])
+        return view if i == 0 else replace(view, seconds_generate=0.0, seconds_score=0.0, reward_metrics={})
+
 
 def trainer_state(cfg: TrialConfig, task: Task, global_step: int, log_history: list[dict] | None = None) -> TrainerState:
     """TRL's ``trainer_state`` for reward functions after ``global_step`` optimizer steps of this trial; epochs
-    count training prompts drawn (N per step) against the task's training rows (0 for generated tasks)."""
+    count training prompts drawn (N / k per optimizer step: a generation of N every k) against the task's training rows
+    (0 for generated tasks)."""
     rows = task.train_rows if isinstance(task, RewardTerms) else 0  # a generated task has no rows
-    per_step = cfg.prompts_per_step / rows if rows else 0.0  # epochs per optimizer step
+    per_step = cfg.prompts_per_step / cfg.grpo.steps_per_generation / rows if rows else 0.0  # epochs per optimizer step
     return TrainerState(
         global_step=global_step,
         max_steps=cfg.steps,

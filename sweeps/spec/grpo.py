@@ -65,7 +65,11 @@ class GRPOSpec(StrictModel):
             out[ours] = value
         return out
 
-    advantage: Literal["loo", "mean", "mean_std", "oracle"] = "loo"
+    advantage: Literal["loo", "mean", "mean_std", "oracle", "loo_std"] = Field(
+        "loo",
+        description="loo: leave-one-out (RLOO); mean: Dr. GRPO; mean_std: GRPO; oracle: r - V(x) (bandit); loo_std: NeMo-RL's "
+        "default (leave-one-out baseline over the leave-one-out std); THEORY.md",
+    )
     allocation: Literal["uniform", "per_prompt"] = Field(
         "uniform",
         description="uniform: every prompt gets G; per_prompt: each prompt the G of its pass-rate part from the probe's "
@@ -78,7 +82,20 @@ class GRPOSpec(StrictModel):
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     clip_eps_high: float | None = Field(None, gt=0, le=10, description="upper clip epsilon (DAPO clip-higher); default clip_eps")
     reward_scale: float = Field(1.0, gt=0, le=1e6, description="rewards are multiplied by this before advantages")
-    inner_steps: int = Field(1, ge=1, le=16, description="optimizer steps per batch (mu)")
+    inner_steps: int = Field(1, ge=1, le=16, description="passes over each generation's mini-batches (mu; verl's ppo_epochs)")
+    steps_per_generation: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="k: each generation of B completions is split, in sampling order, into k mini-batches of whole groups "
+        "(B / k completions), one optimizer step each, against the generation's log-probs (verl's ppo_mini_batch_size = "
+        "train_batch_size / k); steps T counts optimizer steps, a generation every k (engine groupscale)",
+    )
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token",
+        description="token: one ratio per token (PPO, GRPO); sequence: the ratio of the completion's mean token log-ratio, "
+        "clipped per sequence (GSPO, arXiv 2507.18071; TRL's importance_sampling_level)",
+    )
     kl_beta: float = Field(0.0, ge=0, le=100, description="KL penalty weight to the reference policy")
     loss_aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     max_grad_norm: float = Field(1.0, gt=0, le=1e6, description="gradient clipping norm")

@@ -2,8 +2,9 @@
 B; the rest of the trial (evals, probe, no-signal verdict, its end) is the measurement harness's (workers.engines.harness).
 
 Pure of Ray and MLflow: metrics leave through the ``report(metrics, step)`` callback.
-Each step samples N = B / G prompts, G completions each (B completions in all), computes rewards,
-group advantages (workers.algos), the clipped policy loss and one optimizer step per inner step.
+Every k = grpo.steps_per_generation steps a generation samples N = B / G prompts, G completions each (B completions in
+all), computes rewards and group advantages (workers.algos) over all of them; each step then takes inner_steps optimizer
+steps of the clipped policy loss, in the generation's passes over its k mini-batches of B / k (workers.batch.Generation).
 The same code path trains transformers models and the tabular bandit policy (workers.models).
 """
 
@@ -19,10 +20,10 @@ from functools import partial
 import numpy as np
 import torch
 
-from sweeps.metrics import flat_by_construction
+from sweeps.engines.groupscale import flat_steps
 from sweeps.trial import TrialConfig, TrialResult
 from workers import algos, groups
-from workers.batch import Batch, sample_batch, setup
+from workers.batch import Batch, Generation, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.distributed import all_gather, all_sum, reduce_metrics, seed_rank, sum_gradients
 from workers.engines.base import Placement, Report, run_report
@@ -79,66 +80,112 @@ def micro_batches(n_rows: int, size: int | None) -> list[slice]:
     return [slice(i, min(i + size, n_rows)) for i in range(0, n_rows, size)]
 
 
-def grpo_update(policy: Policy, ref: Policy | None, opt: torch.optim.Optimizer, batch: Batch, cfg: TrialConfig) -> UpdateStats:
-    """inner_steps optimizer steps on one batch (mu in GRPO): PPO-clip loss + kl_beta * k3 KL.
+def grpo_update(
+    policy: Policy,
+    ref: Policy | None,
+    opt: torch.optim.Optimizer,
+    batch: Batch,
+    cfg: TrialConfig,
+    plan: list[slice] | None = None,
+    old_logp: torch.Tensor | None = None,
+) -> UpdateStats:
+    """Optimizer steps on ``batch``: PPO-clip loss (its ratio per token or per sequence: importance_sampling_level) +
+    kl_beta * k3 KL.
 
+    Args:
+        plan: the rows of ``batch`` each optimizer step trains, in order (default: all of them, inner_steps times: mu).
+        old_logp: (S, L) the sampling policy's log-probs of ``batch`` (a generation's, for its later mini-batches);
+            default: taken here before the first step when the plan has several, else the current ones (on-policy).
     Each step accumulates gradients over micro-batches of ``cfg.grpo.micro_batch_size`` completions; every loss
-    aggregation is normalised by the whole step's completions and tokens (algos.aggregate_loss), so the update equals
-    the single pass over B, whatever the micro-batch size. Only (S, L) tensors of the whole step are kept (ratios, for
-    the clip and momentum diagnostics). Returns the last inner step's statistics (the overshoot averaged over them).
+    aggregation is normalised by the step's completions and tokens (algos.aggregate_loss), so the update equals the
+    single pass over them, whatever the micro-batch size. Returns the last step's statistics, the momentum overshoot
+    averaged over the steps (each measured on its own rows after its update: a second step that follows on the same
+    rows, else one more forward pass).
     Raises:
         FloatingPointError: a non-finite loss, KL or gradient norm (the message names which).
     """
-    ro, mask, model = batch.rollout, batch.rollout.completion_mask, policy.module
-    parts = micro_batches(mask.shape[0], cfg.grpo.micro_batch_size)
+    plan = plan or [batch.all_rows] * cfg.grpo.inner_steps
+    if old_logp is None and len(plan) > 1:
+        old_logp = _logprobs(policy, batch, _parts(batch.all_rows, cfg), cfg.grpo.temperature)
+    ref_logp = {}  # rows -> the reference policy's log-probs (kl_beta > 0)
+    overshoot, prev, values = [], None, {}
+    for rows in plan:
+        if prev is not None and prev[0] != rows:  # where the last step left its own rows
+            overshoot.append(_overshoot(*prev[1:], _ratio(policy, batch, prev[0], old_logp, cfg)))
+        if ref is not None and (rows.start, rows.stop) not in ref_logp:
+            ref_logp[rows.start, rows.stop] = _logprobs(ref, batch, _parts(rows, cfg), cfg.grpo.temperature)
+        ratio, values = _optimizer_step(policy, opt, batch, rows, cfg, old_logp, ref_logp.get((rows.start, rows.stop)))
+        if prev is not None and prev[0] == rows:
+            overshoot.append(_overshoot(*prev[1:], ratio))
+        prev = (
+            rows,
+            batch.rollout.completion_mask[rows],
+            ratio,
+            algos.clip_active(ratio, batch.advantages[rows], cfg.grpo.clip_eps, cfg.grpo.clip_eps_high),
+        )
+    if len(plan) > 1:  # where did the last step leave the clipped tokens?
+        overshoot.append(_overshoot(*prev[1:], _ratio(policy, batch, prev[0], old_logp, cfg)))
+    return UpdateStats(**values, momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0)
+
+
+def _optimizer_step(
+    policy: Policy,
+    opt: torch.optim.Optimizer,
+    batch: Batch,
+    rows: slice,
+    cfg: TrialConfig,
+    old_logp: torch.Tensor | None,
+    ref_logp: torch.Tensor | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """One optimizer step on ``rows`` of ``batch``: (its ratio before the update (rows, L); its statistics).
+    ``ref_logp``: (rows, L)."""
+    ro, mask, model, level = batch.rollout, batch.rollout.completion_mask, policy.module, cfg.grpo.importance_sampling_level
     # on several processes ``batch`` is this rank's groups (workers.distributed.shard); the normalisers are the step's
-    n_seqs, n_tokens = all_sum([float(mask.shape[0]), float(mask.sum())])
-    old_logp = _logprobs(policy, batch, parts, cfg.grpo.temperature) if cfg.grpo.inner_steps > 1 else None
-    ref_logp = _logprobs(ref, batch, parts, cfg.grpo.temperature) if ref is not None else None
-    overshoot, prev = [], None  # prev: (ratio, clipped) of the previous inner step
-    for _ in range(cfg.grpo.inner_steps):
-        opt.zero_grad(set_to_none=True)
-        loss_sum, kl_sum, ent_sum, low, high, ratios = 0.0, 0.0, 0.0, 0.0, 0.0, []
-        for sl in parts:
-            m = mask[sl]
-            logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.grpo.temperature)
-            base = logp.detach() if old_logp is None else old_logp[sl]
-            ratios.append(torch.exp(logp.detach() - base))
-            per_token, clip = algos.compute_policy_loss(
-                logp, base, batch.advantages[sl], m, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high
-            )
-            if ref_logp is not None:
-                kl_tok = algos.compute_kl_k3(logp, ref_logp[sl])
-                per_token = per_token + cfg.grpo.kl_beta * kl_tok * m
-                kl_sum += float((kl_tok.detach() * m).sum())
-            loss = algos.aggregate_loss(per_token, m, cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens, n_seqs, n_tokens)
-            loss.backward()
-            tokens = float(m.sum())
-            loss_sum, ent_sum = loss_sum + float(loss.detach()), ent_sum + float((entropy.detach() * m).sum())
-            low, high = low + clip.clip_frac_low * tokens, high + clip.clip_frac_high * tokens
-        ratio = torch.cat(ratios)
-        if prev is not None:
-            overshoot.append(_overshoot(prev[0], ratio, prev[1], mask, n_tokens))
-        sum_gradients(model.parameters())  # the step's gradient: the ranks' shares summed (identity on one process)
-        loss_sum, kl_sum, ent_sum, low, high = all_sum([loss_sum, kl_sum, ent_sum, low, high])
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grpo.max_grad_norm))
-        values = {"loss": loss_sum, "kl": kl_sum / max(n_tokens, 1.0), "grad_norm": grad_norm}
-        bad = [k for k, v in values.items() if not math.isfinite(v)]
-        if bad:
-            raise FloatingPointError(f"non-finite {', '.join(bad)}")
-        opt.step()
-        prev = (ratio, algos.clip_active(ratio, batch.advantages, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high))
-    if cfg.grpo.inner_steps > 1:  # where did the last step leave the clipped tokens?
-        after = torch.exp(_logprobs(policy, batch, parts, cfg.grpo.temperature) - old_logp)
-        overshoot.append(_overshoot(prev[0], after, prev[1], mask, n_tokens))
+    n_seqs, n_tokens = all_sum([float(rows.stop - rows.start), float(mask[rows].sum())])
+    opt.zero_grad(set_to_none=True)
+    loss_sum, kl_sum, ent_sum, low, high, ratios = 0.0, 0.0, 0.0, 0.0, 0.0, []
+    for sl in _parts(rows, cfg):
+        m = mask[sl]
+        logp, entropy = policy.logprobs_entropy(ro.rows(sl), cfg.grpo.temperature)
+        log_ratio = algos.compute_log_ratio(logp, logp.detach() if old_logp is None else old_logp[sl], m, level)
+        ratios.append(torch.exp(log_ratio.detach()))
+        zero = torch.zeros((), dtype=logp.dtype, device=logp.device)  # exp(log_ratio - 0) is the ratio
+        per_token, clip = algos.compute_policy_loss(
+            log_ratio, zero, batch.advantages[sl], m, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high
+        )
+        if ref_logp is not None:
+            kl_tok = algos.compute_kl_k3(logp, ref_logp[sl.start - rows.start : sl.stop - rows.start])
+            per_token = per_token + cfg.grpo.kl_beta * kl_tok * m
+            kl_sum += float((kl_tok.detach() * m).sum())
+        loss = algos.aggregate_loss(per_token, m, cfg.grpo.loss_aggregation, cfg.grpo.max_new_tokens, n_seqs, n_tokens)
+        loss.backward()
+        tokens = float(m.sum())
+        loss_sum, ent_sum = loss_sum + float(loss.detach()), ent_sum + float((entropy.detach() * m).sum())
+        low, high = low + clip.clip_frac_low * tokens, high + clip.clip_frac_high * tokens
+    sum_gradients(model.parameters())  # the step's gradient: the ranks' shares summed (identity on one process)
+    loss_sum, kl_sum, ent_sum, low, high = all_sum([loss_sum, kl_sum, ent_sum, low, high])
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grpo.max_grad_norm))
     n = max(n_tokens, 1.0)
-    return UpdateStats(
-        **values,
-        entropy=ent_sum / n,
-        clip_frac_low=low / n,
-        clip_frac_high=high / n,
-        momentum_overshoot_frac=float(np.mean(overshoot)) if overshoot else 0.0,
-    )
+    values = {"loss": loss_sum, "kl": kl_sum / n, "grad_norm": grad_norm}
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        raise FloatingPointError(f"non-finite {', '.join(bad)}")
+    opt.step()
+    return torch.cat(ratios), values | {"entropy": ent_sum / n, "clip_frac_low": low / n, "clip_frac_high": high / n}
+
+
+def _parts(rows: slice, cfg: TrialConfig) -> list[slice]:
+    """``rows`` in micro-batches of at most grpo.micro_batch_size completions."""
+    return [
+        slice(rows.start + p.start, rows.start + p.stop) for p in micro_batches(rows.stop - rows.start, cfg.grpo.micro_batch_size)
+    ]
+
+
+def _ratio(policy: Policy, batch: Batch, rows: slice, old_logp: torch.Tensor, cfg: TrialConfig) -> torch.Tensor:
+    """(rows, L) the importance ratio of ``rows`` under the current policy, without gradients."""
+    logp = _logprobs(policy, batch, _parts(rows, cfg), cfg.grpo.temperature)
+    mask = batch.rollout.completion_mask[rows]
+    return torch.exp(algos.compute_log_ratio(logp, old_logp[rows], mask, cfg.grpo.importance_sampling_level))
 
 
 def _logprobs(policy: Policy, batch: Batch, parts: list[slice], temperature: float) -> torch.Tensor:
@@ -147,11 +194,12 @@ def _logprobs(policy: Policy, batch: Batch, parts: list[slice], temperature: flo
         return torch.cat([policy.logprobs(batch.rollout.rows(sl), temperature) for sl in parts])
 
 
-def _overshoot(before: torch.Tensor, after: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, n_tokens: float) -> float:
-    """algos.compute_momentum_overshoot over the step's tokens when this rank holds a share of them: the ranks'
-    counts of overshooting tokens summed, over the step's n_tokens."""
+def _overshoot(mask: torch.Tensor, before: torch.Tensor, clipped: torch.Tensor, after: torch.Tensor) -> float:
+    """algos.compute_momentum_overshoot of one step's rows (``mask``: theirs) over the step's tokens when this rank holds
+    a share of them: the ranks' counts of overshooting tokens summed, over the step's tokens."""
     local = algos.compute_momentum_overshoot(before, after, clipped, mask) * float(mask.sum())
-    return all_sum([local])[0] / max(n_tokens, 1.0)
+    total, n_tokens = all_sum([local, float(mask.sum())])
+    return total / max(n_tokens, 1.0)
 
 
 def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None, placement: Placement | None = None) -> TrialResult:
@@ -174,8 +222,10 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None, placement:
     seed_rank(cfg.seed, placement.rank)  # each rank samples its own completions (the model stays the same)
     # rank 0 logs; the others compute the same reduced metrics, for reward functions' log_history
     run = run_report(report if placement.is_main else lambda metrics, step: None)
-    hidden = flat_by_construction(cfg.grpo, tabular=cfg.model.get("preset") == "tabular")
-    harness = Harness(cfg, placement, run, task, policy, hidden=hidden, oom_advice=partial(_oom_reason, cfg))
+    hidden = flat_steps(cfg.grpo, tabular=cfg.model.get("preset") == "tabular")
+    k = cfg.grpo.steps_per_generation  # checkpoints only where a generation ends (or at T): a resume samples afresh
+    unit = "steps" if k == 1 else "generations"
+    harness = Harness(cfg, placement, run, task, policy, unit, k, hidden, partial(_oom_reason, cfg))
     try:
         return _train(cfg, placement, harness, policy, rng)
     except TrialFailed as failed:
@@ -197,7 +247,8 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     return {
         "reward_mean": float(batch.rewards.mean()),
         "zero_variance_group_frac": zero_var,
-        "prompts_with_signal": (cfg.prompts_per_step if uniform else len(batch.problems)) * (1.0 - zero_var),
+        "prompts_with_signal": (cfg.prompts_per_step // cfg.grpo.steps_per_generation if uniform else len(batch.problems))
+        * (1.0 - zero_var),
         **groups.group_metrics(batch.group_sizes, batch.group_sizes, batch.rewards.reshape(-1), ro.texts),
         **asdict(upd),
         "completion_tokens_mean": tokens / mask.shape[0],
@@ -213,8 +264,9 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
 
 
 def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Policy, rng: np.random.Generator) -> TrialResult:
-    """The trial's steps on a set-up task and policy: each samples B completions, updates and hands its metrics to the
-    harness; a checkpoint where the harness says (every failure leaves through Harness.guarded)."""
+    """The trial's steps on a set-up task and policy: a generation of B completions every k = steps_per_generation steps,
+    each step training its mini-batch (workers.batch.Generation) and handing its metrics to the harness; a checkpoint
+    where the harness says: where a generation ends, or at T (every failure leaves through Harness.guarded)."""
     ref = copy.deepcopy(policy) if cfg.grpo.kl_beta > 0 else None  # the starting policy, frozen (before any resume)
     if ref is not None:
         ref.module.requires_grad_(False).eval()
@@ -226,17 +278,23 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
         tags = {"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))}
         harness.report.set_tags(tags)
     allocation = _start(cfg, placement, harness, opt, rng)
-    task = harness.task
+    gen, k = None, cfg.grpo.steps_per_generation
     for step in harness.steps:
-        t0 = time.perf_counter()
+        t0, i = time.perf_counter(), (step - 1) % k  # i: the step's place in its generation (a resume starts at 0)
         with harness.guarded(Phase(f"step {step}", step, step - 1)):
-            batch = sample_batch(policy, task, cfg, rng, step, harness.state.log_history, allocation, placement)
+            if i == 0:
+                batch = sample_batch(policy, harness.task, cfg, rng, step, harness.state.log_history, allocation, placement)
+                old = _logprobs(policy, batch, _parts(batch.all_rows, cfg), cfg.grpo.temperature) if k > 1 else None
+                gen = Generation.of(batch, cfg, old)  # k > 1: every mini-batch's ratio is against the sampling policy
+            assert gen is not None, "a trial resumes where a generation starts (Harness.checkpoint_due)"
             t1 = time.perf_counter()
-            upd = grpo_update(policy, ref, opt, batch, cfg)
+            upd = grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)
         if allocation is not None:  # the pass rates the next steps' G follow
-            allocation.update(batch.problems, [r.numpy() for r in batch.reward_groups()])
-        metrics = reduce_metrics(_step_metrics(cfg, batch, upd, (t0, t1, time.perf_counter())), batch.rewards.numel())
-        harness.generation(metrics["zero_variance_group_frac"] == 1.0, metrics["reward_mean"], metrics["truncation_rate"])
+            allocation.update(gen.batch.problems, [r.numpy() for r in gen.batch.reward_groups()])
+        view = gen.view(i)
+        metrics = reduce_metrics(_step_metrics(cfg, view, upd, (t0, t1, time.perf_counter())), view.rewards.numel())
+        if i == 0:
+            harness.generation(*_generation_summary(gen.batch))
         harness.after_step(step, metrics)
         if harness.checkpoint_due(step):
             rngs = all_gather(torch.get_rng_state())  # each rank's sampling RNG (the model and optimizer are the same)
@@ -246,6 +304,20 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
                 saved |= {} if allocation is None else {"allocation": allocation.to_state()}  # the pass rates so far
                 save_checkpoint(cfg.checkpoint_dir, saved)
     return harness.finish()
+
+
+def _generation_summary(batch: Batch) -> tuple[bool, float, float]:
+    """What the harness counts of a generation (Harness.generation): whether no group had signal, its mean reward and
+    its truncated share, over every rank's completions."""
+    ro = batch.rollout
+    zero_var = algos.zero_variance_group_fraction(batch.reward_groups())
+    local = {
+        "zero_variance_group_frac": zero_var,
+        "reward_mean": float(batch.rewards.mean()),
+        "truncation_rate": float(ro.truncated.float().mean()),
+    }
+    m = reduce_metrics(local, batch.rewards.numel())
+    return m["zero_variance_group_frac"] == 1.0, m["reward_mean"], m["truncation_rate"]
 
 
 def _start(
