@@ -33,6 +33,7 @@ ALLOCATION, T_ALLOCATION = "sweeps/allocation.py", "tests/sweeps/test_allocation
 CURVE, POINTS, UNIVERSALITY = "sweeps/fit/curve.py", "sweeps/fit/points.py", "sweeps/fit/universality.py"
 T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_law.py", "tests/workers/test_probe.py"
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
+T_OBJECTIVES = "tests/workers/test_objectives.py"
 ANSWER, RIVALS, ANSWER_COST = "sweeps/answer/combine.py", "sweeps/answer/rivals.py", "sweeps/answer/cost.py"
 T_ANSWER, T_ANSWER_RUN, T_VERDICT = "tests/sweeps/test_answer.py", "tests/workers/test_answer.py", "tests/sweeps/test_verdict.py"
 DRIFT, PAIRED, T_DRIFT, T_PAIRED = (
@@ -96,6 +97,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "further = (ratio_after - 1.0).abs() < (ratio_before - 1.0).abs()",
         "the momentum overshoot counts clipped tokens that moved back towards ratio 1, not further out",
         (T_ALGOS,),
+    ),
+    # the objective options of groupscale's trainer (grpo.steps_per_generation, importance_sampling_level, loo_std)
+    Mutation(
+        "sequence_ratio_is_token",
+        ALGOS,
+        '    "sequence": _sequence_log_ratio,',
+        '    "sequence": _token_log_ratio,',
+        "importance_sampling_level sequence (GSPO) computes the token-level ratio",
+        (T_ALGOS, T_OBJECTIVES),
+    ),
+    Mutation(
+        "loo_std_is_mean_std",
+        ALGOS,
+        '    "loo_std": compute_loo_std_advantages,',
+        '    "loo_std": compute_mean_std_advantages,',
+        "the loo_std advantage (NeMo-RL's) is GRPO's mean_std: the group's own mean and std, not the others'",
+        (T_ALGOS, T_OBJECTIVES),
+    ),
+    Mutation(
+        "mini_batches_ignored",
+        TRAINER,
+        "upd = grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)",
+        "upd = grpo_update(policy, ref, opt, gen.batch, cfg)",
+        "grpo.steps_per_generation's mini-batches ignored: each of the k steps trains the whole generation on-policy",
+        (T_OBJECTIVES,),
     ),
     # sweeps/fit/
     Mutation(
