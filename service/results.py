@@ -47,7 +47,7 @@ def fit_from_trials(trials: Sequence[Trial], spec: SweepSpec, n_boot: int = 200,
     excluded = [t for t in trials if t.status in (TrialStatus.NO_SIGNAL, TrialStatus.FAILED)]
     if excluded:
         fit.message += f" ({len(excluded)} no_signal/failed trials excluded)"
-    if spec.grpo.advantage in ("mean", "mean_std"):
+    if spec.grpo.advantage in ("mean", "mean_std", "loo_std"):
         fit.message += (
             f"; made on the {spec.grpo.advantage!r} advantage: the law is derived for loo (THEORY.md), so read G* as descriptive"
         )

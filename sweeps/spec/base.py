@@ -14,7 +14,7 @@ PRESET_NAMES = ("tiny-llama", "chat-tiny", "tabular")
 DTYPE_NAMES = ("auto", "float32", "bfloat16")
 # A user reward function: FILE.py:NAME (FILE must lie under GROUPSCALE_REWARD_ROOT on the server).
 FUNCTION_PATTERN = r"^[^\x00]+\.py:[A-Za-z_][A-Za-z0-9_]*$"
-ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle")
+ADVANTAGE_NAMES = ("loo", "mean", "mean_std", "oracle", "loo_std")
 OPTIMIZER_NAMES = ("adamw", "sgd")
 LOSS_AGGREGATION_NAMES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
