@@ -106,6 +106,8 @@ class _Interpreter:
             self.frames[-1].active = False
         elif self.running and (m := _ASSIGN.match(line)):
             self.assign(m.group(1), m.group(2), number)
+        elif self.running and re.match(r":\s", line):  # the null command, run for its ${V:=default} expansions
+            self.words(line[1:], number)
 
     def assign(self, name: str, raw: str, number: int) -> None:
         append = name.endswith("+")

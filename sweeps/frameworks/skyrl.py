@@ -88,7 +88,6 @@ REFUSED = {  # key -> (its off value, why groupscale does not train it)
     GEN + "max_turns": (1, "multi-turn rollouts are not what groupscale generates (one completion a prompt)"),
 }  # fmt: skip
 DELEGATE = re.compile(r"^bash$|(?:^|\s)bash\s+\S+\.sh\b")  # a run script that runs another with its words after
-_COLON = re.compile(r'^([ \t]*):[ \t]+"?\$\{([A-Za-z_]\w*)(:?)=(.*)\}"?[ \t]*(#.*)?$', re.M)
 
 
 def skyrl_budget(config: Config) -> Budget:
@@ -225,7 +224,7 @@ class SkyRL(Framework):
     def _script(self, path: Path, variables: dict[str, str], depth: int = 0) -> tuple[list[str], list[str], str]:
         """A run script's launch words, what was assumed and its entry module; a script that runs another gives
         that script's words with its own after them (they reach the other as its ``"$@"``). Raises ValueError."""
-        text = _colon_defaults(path.read_text())
+        text = path.read_text()
         match = _found(text, self.launch)
         delegates = match is None and depth < 4 and _found(text, DELEGATE) is not None
         try:
@@ -275,15 +274,3 @@ def _entry(module: str) -> tuple[dict[str, Any], list[str]]:
 def _found(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
     """The first match of ``pattern`` in a script's lines that are not comments."""
     return next((m for line in logical_lines(text) if not line.lstrip().startswith("#") and (m := pattern.search(line))), None)
-
-
-def _colon_defaults(text: str) -> str:
-    """bash's ``: "${NAME:=default}"`` (NAME takes default unless set) as ``NAME="${NAME:-default}"``, the same for
-    the script and read by sweeps.frameworks.shell; one line for one, so line numbers stay."""
-
-    def assignment(m: re.Match[str]) -> str:
-        word = m[4]
-        word = word[1:-1] if len(word) > 1 and word[0] == word[-1] and word[0] in "\"'" else word
-        return f'{m[1]}{m[2]}="${{{m[2]}{m[3]}-{word}}}"'
-
-    return _COLON.sub(assignment, text)

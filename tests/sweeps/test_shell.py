@@ -78,3 +78,10 @@ def test_a_script_without_the_command_or_with_open_quotes_is_refused_naming_the_
 def test_an_arrays_commented_lines_are_left_out_and_its_other_elements_kept():
     script = 'A=(\n  --a 1\n  # --b 2\n  --c "x #y"  # note\n)\npython -m trainer.main ${A[@]}'
     assert words(script) == ["--a", "1", "--c", "x #y"]
+
+
+def test_the_null_command_sets_its_defaults_as_bash_does():
+    """SkyRL's scripts: ``: "${NAME:=default}"`` gives NAME its default unless set (the user's value wins)."""
+    script = ': "${B:=1024}"\n: ${N:=5} # knobs\npython -m trainer.main b=$B n=$N'
+    assert words(script) == ["b=1024", "n=5"]
+    assert words(script, B="64") == ["b=64", "n=5"]
