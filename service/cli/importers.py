@@ -44,7 +44,7 @@ def run_import(framework: Framework, file: Path, overrides, group_sizes, seeds, 
     try:
         spec, notes = spec_from(framework, file, overrides or [], sizes, seeds, steps, model, processes, tuple(drop or ()))
     except ValueError as e:  # Refused too: a setting groupscale cannot train, named
-        _fail(f"{file}: {e}", 2)
+        _fail(str(e) if str(file) in str(e) else f"{file}: {e}", 2)
     out.print(dump_yaml(spec), end="", highlight=False, markup=False, soft_wrap=True)
     for line in notes:
         err.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml_lines, is_script
 from sweeps.frameworks.expansion import shown, unknown_in
+from sweeps.spec.base import MAX_GROUP_SIZE, MAX_SAMPLES_PER_STEP
 
 MISSING = object()
 
@@ -59,6 +60,20 @@ class Budget:
     model: str | None = None
     steps: int | None = None
     data: str | None = None
+
+    def check(self) -> None:
+        """What every trainer's budget must be for groupscale to train it: G >= 2, B a whole number of groups, k
+        optimizer steps of whole groups each, within the spec's limits. Raises Refused naming what is wrong."""
+        g, b, k = self.group_size, self.samples_per_step, self.grpo.get("steps_per_generation", 1)
+        if not isinstance(k, int) or k < 1:
+            raise Refused("k (optimizer steps per generation)", k, "must be a whole number >= 1")
+        if not 2 <= g <= MAX_GROUP_SIZE:
+            raise Refused("G (completions per prompt)", g, f"groupscale trains 2 to {MAX_GROUP_SIZE}")
+        if not g <= b <= MAX_SAMPLES_PER_STEP or b % (g * k):
+            raise Refused(
+                "B (completions per generation)", b, f"must be whole groups of G = {g} in each of the k = {k} optimizer "
+                f"steps (a multiple of G x k = {g * k}, at most {MAX_SAMPLES_PER_STEP})",
+            )  # fmt: skip
 
 
 @dataclass
@@ -106,11 +121,21 @@ class Config:
         value = self.get(key, raw=True)
         return None if value is None else shown(str(value))
 
-    def number(self, key: str, default: Any = None, kind: type = int) -> Any:
-        """``get`` as an int (or ``kind``), from a string too, as the trainer's parser reads it. Raises Refused if not."""
+    def number(self, key: str, default: Any = None, kind: type = int, minimum: float | None = None) -> Any:
+        """``get`` as an int (or ``kind``), from a string too, as the trainer's parser reads it (ASCII digits only);
+        with ``minimum``, required and at least that. Raises Refused if not."""
         value = self.get(key, default)
+        if value is None and minimum is not None:
+            raise Refused(key, value, f"must be a number >= {minimum:g}")
         if value is None:
             return None
+        if minimum is not None:
+            number = self.number(key, default, kind)
+            if number < minimum:
+                raise Refused(key, value, f"must be a number >= {minimum:g}")
+            return number
+        if isinstance(value, str) and not re.fullmatch(r"[\s+\-.0-9eE]*(inf|nan)?\s*", value, re.I):
+            raise Refused(key, value, f"is not a {'whole number' if kind is int else 'number'}")
         try:
             if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)

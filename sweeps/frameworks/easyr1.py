@@ -64,10 +64,10 @@ LOSS_TYPE = {"default": "token", "gspo": "sequence", "gspo_token": "sequence"}
 
 def easyr1_budget(config: Config) -> Budget:
     """EasyR1's keys in the vocabulary. Raises Refused."""
-    group_size = config.number(R + "n")
+    group_size = config.number(R + "n", minimum=1)
     if group_size < 2:
         raise Refused(R + "n", group_size, "GRPO samples G >= 2 completions per prompt; set it to the G you train")
-    prompts = config.number("data.rollout_batch_size")
+    prompts = config.number("data.rollout_batch_size", minimum=1)
     if config.get("algorithm.online_filtering") is True:
         raise Refused("algorithm.online_filtering", True, "online filtering keeps only the groups whose mean reward lies "
                       "between filter_low and filter_high and generates again until rollout_batch_size prompts are kept, so "
@@ -87,9 +87,9 @@ def easyr1_budget(config: Config) -> Budget:
             "of the mini-batch's tokens (dp_actor.py), the same for equal micro-batches"
         )
     grpo: dict[str, Any] = {
-        "steps_per_generation": whole(A + "global_batch_size", prompts, config.number(A + "global_batch_size"),
+        "steps_per_generation": whole(A + "global_batch_size", prompts, config.number(A + "global_batch_size", minimum=1),
                                       "optimizer steps per generation (rollout_batch_size / global_batch_size)"),
-        "inner_steps": config.number(A + "ppo_epochs"),
+        "inner_steps": config.number(A + "ppo_epochs", minimum=1),
         "loss_aggregation": aggregation,
         "importance_sampling_level": _named(config, A + "loss_type", LOSS_TYPE),
         "advantage": ESTIMATORS[estimator],

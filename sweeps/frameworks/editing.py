@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.frameworks.base import Budget, Framework
+from sweeps.frameworks.importing import read_budget
 
 # the objective in the budget vocabulary: a G measured under other values of these is not the file's G
 OBJECTIVE = ("steps_per_generation", "inner_steps", "loss_aggregation", "advantage", "importance_sampling_level",
-             "clip_eps", "clip_eps_high", "kl_beta")  # fmt: skip
+             "clip_eps", "clip_eps_high", "kl_beta", "temperature")  # fmt: skip
 
 
 class ObjectiveDiffers(ValueError):
@@ -20,8 +21,8 @@ class ObjectiveDiffers(ValueError):
 
 
 def file_budget(framework: Framework, path: Path, overrides: tuple[str, ...] = ()) -> Budget:
-    """The file's G, B and objective (Framework.read then budget). Raises ValueError (Refused too)."""
-    return framework.budget(framework.read(path, list(overrides)))
+    """The file's G, B and objective (sweeps.frameworks.importing.read_budget). Raises ValueError (Refused too)."""
+    return read_budget(framework, path, list(overrides))[1]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -58,5 +59,6 @@ def edit_config(framework: Framework, path: Path, group_size: int, measured: dic
             "the sweep measured G for another objective than the file trains (" + "; ".join(differ) + "): its G is not "
             "this file's; sweep the file's own objective (spec from-" + framework.name + ") or export without --config"
         )  # fmt: skip
+    Budget(group_size, budget.samples_per_step, budget.grpo).check()  # G must fill the file's B and its k steps
     settings = framework.settings(group_size, budget.samples_per_step, {**measured, **budget.grpo})
     return framework.edit(path, path.read_text(), {k: v for k, v in settings.items() if k in framework.tied})

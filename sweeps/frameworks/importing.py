@@ -3,6 +3,7 @@ under groupscale's names, and what was not kept, grouped and short; ``spec from 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,15 @@ from sweeps.frameworks.files import load_mapping
 from sweeps.spec import valid_group_sizes
 
 SHOWN = 6  # keys named per group of notes; the rest are counted
+# keys (of any trainer) that shape the update or the sampling rather than where and how fast it runs: never counted
+TRAINS = re.compile(r"lora|top_p|top_k|min_p|grad_clip|max_norm|clip_grad|clip_ratio_c|dual_clip|rollout_correction|"
+                    r"is_correction|importance_sampling|overlong|reward_shaping|length_penalty|reward_scaling|weight_decay|"
+                    r"warmup|scheduler|betas|optim\b|optimizer\b", re.I)  # fmt: skip
 
 
 def recognise(path: Path) -> Framework:
-    """The trainer whose config or run script ``path`` is (TRL's recipes too: framework ``trl``, handled by
-    sweeps.from_trl). Raises ValueError naming what was looked for."""
+    """The trainer whose config or run script ``path`` is. Raises ValueError naming what was looked for (``spec
+    from-trl`` for a TRL recipe)."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
@@ -26,11 +31,38 @@ def recognise(path: Path) -> Framework:
     else:
         data = load_mapping(path)
         found = [fw for fw in FRAMEWORKS.values() if fw.recognises(data)]
+    if not found and not is_script(path, text) and "num_generations" in load_mapping(path):
+        raise ValueError(f"{path} is a TRL recipe (num_generations): use spec from-trl")
     if len(found) != 1:
         names = ", ".join(f"{fw.name} ({fw.files})" for fw in FRAMEWORKS.values())
         what = "none" if not found else " and ".join(fw.name for fw in found)
         raise ValueError(f"{path}: recognised as {what} of the trainers groupscale reads: {names}; use spec from-NAME")
     return found[0]
+
+
+def read_budget(framework: Framework, path: Path, overrides: list[str]) -> tuple[Config, Budget]:
+    """The file read as ``framework``'s (a config file must look like one: Framework.recognises), its budget, checked
+    (Budget.check). Raises ValueError (Refused too) naming what is wrong."""
+    config = framework.read(path, overrides)
+    if not _is_script(path) and not _recognised(framework, path):
+        raise ValueError(f"not {framework.title}'s config or run script (spec from-{framework.name} reads {framework.files})")
+    budget = framework.budget(config)
+    budget.check()
+    return config, budget
+
+
+def _is_script(path: Path) -> bool:
+    try:
+        return is_script(path, path.read_text())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _recognised(framework: Framework, path: Path) -> bool:
+    try:
+        return framework.recognises(load_mapping(path))
+    except ValueError:  # a file only this member reads (prime-rl's split form, a NeMo-RL defaults chain): its read said
+        return True
 
 
 def default_group_sizes(budget: Budget) -> list[int]:
@@ -69,8 +101,7 @@ def spec_from(
     Raises:
         ValueError: the file cannot be read; Refused: a setting groupscale cannot train, naming the key.
     """
-    config = framework.read(path, [*overrides, *(f"{key}=null" for key in drop)])
-    budget = framework.budget(config)
+    config, budget = read_budget(framework, path, [*overrides, *(f"{key}=null" for key in drop)])
     allowed = allowed_group_sizes(budget)
     group_sizes = sorted(group_sizes or default_group_sizes(budget))
     bad = [g for g in group_sizes if g not in allowed]
@@ -98,7 +129,23 @@ def spec_from(
         "grpo": {k: v for k, v in budget.grpo.items() if v is not None},
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),
     }
+    _valid(spec)
     return spec, _notes(framework, config, budget, model, drop)
+
+
+def _valid(spec: dict[str, Any]) -> None:
+    """The spec as submit will check it, the task and model to fill in left aside. Raises ValueError naming the field
+    (so an import never prints a spec that submit refuses for the file's own settings)."""
+    from pydantic import ValidationError
+
+    from sweeps.spec import SweepSpec, error_message
+
+    try:
+        SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
+        raise ValueError(f"{where}: {error_message(first)}") from None
 
 
 def _notes(framework: Framework, config: Config, budget: Budget, model: str | None, drop: tuple[str, ...]) -> list[str]:
@@ -113,6 +160,10 @@ def _notes(framework: Framework, config: Config, budget: Budget, model: str | No
     if model is None and budget.model and not Path(budget.model).expanduser().is_dir():
         notes.append(f"model {budget.model!r} is not a local folder here: groupscale never downloads weights; pass --model DIR")
     rest = [key for key in config.given if key not in config.used and key not in drop]
+    trains = [key for key in rest if TRAINS.search(key)]
+    if trains:  # each named: a G measured without them may not be the file's
+        notes.append(f"not kept, and each may change what trains (groupscale's defaults train instead): {', '.join(trains)}")
+    rest = [key for key in rest if key not in trains]
     if rest:
         named = ", ".join(rest[:SHOWN]) + (f" and {len(rest) - SHOWN} more" if len(rest) > SHOWN else "")
         notes.append(f"not kept ({len(rest)} settings of parallelism, memory, data, logging: not needed to measure G): {named}")

@@ -137,10 +137,10 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 def nemo_budget(config: Config) -> Budget:
     """NeMo-RL's keys in the vocabulary. Raises Refused."""
-    group_size = config.number(P + "num_generations_per_prompt")
+    group_size = config.number(P + "num_generations_per_prompt", minimum=1)
     if group_size < 2:
         raise Refused(P + "num_generations_per_prompt", group_size, "GRPO samples G >= 2 completions per prompt")
-    samples = config.number(P + "num_prompts_per_step") * group_size
+    samples = config.number(P + "num_prompts_per_step", minimum=1) * group_size
     for key, (off, why) in REFUSED.items():
         if config.get(key) not in (None, off):
             raise Refused(key, config.get(key), f"{why}; --drop {key} measures G without it")
@@ -148,7 +148,7 @@ def nemo_budget(config: Config) -> Budget:
     if config.get(P + "adv_estimator.name") != "grpo":
         raise Refused(P + "adv_estimator.name", config.get(P + "adv_estimator.name"), "groupscale trains GRPO's group "
                       "baselines; allowed: grpo")  # fmt: skip
-    mini = config.number("policy.train_global_batch_size")
+    mini = config.number("policy.train_global_batch_size", minimum=1)
     k = whole("policy.train_global_batch_size", samples, mini, "optimizer steps per generation (num_prompts_per_step x "
               "num_generations_per_prompt / train_global_batch_size)")  # fmt: skip
     if mini % group_size:

@@ -87,10 +87,10 @@ def _full(name: str) -> str:
 
 def openrlhf_budget(config: Config) -> Budget:
     """The flags in the vocabulary. Raises Refused."""
-    group_size = config.number("rollout.n_samples_per_prompt")
+    group_size = config.number("rollout.n_samples_per_prompt", minimum=1)
     if group_size < 2:
         raise Refused("rollout.n_samples_per_prompt", group_size, "GRPO samples G >= 2 completions per prompt")
-    samples = config.number("rollout.batch_size") * group_size
+    samples = config.number("rollout.batch_size", minimum=1) * group_size
     for key, why in REFUSED.items():
         if config.get(key) not in (None, False, "false", "False"):
             raise Refused(key, config.get(key), f"{why}; --drop {key} measures G without it")
@@ -114,9 +114,9 @@ def openrlhf_budget(config: Config) -> Budget:
         raise Refused("actor.loss_agg_mode", aggregation, f"allowed: {', '.join(LOSS_AGG)}")
     low, high = _clip(config)
     grpo = {
-        "steps_per_generation": whole("train.batch_size", samples, config.number("train.batch_size"),
+        "steps_per_generation": whole("train.batch_size", samples, config.number("train.batch_size", minimum=1),
                                       "optimizer steps per generation (rollout.batch_size x G / train.batch_size)"),
-        "inner_steps": config.number("train.max_epochs"),
+        "inner_steps": config.number("train.max_epochs", minimum=1),
         "loss_aggregation": "seq_mean_token_mean" if sequence else LOSS_AGG[aggregation],
         "importance_sampling_level": "sequence" if sequence else "token",
         "advantage": ESTIMATORS[estimator],

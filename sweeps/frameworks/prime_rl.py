@@ -138,7 +138,7 @@ def _across(config: Config, key: str, src: str, sources: list[dict[str, Any]], f
 def _group_size(config: Config, src: str, sources: list[dict[str, Any]]) -> int:
     top = _named(config, ORCH + "group_size", ORCH + "rollouts_per_example")
     key, _ = _across(config, top, src, sources, "group_size", "G")
-    group_size = config.number(key)
+    group_size = config.number(key, minimum=1)
     if group_size < 2:
         unset = "" if key in config.given else " (the file sets none: 1 is prime-rl's default)"
         raise Refused(key, group_size, f"GRPO samples G >= 2 completions per prompt{unset}: with one, r - group mean is 0 "
@@ -153,7 +153,7 @@ def _batch_size(config: Config, group_size: int) -> int:
         raise Refused(ORCH + "token_batch_size", tokens, "counts tokens a step, so how many completions train varies "
                       f"with their lengths; groupscale's B counts completions: --drop {ORCH}token_batch_size with "
                       f"{ORCH}batch_size=N measures G at N completions")  # fmt: skip
-    batch = config.number(ORCH + "batch_size")
+    batch = config.number(ORCH + "batch_size", minimum=1)
     if batch is None and _dropped(config, ORCH + "token_batch_size"):
         raise Refused(ORCH + "batch_size", None, f"unset with token_batch_size dropped: give {ORCH}batch_size=N")
     batch = BATCH_SIZE if batch is None else batch
@@ -230,7 +230,7 @@ def _max_new_tokens(config: Config, src: str, sources: list[dict[str, Any]]) -> 
                       f"{seq_len} tokens of prompt and completion); groupscale caps each completion: give {new}=N")  # fmt: skip
     if "turns" in repr(sources):
         _note(config, f"max_new_tokens {tokens} is prime-rl's cap per turn: a multi-turn environment's completions are longer")
-    return config.number(key)
+    return config.number(key, minimum=1)
 
 
 def _first(config: Config, *keys: str) -> str | None:

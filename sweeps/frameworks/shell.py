@@ -108,6 +108,12 @@ class _Interpreter:
             self.assign(m.group(1), m.group(2), number)
         elif self.running and re.match(r":\s", line):  # the null command, run for its ${V:=default} expansions
             self.words(line[1:], number)
+        elif (
+            self.running
+            and (m := re.fullmatch(r"exit(?:\s+(.*))?", line))
+            and (self.words(m[1] or "0", number) or ["0"])[0] != "0"
+        ):
+            raise ScriptError(f"line {number}: the script exits ({line}) before its launch command, as bash would run it")
 
     def assign(self, name: str, raw: str, number: int) -> None:
         append = name.endswith("+")

@@ -92,10 +92,10 @@ DELEGATE = re.compile(r"^bash$|(?:^|\s)bash\s+\S+\.sh\b")  # a run script that r
 
 def skyrl_budget(config: Config) -> Budget:
     """SkyRL's keys in the vocabulary. Raises Refused."""
-    group_size = config.number(GEN + "n_samples_per_prompt")
+    group_size = config.number(GEN + "n_samples_per_prompt", minimum=1)
     if group_size < 2:
         raise Refused(GEN + "n_samples_per_prompt", group_size, "GRPO samples G >= 2 completions per prompt")
-    prompts = config.number(T + "train_batch_size")
+    prompts = config.number(T + "train_batch_size", minimum=1)
     for key, (off, why) in REFUSED.items():
         if config.get(key) not in (None, off):
             raise Refused(key, config.get(key), f"{why}; --drop {key} measures G without it")
@@ -106,10 +106,11 @@ def skyrl_budget(config: Config) -> Budget:
     if config.get(AL + "temperature") not in (None, temperature):
         raise Refused(AL + "temperature", config.get(AL + "temperature"), f"scales the logits of the loss otherwise than "
                       f"the sampling temperature {temperature:g}; --drop {AL}temperature takes the sampling one")  # fmt: skip
+    mini = config.number(T + "policy_mini_batch_size", minimum=1)
     grpo: dict[str, Any] = {
-        "steps_per_generation": whole(T + "policy_mini_batch_size", prompts, config.number(T + "policy_mini_batch_size"),
-                                      "optimizer steps per generation (train_batch_size / policy_mini_batch_size)"),
-        "inner_steps": config.number(T + "update_epochs_per_batch"),
+        "steps_per_generation": whole(T + "policy_mini_batch_size", prompts, mini, "optimizer steps per generation "
+                                      "(train_batch_size / policy_mini_batch_size)"),
+        "inner_steps": config.number(T + "update_epochs_per_batch", minimum=1),
         "loss_aggregation": _reduction(config),
         "importance_sampling_level": _named(config, AL + "policy_loss_type", POLICY_LOSS, "regular"),
         "advantage": ESTIMATORS.get(estimator) or ("mean_std" if config.get(AL + "grpo_norm_by_std", True) else "mean"),

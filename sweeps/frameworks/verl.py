@@ -61,10 +61,10 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
     """verl's keys (under ``prefix``: data, actor and rollout sections; EasyR1 and SkyRL reuse the rules under their
     own names through their own modules) in the vocabulary. Raises Refused."""
     data, actor, rollout = prefix
-    group_size = config.number(rollout + "n")
+    group_size = config.number(rollout + "n", minimum=1)
     if group_size < 2:
         raise Refused(rollout + "n", group_size, "GRPO samples G >= 2 completions per prompt; set it to the G you train")
-    prompts = config.number(data + "train_batch_size")
+    prompts = config.number(data + "train_batch_size", minimum=1)
     if config.get("algorithm.filter_groups.enable", False) is True:
         raise Refused(
             "algorithm.filter_groups.enable", True, "dynamic sampling drops the groups whose rewards are all equal and "
@@ -85,10 +85,10 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
         "steps_per_generation": whole(
             actor + "ppo_mini_batch_size",
             prompts,
-            config.number(actor + "ppo_mini_batch_size"),
+            config.number(actor + "ppo_mini_batch_size", minimum=1),
             "optimizer steps per generation (train_batch_size / ppo_mini_batch_size)",
         ),
-        "inner_steps": config.number(actor + "ppo_epochs"),
+        "inner_steps": config.number(actor + "ppo_epochs", minimum=1),
         "loss_aggregation": _named(config, actor + "loss_agg_mode", LOSS_AGG),
         "importance_sampling_level": (level := _named(config, actor + "policy_loss.loss_mode", LOSS_MODE)),
         "advantage": "loo"

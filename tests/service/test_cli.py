@@ -410,3 +410,48 @@ def test_an_import_that_cannot_keep_the_file_exits_2_naming_why(args, says):
     r = runner.invoke(app, ["spec", command, str(FIXTURES / file), *rest])
     assert r.exit_code == 2 and says in r.stderr.replace("\n", " "), r.output
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["verl/run_gspo.sh", "actor_rollout_ref.rollout.n=null"], "actor_rollout_ref.rollout.n: None: must be a number >= 1"),
+        (["verl/run_gspo.sh", "data.train_batch_size=0"], "data.train_batch_size: 0: must be a number >= 1"),
+        (
+            ["verl/run_gspo.sh", "actor_rollout_ref.rollout.n=1e9"],
+            "G (completions per prompt): 1000000000: groupscale trains 2 to 4096",
+        ),
+        (
+            ["verl/run_gspo.sh", "--drop", "actor_rollout_ref.rollout.n"],
+            "actor_rollout_ref.rollout.n: None: must be a number >= 1",
+        ),
+        (["verl/run_gspo.sh", "--group-sizes", "8,8"], "group_sizes: group_sizes has repeated values"),
+        (["verl/run_gspo.sh", "actor_rollout_ref.actor.optim.lr=0"], "grpo.lr: Input should be greater than 0"),
+        (["verl/run_grpo_8b.sh", "DEVICE=tpu"], "the script exits (exit 1) before its launch command"),
+        (
+            ["verl/ppo_trainer.yaml", "actor_rollout_ref.rollout.n=abc"],
+            "actor_rollout_ref.rollout.n: 'abc': is not a whole number",
+        ),
+    ],
+)
+def test_bad_values_in_a_trainers_file_exit_2_naming_the_setting_never_a_traceback(args, says):
+    """Found by a new user: null or zero batches, absurd G and a dropped budget key were tracebacks or a hang; a
+    repeated G or lr 0 printed a spec that submit refuses; a script's exit was run past."""
+    from tests.sweeps.test_frameworks import FIXTURES
+
+    r = runner.invoke(app, ["spec", "from-verl", str(FIXTURES / args[0]), *args[1:]])
+    assert r.exit_code == 2 and says in r.stderr.replace("\n", " "), r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_a_file_of_another_shape_is_not_read_with_a_trainers_defaults(tmp_path):
+    """from-nemo-rl and from-skyrl printed their defaults' spec for any mapping; spec from on a TRL recipe names from-trl."""
+    other = tmp_path / "other.yaml"
+    other.write_text("foo: 1\n")
+    for name, title in (("nemo-rl", "NeMo-RL"), ("skyrl", "SkyRL"), ("openrlhf", "OpenRLHF")):
+        r = runner.invoke(app, ["spec", f"from-{name}", str(other)])
+        assert r.exit_code == 2 and f"not {title}'s config or run script" in r.stderr, (name, r.output)
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: m\nnum_generations: 8\n")
+    r = runner.invoke(app, ["spec", "from", str(recipe)])
+    assert r.exit_code == 2 and "is a TRL recipe (num_generations): use spec from-trl" in r.stderr

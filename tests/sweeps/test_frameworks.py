@@ -203,3 +203,18 @@ def test_verls_gspo_aggregates_per_sequence_whatever_loss_agg_mode_says():
     assert got.grpo["loss_aggregation"] == "seq_mean_token_mean"
     with pytest.raises(Refused, match="verl's gspo aggregates seq-mean-token-mean only"):
         get_framework("verl").settings(8, 64, {"importance_sampling_level": "sequence", "loss_aggregation": "token_mean"})
+
+
+def test_recommend_config_refuses_a_g_that_does_not_fill_the_files_b_or_another_temperature():
+    framework, path = get_framework("verl"), FIXTURES / "verl" / "run_grpo_8b.sh"
+    npu = file_budget(framework, path, ("DEVICE=npu",))  # B 80, k 1
+    with pytest.raises(Refused, match=r"B \(completions per generation\): 80: must be whole groups of G = 3"):
+        edit_config(framework, path, 3, dict(npu.grpo), npu)  # it wrote 26 prompts: B 78
+    with pytest.raises(ObjectiveDiffers, match="temperature: the sweep measured 0.7, the file trains 1.0"):
+        edit_config(framework, path, 10, {**npu.grpo, "temperature": 0.7}, npu)
+
+
+def test_settings_that_shape_the_update_are_named_in_full_not_counted_with_the_infrastructure():
+    _, notes = spec_from(get_framework("verl"), FIXTURES / "verl" / "run_gspo.sh", ["actor_rollout_ref.actor.grad_clip=0.01"])
+    assert "not kept, and each may change what trains (groupscale's defaults train instead): " \
+           "actor_rollout_ref.actor.grad_clip" in notes  # fmt: skip
