@@ -182,6 +182,10 @@ class Framework:
         Raises ValueError naming the file and what could not be read."""
         raise NotImplementedError
 
+    def runs(self, path: Path, text: str) -> bool:
+        """Whether the run script at ``path`` (its ``text``) launches this trainer (``spec from``)."""
+        return self.launch is not None and self.launch.search(text) is not None
+
     def recognises(self, data: dict[str, Any]) -> bool:
         """Whether a parsed config file (a mapping) is this trainer's (``spec from``)."""
         return False

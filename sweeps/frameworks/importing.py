@@ -27,7 +27,7 @@ def recognise(path: Path) -> Framework:
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read {path}: {type(e).__name__}") from None
     if is_script(path, text):
-        found = [fw for fw in FRAMEWORKS.values() if fw.launch is not None and fw.launch.search(text)]
+        found = [fw for fw in FRAMEWORKS.values() if fw.runs(path, text)]
     else:
         data = load_mapping(path)
         found = [fw for fw in FRAMEWORKS.values() if fw.recognises(data)]

@@ -241,6 +241,13 @@ class SkyRL(Framework):
         note = f"read {inner.name}, which {path.name} runs, with {path.name}'s settings after its own"
         return [*words, *script.words[1:]], [*script.assumed, note, *assumed], module
 
+    def runs(self, path: Path, text: str) -> bool:
+        """Its launch command, or a script that runs one of SkyRL's (``bash run_gsm8k.sh ...``)."""
+        try:
+            return super().runs(path, text) or self._script(path, {})[2] != ""
+        except ValueError:
+            return False
+
     def recognises(self, data: dict[str, Any]) -> bool:
         return isinstance(data.get("trainer"), dict) and isinstance(data.get("generator"), dict)
 

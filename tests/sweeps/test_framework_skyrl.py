@@ -153,6 +153,6 @@ def test_the_export_counts_prompts_and_names_the_loss_reduction(export):
 
 
 def test_spec_from_recognises_skyrls_files_and_verls_stay_verls():
-    assert {recognise(ROOT / f).name for f in (GSM8K, DAPO, LEGACY)} == {"skyrl"}
+    assert {recognise(ROOT / f).name for f in (GSM8K, DAPO, LEGACY, GSPO)} == {"skyrl"}  # GSPO's runs GSM8K's
     verl = ROOT.parent / "verl"
     assert {recognise(verl / f).name for f in ("run_grpo_8b.sh", "run_gspo.sh", "ppo_trainer.yaml")} == {"verl"}
