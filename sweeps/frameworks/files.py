@@ -124,9 +124,14 @@ def _container(layer: dict[str, Any] | DictConfig) -> Any:
 
 
 def script_words(path: Path, launch: re.Pattern[str], variables: dict[str, str]) -> Script:
-    """The launch command's words of a run script (sweeps.frameworks.shell). Raises ValueError naming the file."""
+    """The launch command's words of a run script (sweeps.frameworks.shell). Raises ValueError naming the file, or a
+    variable given that the script never uses (a typo would otherwise change nothing, silently)."""
+    text = _text(path)
+    unused = [name for name in variables if not re.search(rf"\$\{{?{name}\b", text)]
+    if unused:
+        raise ValueError(f"{path}: {', '.join(unused)}: the script uses no such variable (NAME=value sets a variable it reads)")
     try:
-        return read_script(_text(path), launch, variables)
+        return read_script(text, launch, variables)
     except ScriptError as e:
         raise ValueError(f"{path}: {e}") from None
 

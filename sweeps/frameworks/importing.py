@@ -157,6 +157,8 @@ def _notes(framework: Framework, config: Config, budget: Budget, model: str | No
         f"a generation, mu = {budget.grpo.get('inner_steps', 1)}"
     )
     notes += [f"dropped {key}: the sweep measures G without it" for key in drop]
+    if budget.steps:
+        notes.append(f"T = {budget.steps} optimizer steps, the file's (its generations x k); --steps sets another")
     if model is None and budget.model and not Path(budget.model).expanduser().is_dir():
         notes.append(f"model {budget.model!r} is not a local folder here: groupscale never downloads weights; pass --model DIR")
     rest = [key for key in config.given if key not in config.used and key not in drop]

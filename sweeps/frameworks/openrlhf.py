@@ -125,10 +125,16 @@ def openrlhf_budget(config: Config) -> Budget:
         "kl_beta": _kl(config),
         "lr": config.number("actor.adam.lr", kind=float),
         "temperature": config.number("rollout.temperature", kind=float),
-        "max_new_tokens": config.number("rollout.max_new_tokens") or config.number("data.max_len"),
+        "max_new_tokens": config.number("rollout.max_new_tokens") or _total_length(config),
     }  # fmt: skip
     model, data = config.text("actor.model_name_or_path"), config.text("data.prompt_dataset")
     return Budget(group_size, samples, grpo, model=model, data=data)
+
+
+def _total_length(config: Config) -> int:
+    """No --rollout.max_new_tokens: OpenRLHF generates up to --data.max_len less the prompt; that bound, said."""
+    config.assumed.append("no --rollout.max_new_tokens: the cap is --data.max_len (prompt and completion), an upper bound")
+    return config.number("data.max_len", minimum=1)
 
 
 def _clip(config: Config) -> tuple[float, float]:

@@ -455,3 +455,11 @@ def test_a_file_of_another_shape_is_not_read_with_a_trainers_defaults(tmp_path):
     recipe.write_text("model_name_or_path: m\nnum_generations: 8\n")
     r = runner.invoke(app, ["spec", "from", str(recipe)])
     assert r.exit_code == 2 and "is a TRL recipe (num_generations): use spec from-trl" in r.stderr
+
+
+def test_a_variable_the_script_never_reads_is_refused_not_ignored():
+    """TRAIN_BATCH_SIZ=512 (a typo) changed nothing and exited 0."""
+    from tests.sweeps.test_frameworks import FIXTURES
+
+    r = runner.invoke(app, ["spec", "from-verl", str(FIXTURES / "verl" / "run_grpo_8b.sh"), "TRAIN_BATCH_SIZ=512"])
+    assert r.exit_code == 2 and "TRAIN_BATCH_SIZ: the script uses no such variable" in r.stderr, r.output
