@@ -340,3 +340,32 @@ def test_numeric_match_refuses_a_reference_it_cannot_compare_without_showing_it(
     with pytest.raises(ValueError, match="use math_verify for MATH-style answers") as e:
         numeric_match(r"\boxed{2}", answer)
     assert answer not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "accepted"),
+    [
+        ('["19", "19.0"]', ["19", "19.0"]),  # Skywork-OR1's ground_truth, a JSON list in a string
+        (["19", "19.0"], ["19", "19.0"]),  # the same list, read by the data files as a list
+        ('{"ground_truth": "42"}', ["42"]),  # prime's verification_info
+        ({"ground_truth": ["7", "7.0"]}, ["7", "7.0"]),
+        ("[0, 1]", ["[0, 1]"]),  # an interval is an answer itself
+        ("[not json", ["[not json"]),
+        ("19", ["19"]),
+    ],
+)
+def test_a_reference_as_datasets_store_it_lists_the_answers_it_accepts(answer, accepted):
+    from workers.rewards.builtin import accepted_answers
+
+    assert accepted_answers(answer) == accepted
+
+
+def test_a_skywork_row_scores_a_right_answer_1_and_a_wrong_one_0_with_every_builtin_scorer():
+    """math_verify scored every right answer 0 against '["19"]' and the trial blamed the model."""
+    from workers.rewards.builtin import exact_match, math_verify, math_verify_available, numeric_match
+
+    truth = '["19", "19.0"]'
+    assert (exact_match("19", truth), exact_match("19.0", truth), exact_match("20", truth)) == (1.0, 1.0, 0.0)
+    assert (numeric_match("so x = \\boxed{19}", truth), numeric_match("#### 21", truth)) == (1.0, 0.0)
+    if math_verify_available():
+        assert (math_verify("The answer is $\\boxed{19}$", truth), math_verify("$\\boxed{20}$", truth)) == (1.0, 0.0)

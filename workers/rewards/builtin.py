@@ -4,12 +4,16 @@ Spec ``{name: ..., answer_column: ...}``: ``exact_match`` (stripped text equals 
 ``numeric_match`` (the final answer, after the last ``####``, else in the last ``\\boxed{}``, else the last
 number, read whole as one number or fraction; a reference it cannot read so is an error, not a silent 0 or 1)
 and ``math_verify`` (the ``math-verify`` package, an optional extra, with its default signal-based timeouts:
-it runs in the reward process's main thread, workers.rewards.process).
+it runs in the reward process's main thread, workers.rewards.process). A reference stored as datasets store it
+(accepted_answers: a JSON list of accepted answers, a ``{"ground_truth": ...}`` object) scores 1 when any answer it
+lists does.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import math
 import re
 from collections.abc import Callable
@@ -73,11 +77,40 @@ def as_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def accepted_answers(answer: Any) -> list[str]:
+    """The answers a reference accepts, as datasets store them: a list of strings (also as a JSON string,
+    Skywork-OR1's ``'["19", "19.0"]'``), an object with ``ground_truth`` (also as JSON, prime's ``verification_info``),
+    else the one answer. A JSON list of numbers is left whole (an interval such as ``[0, 1]`` is an answer itself)."""
+    value = answer
+    if isinstance(answer, str) and answer.strip()[:1] in ("[", "{"):
+        try:
+            value = json.loads(answer)
+        except ValueError:
+            return [answer]
+    if isinstance(value, dict) and "ground_truth" in value:
+        return accepted_answers(value["ground_truth"])
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return [str(v) for v in value]
+    return [str(answer)]
+
+
+def _any_accepted(score: Callable[[str, str], float]) -> Callable[[str, Any], float]:
+    """``score`` against each answer the reference accepts (accepted_answers): the best."""
+
+    @functools.wraps(score)
+    def scored(completion: str, answer: Any) -> float:
+        return max(score(completion, a) for a in accepted_answers(answer))
+
+    return scored
+
+
+@_any_accepted
 def exact_match(completion: str, answer: str) -> float:
     """1 when the completion, stripped, equals the answer, stripped."""
     return 1.0 if completion.strip() == str(answer).strip() else 0.0
 
 
+@_any_accepted
 def numeric_match(completion: str, answer: str) -> float:
     """1 when the completion's final answer (``final_answer``) states the number ``answer`` states (``as_number``;
     relative tolerance 1e-6), else 0 (a completion whose final answer is not one plain number scores 0).
@@ -98,6 +131,7 @@ def numeric_match(completion: str, answer: str) -> float:
     return 1.0 if got is not None and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9) else 0.0
 
 
+@_any_accepted
 def math_verify(completion: str, answer: str) -> float:
     """1 when ``math_verify.verify`` accepts the completion's parsed answer against the parsed answer.
 
