@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sweeps.frameworks.edits import edit_script, edit_toml, edit_yaml_lines, is_script
 from sweeps.frameworks.expansion import shown, unknown_in
 from sweeps.spec.base import MAX_GROUP_SIZE, MAX_SAMPLES_PER_STEP
+
+if TYPE_CHECKING:  # OmegaConf is imported where a file is read, not when the CLI starts
+    from omegaconf import DictConfig
 
 MISSING = object()
 
@@ -98,6 +98,9 @@ class Config:
         """The value at the dotted ``key`` (``default`` when absent or null); marks it used. Raises Refused for a value
         only running the script would tell (``$HOME``, ``$(nproc)``; ``raw``: kept, for a value only shown) or an
         interpolation that does not resolve."""
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
         self.used.add(key)
         try:
             value = OmegaConf.select(

@@ -9,9 +9,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-import tomlkit
 import yaml
-from ruamel.yaml import YAML
 
 
 def is_script(path: Path, text: str) -> bool:
@@ -21,6 +19,8 @@ def is_script(path: Path, text: str) -> bool:
 
 def edit_yaml(text: str, changes: dict[str, Any]) -> str:
     """``text`` (YAML) with each dotted key set to its value, comments and order kept (ruamel.yaml round trip)."""
+    from ruamel.yaml import YAML  # imported where a file is edited, not when the CLI starts
+
     ruamel = YAML()
     ruamel.preserve_quotes = True
     data = ruamel.load(text)
@@ -39,6 +39,8 @@ def edit_yaml(text: str, changes: dict[str, Any]) -> str:
 
 def edit_toml(text: str, changes: dict[str, Any]) -> str:
     """``text`` (TOML) with each dotted key set, comments and order kept (tomlkit)."""
+    import tomlkit
+
     doc = tomlkit.parse(text)
     for key, value in changes.items():
         *parents, leaf = key.split(".")
@@ -94,6 +96,7 @@ def edit_yaml_lines(text: str, changes: dict[str, Any]) -> str:
 
 
 def _set_yaml_line(text: str, parts: list[str], value: Any) -> str:
+    from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
     lines, data = text.splitlines(keepends=True), YAML().load(text)

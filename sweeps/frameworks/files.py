@@ -7,18 +7,17 @@ tomlkit, the script's own lines).
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomlkit
 import yaml
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.frameworks.base import Config, flat_keys
 from sweeps.frameworks.expansion import shown
 from sweeps.frameworks.shell import Script, ScriptError, read_script
+
+if TYPE_CHECKING:  # the config libraries are imported where a file is read, not when the CLI starts
+    from omegaconf import DictConfig
 
 MAX_DEFAULTS_DEPTH = 8  # a config that inherits from itself stops here
 
@@ -34,6 +33,10 @@ def load_mapping(path: Path, depth: int = 0) -> dict[str, Any]:
     """A YAML or TOML file as a nested mapping, its ``defaults:`` (a file, or a list of files and hydra group entries
     ``group@package: option``) loaded first from the file's folder where they exist, then the file merged over them.
     ``${...}`` is left for the trainer's resolution (Config.get). Raises ValueError naming the file."""
+    import tomllib
+
+    from omegaconf import OmegaConf
+
     text = _text(path)
     if path.suffix == ".toml":
         try:
@@ -88,6 +91,9 @@ def _at(package: str, mapping: dict[str, Any]) -> dict[str, Any]:
 def overrides_config(items: list[str]) -> tuple[DictConfig, list[str]]:
     """``key=value`` overrides (hydra's ``+key``/``++key`` too; values read as YAML, as hydra and OmegaConf do) as a
     mapping and the keys they set. Raises ValueError naming an override that is not ``key=value``."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     dotlist = []
     for item in items:
         key, eq, value = item.lstrip("+").partition("=")
@@ -114,13 +120,17 @@ def split_variables(overrides: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def config_of(layers: list[tuple[dict[str, Any] | DictConfig, bool]], source: str, assumed: tuple[str, ...] = ()) -> Config:
     """One Config of the layers merged in order; a layer's keys count as given when its flag says so."""
+    from omegaconf import OmegaConf
+
     merged: Any = OmegaConf.merge(*[OmegaConf.create(layer) if isinstance(layer, dict) else layer for layer, _ in layers])
     given = [k for layer, is_given in layers if is_given for k in flat_keys(_container(layer))]
     return Config(merged, list(dict.fromkeys(given)), source, list(assumed))
 
 
 def _container(layer: dict[str, Any] | DictConfig) -> Any:
-    return OmegaConf.to_container(layer, resolve=False) if isinstance(layer, DictConfig) else layer
+    from omegaconf import OmegaConf
+
+    return layer if isinstance(layer, dict) else OmegaConf.to_container(layer, resolve=False)
 
 
 def script_words(path: Path, launch: re.Pattern[str], variables: dict[str, str]) -> Script:
@@ -134,13 +144,6 @@ def script_words(path: Path, launch: re.Pattern[str], variables: dict[str, str])
         return read_script(text, launch, variables)
     except ScriptError as e:
         raise ValueError(f"{path}: {e}") from None
-
-
-def dump(mapping: dict[str, Any], toml_format: bool = False) -> str:
-    """Settings as a file: TOML (tomlkit) or YAML in block style."""
-    if toml_format:
-        return tomlkit.dumps(nested(mapping))
-    return yaml.safe_dump(nested(mapping), sort_keys=False, default_flow_style=False)
 
 
 def nested(changes: dict[str, Any]) -> dict[str, Any]:

@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
 from sweeps.frameworks.edits import is_script
@@ -41,10 +39,6 @@ from sweeps.frameworks.verl import _first
 RESOLVERS = {  # nemo_rl/utils/config.py's register_omegaconf_resolvers, for ${mul:...} in the configs
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "max": lambda a, b: max(a, b),
 }  # fmt: skip
-with warnings.catch_warnings():  # OmegaConf 2.4 renames it register_resolver; 2.3's register_resolver is another API
-    warnings.simplefilter("ignore", UserWarning)
-    for _name, _resolver in RESOLVERS.items():
-        OmegaConf.register_new_resolver(_name, _resolver, replace=True)
 
 P, L = "grpo.", "loss_fn."
 DEFAULTS = {  # grpo_math_1B.yaml@7ea279a (the config run_grpo.py reads without --config): the keys budget() reads
@@ -105,6 +99,14 @@ REFUSED = {  # key -> (its off value, why groupscale does not train it); absent 
 def load_nemo(path: Path, notes: list[str], depth: int = 0) -> dict[str, Any]:
     """A NeMo-RL YAML with its ``defaults:`` chain merged as NeMo-RL merges it (``_override_`` too), interpolations
     left for later; a parent that is not here is said in ``notes`` (its keys take DEFAULTS). Raises ValueError."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    with warnings.catch_warnings():  # OmegaConf 2.4 renames it register_resolver; 2.3's register_resolver is another API
+        warnings.simplefilter("ignore", UserWarning)
+        for name, resolver in RESOLVERS.items():  # as NeMo-RL's loader registers them, when its file is read
+            OmegaConf.register_new_resolver(name, resolver, replace=True)
+
     try:
         loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # OmegaConf's YAML: 1e-8 is a float
     except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as e:
@@ -127,6 +129,8 @@ def load_nemo(path: Path, notes: list[str], depth: int = 0) -> dict[str, Any]:
 
 def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     """``merge_with_override``: a top-level section of ``child`` marked ``_override_: true`` replaces base's."""
+    from omegaconf import OmegaConf
+
     base = dict(base)
     for key, value in child.items():
         if isinstance(value, dict) and value.pop("_override_", False):

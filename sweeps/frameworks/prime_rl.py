@@ -23,9 +23,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-from omegaconf import OmegaConf
-
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework
 from sweeps.frameworks.edits import edit_toml
 from sweeps.frameworks.files import config_of, flag_words, load_mapping, nested, overrides_config, set_dotted
@@ -88,6 +85,8 @@ def _split(data: dict[str, Any]) -> str | None:
 def _overrides(items: list[str], split: str | None) -> list[tuple[str, Any]]:
     """``key=value`` and prime-rl's flags as (dotted key, value), values read as YAML (``None`` as None); in the
     orchestrator's file of the split form a key outside ``orchestrator.`` and ``trainer.`` is the orchestrator's."""
+    from omegaconf import OmegaConf
+
     values, keys = overrides_config(flag_words(items))
     pairs = [(key, OmegaConf.select(values, key)) for key in keys]
     pairs = [(key, _nones(OmegaConf.to_object(v) if OmegaConf.is_config(v) else v)) for key, v in pairs]
@@ -101,7 +100,7 @@ def _note(config: Config, line: str) -> None:
 
 def _dropped(config: Config, key: str) -> bool:
     """Whether ``--drop KEY`` (``KEY=null``) set ``key`` to nothing."""
-    return key in config.given and OmegaConf.select(config.values, key, default=None) is None
+    return key in config.given and config.get(key, raw=True) is None
 
 
 def _named(config: Config, new: str, *old: str) -> str:
@@ -381,6 +380,8 @@ class PrimeRL(Framework):
     def edit(self, path: Path, text: str, changes: dict[str, Any]) -> str:
         """The TOML with G set where it sets G (tomlkit: comments and layout kept); other keys as edit_toml sets them
         (without ``orchestrator.`` in the split form)."""
+        import tomlkit
+
         doc = tomlkit.parse(text)
         split = _split(doc.unwrap())
         if split == "trainer":
