@@ -119,6 +119,23 @@ class Config:
             )  # fmt: skip
         return value
 
+    def named(self, key: str, names: dict[str, str], default: str | None = None) -> str:
+        """The trainer's name at ``key`` (``default`` when unset) in groupscale's (``names``: trainer's -> ours).
+        Raises Refused naming the names groupscale trains (and, with a default, what --drop measures)."""
+        value = self.get(key, default)
+        if value not in names:
+            drop = "" if default is None else f"; --drop {key} measures G with {default}"
+            ours = ", ".join(dict.fromkeys(names.values()))
+            raise Refused(key, value, f"groupscale trains {', '.join(names)} (as {ours}){drop}")
+        return names[value]
+
+    def first_file(self, key: str) -> str | None:
+        """The first of a data key's files (a list, or a string of one), as the user wrote it."""
+        files = self.get(key, raw=True)
+        if isinstance(files, str):
+            files = re.findall(r"[^\[\]'\", ]+", files) or [files]
+        return shown(str(files[0])) if isinstance(files, list) and files else None
+
     def text(self, key: str) -> str | None:
         """A value only shown to the user (a model or data path) as written (``$HOME/models/x``), None if absent."""
         value = self.get(key, raw=True)
@@ -211,10 +228,10 @@ class Framework:
 
     def words(self, settings: dict[str, Any]) -> list[str]:
         """Settings as its command line takes them, one a line (hydra's ``key=value``; a member may say otherwise)."""
-        return [f"{key}={_word(value)}" for key, value in settings.items()]
+        return [f"{key}={word(value)}" for key, value in settings.items()]
 
 
-def _word(value: Any) -> str:
+def word(value: Any) -> str:
     """A value as hydra and OmegaConf read it back (``True``, ``1e-06``, ``null``)."""
     return "null" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -30,7 +30,6 @@ from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_
 from sweeps.frameworks.edits import is_script
 from sweeps.frameworks.expansion import shown, unknown_in
 from sweeps.frameworks.files import config_of, find_near, load_mapping, nested, overrides_config, script_words, split_variables
-from sweeps.frameworks.verl import _first
 
 A, R = "worker.actor.", "worker.rollout."
 DEFAULTS = {  # the dataclasses' defaults @b44b311 (config.py, actor/config.py, rollout/config.py): the keys budget() reads
@@ -80,7 +79,7 @@ def easyr1_budget(config: Config) -> Budget:
     if dual is not None and dual != DUAL_CLIP:
         raise Refused(A + "clip_ratio_dual", dual, f"a dual clip other than EasyR1's default {DUAL_CLIP:g} (kept as inert) "
                       f"is not in groupscale's PPO-clip loss; --drop {A}clip_ratio_dual measures G without it")  # fmt: skip
-    aggregation = _named(config, A + "loss_avg_mode", LOSS_AVG)
+    aggregation = config.named(A + "loss_avg_mode", LOSS_AVG)
     if aggregation == "seq_mean_token_mean":
         config.assumed.append(
             "loss_avg_mode seq read as seq_mean_token_mean: EasyR1 weights each micro-batch's sequence mean by its share "
@@ -91,7 +90,7 @@ def easyr1_budget(config: Config) -> Budget:
                                       "optimizer steps per generation (rollout_batch_size / global_batch_size)"),
         "inner_steps": config.number(A + "ppo_epochs", minimum=1),
         "loss_aggregation": aggregation,
-        "importance_sampling_level": _named(config, A + "loss_type", LOSS_TYPE),
+        "importance_sampling_level": config.named(A + "loss_type", LOSS_TYPE),
         "advantage": ESTIMATORS[estimator],
         "clip_eps": config.number(A + "clip_ratio_low", kind=float),
         "clip_eps_high": config.number(A + "clip_ratio_high", kind=float),
@@ -103,14 +102,7 @@ def easyr1_budget(config: Config) -> Budget:
     steps = config.number("trainer.max_steps")
     return Budget(group_size, prompts * group_size, grpo, model=config.text(A + "model.model_path"),
                   steps=None if steps is None else steps * grpo["steps_per_generation"],
-                  data=_first(config.get("data.train_files", raw=True) or None))  # fmt: skip
-
-
-def _named(config: Config, key: str, names: dict[str, str]) -> str:
-    value = config.get(key)
-    if value not in names:
-        raise Refused(key, value, f"groupscale trains {', '.join(names)} (as {', '.join(dict.fromkeys(names.values()))})")
-    return names[value]
+                  data=config.first_file("data.train_files"))  # fmt: skip
 
 
 def _kl(config: Config) -> float:

@@ -34,7 +34,6 @@ from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_
 from sweeps.frameworks.edits import is_script
 from sweeps.frameworks.expansion import shown, unknown_in
 from sweeps.frameworks.files import config_of, find_near, nested, overrides_config, script_words, split_variables
-from sweeps.frameworks.verl import _first
 
 RESOLVERS = {  # nemo_rl/utils/config.py's register_omegaconf_resolvers, for ${mul:...} in the configs
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "max": lambda a, b: max(a, b),
@@ -176,9 +175,9 @@ def nemo_budget(config: Config) -> Budget:
         "max_new_tokens": config.number("policy.generation.max_new_tokens"),
     }
     steps = config.number(P + "max_num_steps")
-    data = config.get("data.train.data_path", raw=True) or config.get("data.train.dataset_name", raw=True)
+    data = config.first_file("data.train.data_path") or config.first_file("data.train.dataset_name")
     return Budget(group_size, samples, grpo, model=config.text("policy.model_name"),
-                  steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=_first(data))  # fmt: skip
+                  steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=data)  # fmt: skip
 
 
 def _advantage(config: Config) -> str:

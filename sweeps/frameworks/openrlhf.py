@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
+from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole, word
 from sweeps.frameworks.edits import edit_script, is_script
 from sweeps.frameworks.files import config_of, nested, script_words, split_variables
 
@@ -66,14 +66,14 @@ def flags(words: list[str]) -> dict[str, Any]:
     flag that budget() reads is completed, as argparse does."""
     out: dict[str, Any] = {}
     name = None
-    for word in words:
-        if word.startswith("--"):
-            name, eq, value = word[2:].partition("=")
+    for item in words:
+        if item.startswith("--"):
+            name, eq, value = item[2:].partition("=")
             name = _full(RENAMED.get(name, name))
             out[name] = value if eq else True
         elif name is not None:
             previous = out[name]
-            out[name] = word if previous is True else [*(previous if isinstance(previous, list) else [previous]), word]
+            out[name] = item if previous is True else [*(previous if isinstance(previous, list) else [previous]), item]
     return {k: {"true": True, "false": False}.get(v.lower(), v) if isinstance(v, str) else v for k, v in out.items()}
 
 
@@ -221,7 +221,7 @@ class OpenRLHF(Framework):
         """``--flag value`` lines (a list's values in a row; True: the flag alone)."""
 
         def value(v: Any) -> str:
-            return " ".join(map(_word, v)) if isinstance(v, list) else _word(v)
+            return " ".join(map(word, v)) if isinstance(v, list) else word(v)
 
         return [f"--{k}" if v is True else f"--{k} {value(v)}" for k, v in settings.items() if v is not None and v is not False]
 
@@ -232,7 +232,3 @@ class OpenRLHF(Framework):
         return edit_script(text, self.launch, {
             f"{spelled.get(key, '--' + key)} ": words[key].replace(f"--{key}", spelled.get(key, f"--{key}"), 1) for key in changes
         })  # fmt: skip
-
-
-def _word(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)

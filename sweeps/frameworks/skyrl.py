@@ -30,7 +30,6 @@ from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_
 from sweeps.frameworks.edits import edit_script, is_script
 from sweeps.frameworks.files import config_of, find_near, load_mapping, nested, overrides_config, split_variables
 from sweeps.frameworks.shell import ScriptError, logical_lines, read_script
-from sweeps.frameworks.verl import _first
 
 T, AL, GEN = "trainer.", "trainer.algorithm.", "generator."
 DEFAULTS = {  # config.py@a956457: the keys budget() reads
@@ -112,7 +111,7 @@ def skyrl_budget(config: Config) -> Budget:
                                       "(train_batch_size / policy_mini_batch_size)"),
         "inner_steps": config.number(T + "update_epochs_per_batch", minimum=1),
         "loss_aggregation": _reduction(config),
-        "importance_sampling_level": _named(config, AL + "policy_loss_type", POLICY_LOSS, "regular"),
+        "importance_sampling_level": config.named(AL + "policy_loss_type", POLICY_LOSS, "regular"),
         "advantage": ESTIMATORS.get(estimator) or ("mean_std" if config.get(AL + "grpo_norm_by_std", True) else "mean"),
         "clip_eps": config.number(AL + "eps_clip_low", kind=float),
         "clip_eps_high": config.number(AL + "eps_clip_high", kind=float),
@@ -124,14 +123,7 @@ def skyrl_budget(config: Config) -> Budget:
     steps = config.number(T + "max_training_steps")
     return Budget(group_size, prompts * group_size, grpo, model=config.text(T + "policy.model.path"),
                   steps=None if steps is None else steps * grpo["steps_per_generation"],
-                  data=_first(config.get("data.train_data", raw=True)))  # fmt: skip
-
-
-def _named(config: Config, key: str, names: dict[str, str], default: str) -> str:
-    value = config.get(key, default)
-    if value not in names:
-        raise Refused(key, value, f"groupscale trains {', '.join(names)}; --drop {key} measures G with {default}")
-    return names[value]
+                  data=config.first_file("data.train_data"))  # fmt: skip
 
 
 def _reduction(config: Config) -> str:
@@ -139,7 +131,7 @@ def _reduction(config: Config) -> str:
     if config.get(key) == "token_mean_legacy":
         raise Refused(key, "token_mean_legacy", "averages each micro-batch's token mean, not groupscale's token mean over "
                       f"the optimizer step; --drop {key} measures G with token_mean")  # fmt: skip
-    aggregation = _named(config, key, LOSS_REDUCTION, "token_mean")
+    aggregation = config.named(key, LOSS_REDUCTION, "token_mean")
     if aggregation == "seq_mean_token_sum_norm":
         cap, norm = config.number(GEN + "sampling_params.max_generate_length"), config.number(AL + "max_seq_len")
         if norm != cap:

@@ -22,7 +22,6 @@ from typing import Any
 
 from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
 from sweeps.frameworks.edits import is_script
-from sweeps.frameworks.expansion import shown
 from sweeps.frameworks.files import config_of, load_mapping, nested, overrides_config, script_words, split_variables
 
 A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
@@ -89,8 +88,8 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
             "optimizer steps per generation (train_batch_size / ppo_mini_batch_size)",
         ),
         "inner_steps": config.number(actor + "ppo_epochs", minimum=1),
-        "loss_aggregation": _named(config, actor + "loss_agg_mode", LOSS_AGG),
-        "importance_sampling_level": (level := _named(config, actor + "policy_loss.loss_mode", LOSS_MODE)),
+        "loss_aggregation": config.named(actor + "loss_agg_mode", LOSS_AGG),
+        "importance_sampling_level": (level := config.named(actor + "policy_loss.loss_mode", LOSS_MODE)),
         "advantage": "loo"
         if estimator == "rloo"
         else ("mean_std" if config.get("algorithm.norm_adv_by_std_in_grpo") else "mean"),
@@ -108,18 +107,11 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
             actor + "entropy_coeff", config.get(actor + "entropy_coeff"), "an entropy bonus is not trained by groupscale; set 0"
         )
     generations = config.number("trainer.total_training_steps")
-    data_files = config.get(data + "train_files", raw=True)
     return Budget(
         group_size, prompts * group_size, grpo, model=config.text("actor_rollout_ref.model.path"),
-        steps=None if generations is None else generations * grpo["steps_per_generation"], data=_first(data_files),
+        steps=None if generations is None else generations * grpo["steps_per_generation"],
+        data=config.first_file(data + "train_files"),
     )  # fmt: skip
-
-
-def _named(config: Config, key: str, names: dict[str, str]) -> str:
-    value = config.get(key)
-    if value not in names:
-        raise Refused(key, value, f"groupscale trains {', '.join(names)} (as {', '.join(names.values())})")
-    return names[value]
 
 
 def _kl(config: Config, actor: str) -> float:
@@ -130,13 +122,6 @@ def _kl(config: Config, actor: str) -> float:
             actor + "kl_loss_type", config.get(actor + "kl_loss_type"), "groupscale's KL is k3; allowed: low_var_kl, k3"
         )
     return config.number(actor + "kl_loss_coef", kind=float)
-
-
-def _first(files: Any) -> str | None:
-    """The first of a data key's files (a list, or a string of one), as the user wrote it."""
-    if isinstance(files, str):
-        files = re.findall(r"[^\[\]'\", ]+", files) or [files]
-    return shown(str(files[0])) if isinstance(files, list) and files else None
 
 
 def verl_settings(group_size: int, samples_per_step: int, grpo: dict[str, Any]) -> dict[str, Any]:
