@@ -9,7 +9,7 @@ from typing import Any
 
 from sweeps.frameworks.base import FRAMEWORKS, Budget, Config, Framework, Refused
 from sweeps.frameworks.edits import is_script
-from sweeps.frameworks.files import load_mapping
+from sweeps.frameworks.files import load_mapping, nested
 from sweeps.spec import valid_group_sizes
 
 SHOWN = 6  # keys named per group of notes; the rest are counted
@@ -44,7 +44,7 @@ def read_budget(framework: Framework, path: Path, overrides: list[str]) -> tuple
     """The file read as ``framework``'s (a config file must look like one: Framework.recognises), its budget, checked
     (Budget.check). Raises ValueError (Refused too) naming what is wrong."""
     config = framework.read(path, overrides)
-    if not _is_script(path) and not _recognised(framework, path):
+    if not _is_script(path) and not framework.recognises(_given(config)):
         raise ValueError(f"not {framework.title}'s config or run script (spec from-{framework.name} reads {framework.files})")
     budget = framework.budget(config)
     budget.check()
@@ -58,11 +58,11 @@ def _is_script(path: Path) -> bool:
         return False
 
 
-def _recognised(framework: Framework, path: Path) -> bool:
-    try:
-        return framework.recognises(load_mapping(path))
-    except ValueError:  # a file only this member reads (prime-rl's split form, a NeMo-RL defaults chain): its read said
-        return True
+def _given(config: Config) -> dict[str, Any]:
+    """What the file and the overrides set, as one mapping of their written values (the file is not read again)."""
+    from omegaconf import OmegaConf
+
+    return nested({key: OmegaConf.select(config.values, key, throw_on_resolution_failure=False) for key in config.given})
 
 
 def default_group_sizes(budget: Budget) -> list[int]:
