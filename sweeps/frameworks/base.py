@@ -145,23 +145,22 @@ class Config:
         """``get`` as an int (or ``kind``), from a string too, as the trainer's parser reads it (ASCII digits only);
         with ``minimum``, required and at least that. Raises Refused if not."""
         value = self.get(key, default)
-        if value is None and minimum is not None:
-            raise Refused(key, value, f"must be a number >= {minimum:g}")
         if value is None:
-            return None
-        if minimum is not None:
-            number = self.number(key, default, kind)
-            if number < minimum:
+            if minimum is not None:
                 raise Refused(key, value, f"must be a number >= {minimum:g}")
-            return number
+            return None
+        what = "whole number" if kind is int else "number"
         if isinstance(value, str) and not re.fullmatch(r"[\s+\-.0-9eE]*(inf|nan)?\s*", value, re.I):
-            raise Refused(key, value, f"is not a {'whole number' if kind is int else 'number'}")
+            raise Refused(key, value, f"is not a {what}")
         try:
             if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
-            return kind(value) if isinstance(value, (int, float)) else kind(str(value).strip())
+            number = kind(value) if isinstance(value, (int, float)) else kind(str(value).strip())
         except ValueError:
-            raise Refused(key, value, f"is not a {'whole number' if kind is int else 'number'}") from None
+            raise Refused(key, value, f"is not a {what}") from None
+        if minimum is not None and number < minimum:
+            raise Refused(key, value, f"must be a number >= {minimum:g}")
+        return number
 
 
 def flat_keys(mapping: Any, prefix: str = "") -> list[str]:
