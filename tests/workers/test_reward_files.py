@@ -253,18 +253,33 @@ def test_a_file_taken_out_of_its_package_says_to_keep_it_in_the_package(tmp_path
         RewardProcess([{"function": f"{tmp_path / 'accuracy.py'}:accuracy_reward"}])
 
 
-def test_a_reward_folder_that_would_hide_an_installed_package_is_named(tmp_path):
-    """verl's math_verify.py beside a scorer in a plain folder: with the folder first on sys.path, math_verify (the
-    built-in's package, and any reward's) was this file for every reward of the trial ("cannot import name 'parse'")."""
+def test_a_verl_scorer_folder_is_refused_only_when_a_scorer_imports_the_name_it_hides(tmp_path):
+    """verl's reward_score folder: its math_verify.py (which imports the math-verify package) beside scorers that never
+    import it was refused; now only a scorer that imports math_verify (itself, or through a module of the folder) is,
+    and the folder goes after the installed packages, so the built-in math_verify still gets the package."""
     (tmp_path / "math_verify.py").write_text(
-        "from math_verify import parse, verify\n\ndef compute_score(solution_str, ground_truth):\n    return 0.0\n"
+        "from math_verify import parse, verify\n\ndef compute_score(model_output, ground_truth):\n    return 0.0\n"
     )
-    (tmp_path / "score.py").write_text("def r(completions, **kw):\n    return [0.0] * len(completions)\n")
-    rewards = [{"function": f"{tmp_path / 'score.py'}:r"}, {"name": "math_verify", "answer_column": "solution"}]
-    with pytest.raises(RewardError, match=r"math_verify in .* has the name of an installed package, which every reward"):
-        RewardProcess(rewards)
+    (tmp_path / "gsm8k.py").write_text("import re\n\ndef compute_score(solution_str, ground_truth):\n    return 0.0\n")
+    (tmp_path / "dispatch.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth):\n    from . import gsm8k\n"
+        "    return gsm8k.compute_score(solution_str, ground_truth)\n"
+    )
+    (tmp_path / "uses_math.py").write_text("def r(completions, **kw):\n    from . import math_verify  # noqa\n    return []\n")
+    (tmp_path / "direct.py").write_text("from math_verify import parse  # noqa\n\ndef r(completions, **kw):\n    return []\n")
+    builtin = {"name": "math_verify", "answer_column": "solution"}
+    scored = _score(
+        [{"function": f"{tmp_path / 'gsm8k.py'}:compute_score", "convention": "verl", "answer_column": "solution"},
+         {"function": f"{tmp_path / 'dispatch.py'}:compute_score", "convention": "verl", "answer_column": "solution"},
+         builtin],
+        TEXTS, SOLUTIONS, data_source="openai/gsm8k",
+    )  # fmt: skip
+    assert scored.per_function["math_verify"].tolist() == [1.0, 0.0, 0.0]  # the package, not the folder's file
+    for name in ("uses_math.py", "direct.py"):
+        with pytest.raises(RewardError, match=rf"math_verify in .* has the name of an installed package, and {name} imports"):
+            RewardProcess([{"function": f"{tmp_path / name}:r"}, builtin])
     (tmp_path / "__init__.py").write_text("")  # a package folder: its files are imported as the package's
-    RewardProcess(rewards).close()
+    RewardProcess([{"function": f"{tmp_path / 'direct.py'}:r"}]).close()
 
 
 def test_verls_batched_scorer_is_named_as_the_convention_groupscale_does_not_call(tmp_path):

@@ -81,23 +81,34 @@ def shadowed(folder: Path) -> list[str]:
     return sorted(n for n in names if n.isidentifier() and importlib.machinery.PathFinder.find_spec(n, installed))
 
 
-def _first_on_path(folder: Path, own: str | None = None) -> None:
-    """Put ``folder`` first on sys.path (``own``: the reward file's package, which load_module checks itself).
+def _first_on_path(folder: Path, own: str | None = None, file: Path | None = None) -> None:
+    """Put ``folder`` on sys.path (``own``: the reward file's package, which load_module checks itself): first, or
+    after the installed packages when a module of the folder has an installed package's name (``shadowed``) that
+    ``file`` does not import, so that the name keeps meaning the package for every reward of the trial (verl's
+    reward_score folder: its ``math_verify.py`` beside a ``gsm8k.py`` that never imports it).
 
     Raises:
-        ImportError: another module of the folder has the name of an installed package (``shadowed``).
+        ImportError: ``file``, or a module of the folder it imports, imports such a name (workers.rewards.imports):
+            it would get one of the two in place of the other.
     """
-    hidden = [name for name in shadowed(folder) if name != own]
+    from workers.rewards.imports import imported_names
+
+    shadows = [name for name in shadowed(folder) if name != own]
+    hidden = sorted(set(shadows) & imported_names(file, folder)) if shadows and file is not None else shadows
     if hidden:
         raise ImportError(
-            f"{', '.join(hidden)} in {folder} has the name of an installed package, which every reward of the trial "
-            "would then import from this folder instead; rename it, or put the reward files in a package folder "
-            "(an __init__.py beside them), where they hide nothing"
+            f"{', '.join(hidden)} in {folder} has the name of an installed package, and {getattr(file, 'name', 'a reward')} "
+            "imports that name (itself or through a module of the folder), so which of the two it gets depends on the "
+            "order of sys.path; rename the file, or put the reward files in a package folder (an __init__.py beside "
+            "them) and import it package-relatively (from . import NAME)"
         )
     entry = str(folder)
     if entry in sys.path:
         sys.path.remove(entry)
-    sys.path.insert(0, entry)
+    if shadows:
+        sys.path.append(entry)
+    else:
+        sys.path.insert(0, entry)
     importlib.invalidate_caches()
 
 
@@ -111,7 +122,7 @@ def load_module(file: str | Path) -> types.ModuleType:
     path = Path(file).resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     root, package = _package_of(path)
-    _first_on_path(root, package[0] if package else None)
+    _first_on_path(root, package[0] if package else None, path)
     if package:
         top = importlib.import_module(package[0])
         where = Path(getattr(top, "__file__", None) or "").resolve().parent
