@@ -72,7 +72,8 @@ MEASURE: dict[str, str] = {
 }
 PREFIXES: dict[str, str] = {
     "reward/": "each reward term's mean per step (reward/<file stem>.<function>)",
-    "reward_log/": "what reward functions logged with TRL's log_metric",
+    "reward_log/": "what reward functions logged with TRL's log_metric (numeric_match.unreadable_references: the step's "
+    "references numeric_match could not read as a number, scored 0)",
     "system/": "MLflow's system metrics (CPU, memory, disk, network, GPU) every 5 s",
 }
 

@@ -342,6 +342,17 @@ def test_numeric_match_refuses_a_reference_it_cannot_compare_without_showing_it(
     assert answer not in str(e.value)
 
 
+def test_a_reference_numeric_match_cannot_read_scores_0_and_is_counted_in_the_step(caplog):
+    """A MATH row's \\sqrt{2} past the rows the submit check read raised ValueError and killed the trial."""
+    terms = build_terms([{"name": "numeric_match", "answer_column": "a"}])
+    answers = [r"\sqrt{2}", "7", r"\boxed{2\pi}", "7"]
+    with caplog.at_level("WARNING", logger="groupscale.rewards"):
+        got = compute_rewards(terms, {"completions": [r"\boxed{2}", "#### 7", "0", "#### 8"], "a": answers}, 4)
+    assert got.rewards.tolist() == [0.0, 1.0, 0.0, 0.0] and got.logged == {"numeric_match.unreadable_references": 2.0}
+    assert "2 references in column 'a' are not a number" in caplog.text and "sqrt" not in caplog.text
+    assert compute_rewards(terms, {"completions": ["7"], "a": ["7"]}, 1).logged == {}  # nothing met: nothing logged
+
+
 @pytest.mark.parametrize(
     ("answer", "accepted"),
     [

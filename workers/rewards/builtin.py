@@ -2,7 +2,8 @@
 
 Spec ``{name: ..., answer_column: ...}``: ``exact_match`` (stripped text equals the answer),
 ``numeric_match`` (the final answer, after the last ``####``, else in the last ``\\boxed{}``, else the last
-number, read whole as one number or fraction; a reference it cannot read so is an error, not a silent 0 or 1)
+number, read whole as one number or fraction; a reference it cannot read so raises UnreadableReference, which a
+dataset task's term scores 0 and counts, workers.rewards.terms)
 and ``math_verify`` (the ``math-verify`` package, an optional extra, with its default signal-based timeouts:
 it runs in the reward process's main thread, workers.rewards.process). A reference stored as datasets store it
 (accepted_answers: a JSON list of accepted answers, a ``{"ground_truth": ...}`` object) scores 1 when any answer it
@@ -110,20 +111,34 @@ def exact_match(completion: str, answer: str) -> float:
     return 1.0 if completion.strip() == str(answer).strip() else 0.0
 
 
+class UnreadableReference(ValueError):
+    """numeric_match's reference answer does not state one plain number or fraction (the message shows no data)."""
+
+
+def reference_number(answer: Any) -> float | None:
+    """The number a reference answer states (its final answer when it holds ``####`` or ``\\boxed{}``, read by
+    ``as_number``), or None (a root, pi, an interval, several numbers, other LaTeX)."""
+    reference = str(answer)
+    return as_number(final_answer(reference) if _HASHES in reference or last_boxed(reference) is not None else reference)
+
+
+def numbers_unread(answer: Any) -> bool:
+    """Whether numeric_match cannot read a reference (one of the answers it accepts is not a number: it would raise)."""
+    return any(reference_number(a) is None for a in accepted_answers(answer))
+
+
 @_any_accepted
 def numeric_match(completion: str, answer: str) -> float:
-    """1 when the completion's final answer (``final_answer``) states the number ``answer`` states (``as_number``;
+    """1 when the completion's final answer (``final_answer``) states the number ``answer`` states (``reference_number``;
     relative tolerance 1e-6), else 0 (a completion whose final answer is not one plain number scores 0).
 
     Raises:
-        ValueError: ``answer`` does not state one plain number or fraction (MATH's roots, pi, intervals,
+        UnreadableReference: ``answer`` does not state one plain number or fraction (MATH's roots, pi, intervals,
             expressions): math_verify compares those. The message does not show the answer (data stays private).
     """
-    reference = str(answer)
-    stated = final_answer(reference) if _HASHES in reference or last_boxed(reference) is not None else reference
-    want = as_number(stated)
+    want = reference_number(answer)
     if want is None:
-        raise ValueError(
+        raise UnreadableReference(
             "numeric_match compares numbers and fractions, and a reference answer is not one (a root, pi, an "
             "interval, several numbers or other LaTeX); use math_verify for MATH-style answers"
         )

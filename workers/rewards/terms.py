@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import math
 import re
 from collections import defaultdict
@@ -24,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from workers.data import lookup
-from workers.rewards.builtin import BUILTIN_REWARDS, text_of
+from workers.rewards.builtin import BUILTIN_REWARDS, UnreadableReference, text_of
 
+log = logging.getLogger("groupscale.rewards")
 # Keyword arguments TRL's trainer sets itself; a dataset column of the same name does not replace them.
 TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
 _KEY_CHARS = re.compile(r"[^A-Za-z0-9_.\- ]")  # MLflow metric keys: alphanumerics, _ - . space (and /, kept as separator)
@@ -111,14 +113,30 @@ def term_names(specs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def builtin_function(name: str, answer_column: str) -> Callable[..., list[float]]:
     """A built-in as a TRL-style function of (completions, <answer_column>); a dotted answer_column reads a
-    nested column (``reward_model.ground_truth``)."""
+    nested column (``reward_model.ground_truth``). A reference numeric_match cannot read (UnreadableReference)
+    scores 0 and is counted: ``log_metric("<name>.unreadable_references", count)`` on a call that met one (the step's
+    ``reward_log/`` metric) and a warning, the first time, that shows no data."""
     if name not in BUILTIN_REWARDS:
         raise ValueError(f"unknown reward {name!r}; valid: {', '.join(BUILTIN_REWARDS)}")
     score = BUILTIN_REWARDS[name]
+    warned = False
 
-    def reward(completions: list[Any], **columns: Any) -> list[float]:
+    def reward(completions: list[Any], log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float]:
+        nonlocal warned
         answers = column_values(columns, answer_column, len(completions))
-        return [score(text_of(c), str(a)) for c, a in zip(completions, answers)]
+        scores, unread = [], 0
+        for c, a in zip(completions, answers):
+            try:
+                scores.append(score(text_of(c), str(a)))
+            except UnreadableReference:  # one row's reference: a 0 for it, not a failed trial
+                scores.append(0.0)
+                unread += 1
+        if unread and log_metric is not None:
+            log_metric(f"{name}.unreadable_references", float(unread))
+        if unread and not warned:
+            warned = True
+            log.warning("%s: %d references in column %r are not a number; they score 0", name, unread, answer_column)
+        return scores
 
     reward.__name__ = name
     return reward
