@@ -19,6 +19,7 @@ from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec, ResourcesSpec, S
 from workers.entry import (
     DatasetError,
     answer_paths,
+    check_answers_here,
     check_rewards_task,
     check_rows,
     load_rows,
@@ -138,8 +139,10 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
     is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Cluster.run_task).
 
     Raises:
-        SpecError: a reward cannot be imported (a missing package named with its pip command), its factory
-            fails, it has a wrong signature or return shape, or the check took longer than REWARD_CHECK_S.
+        SpecError: a reward cannot be imported (a missing package named with its pip command and the row that
+            reached it), its factory fails, it has a wrong signature or return shape, it scores no checked row's
+            reference answer (a built-in's, a verl scorer's: workers.rewards.reference), or the check took longer
+            than REWARD_CHECK_S.
     """
     task = spec.task
     if task.name != "dataset" or not needs_process([r.model_dump() for r in task.rewards]):
@@ -162,8 +165,8 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
             if index is None
             else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
         )
-        checked = "checked on the data's first rows, one of each data_source, with placeholder completions"
-        raise SpecError(loc, f"{failure['message']} ({checked})")
+        called = failure.get("with", "placeholder completions")
+        raise SpecError(loc, f"{failure['message']} (checked on the data's first rows, one of each data_source, with {called})")
 
 
 ENGINE_CHECK_S = 120.0  # an engine's check at submit on the cluster (engine trl: importing TRL, building its GRPOConfig)
@@ -237,6 +240,7 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
             raise SpecError(loc, f"{path[:200]!r}: {e}") from None
         sizes[field] = len(rows)
         warnings += leaked_answers(rows, task.prompt_column, f"task.{field}")
+        check_answers(task, rows, field)
     if task.eval_path is None:
         n_eval = round((task.eval_fraction or DEFAULT_EVAL_FRACTION) * sizes["path"])
         if sizes["path"] < 2 or n_eval < 1 or n_eval >= sizes["path"]:
@@ -247,6 +251,14 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
                 "eval_path",
             )
     return warnings
+
+
+def check_answers(task: DatasetTaskSpec, rows: list[dict[str, Any]], field: str) -> None:
+    """The built-ins that run here read the file's reference answers: numeric_match each sampled one as a number, and
+    each scores a checked row's reference (workers.entry.check_answers_here). Raises SpecError at the reward."""
+    failure = check_answers_here([r.model_dump() for r in task.rewards], rows, task.prompt_column)
+    if failure is not None:
+        raise SpecError(("task", "rewards", failure["index"], "name"), f"{failure['message']} (task.{field})")
 
 
 def leaked_answers(rows: list[dict[str, Any]], column: str, where: str) -> list[str]:

@@ -85,34 +85,37 @@ def check_trl_task(spec: dict[str, Any], cache_dir: str) -> dict[str, Any] | Non
 
 
 PLACEHOLDER_COMPLETION = "The answer is \\boxed{0}. #### 0"  # what the reward check scores (the common answer formats)
-PLACEHOLDER_IDS = [1, 2, 3]  # its token ids, for rewards that read completion_ids (lengths)
 
 
 def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 1) -> dict[str, Any] | None:
     """Import a dataset task's reward functions and call each on the first two rows of its data and the first of each
-    other ``data_source`` (checked_rows) with placeholder completions, in a reward process (workers.rewards.process),
-    as a trial would: run at submit on a Ray worker,
-    where user code may run.
+    other ``data_source`` (checked_indices) with placeholder completions, then with completions that hold each row's
+    reference answer (workers.rewards.reference: a built-in or verl scorer must score one positively; a TRL-convention
+    function is not tried, as which column holds its answer is not known), in a reward process
+    (workers.rewards.process), as a trial would: run at submit on a Ray worker, where user code may run.
 
     Args:
         task: the DatasetTaskSpec's fields.
         timeout_s: how long the loading and the calls may take together.
         max_steps: the trials' T, for ``trainer_state`` (the check is a trial's first batch: global_step 0).
     Returns:
-        None when every reward loads and returns one number (or None) per completion; else ``{"index": i or None,
-        "message": ...}`` naming the reward and the cause (an import error with the pip command of a missing
-        package, a factory's error, a wrong signature, a wrong return shape, a timeout).
+        None when every reward loads and returns one number (or None) per completion and scores a reference; else
+        ``{"index": i or None, "message": ..., "with": the completions it was called with}`` naming the reward and the
+        cause (an import error with the pip command of a missing package and the row that reached it, a factory's
+        error, a wrong signature, a wrong return shape, no reference scored, a timeout).
     """
     from workers.data import is_conversational
     from workers.rewards import RewardError, TrainerState, trl_kwargs
     from workers.rewards.process import RewardProcess, RewardTimeout
+    from workers.rewards.reference import PLACEHOLDER_IDS
 
     start = time.monotonic()
     try:
-        rows = checked_rows(load_rows(task["path"], task.get("split")))
+        data = load_rows(task["path"], task.get("split"))
     except DatasetError as e:
         return {"index": None, "message": f"the Ray workers cannot read the data: {e}"}
-    column = task.get("prompt_column") or "prompt"
+    at = checked_indices(data)
+    rows, column, state = [data[i] for i in at], task.get("prompt_column") or "prompt", TrainerState(0, max_steps)
     prompts = [row[column] for row in rows]
     kwargs = trl_kwargs(
         prompts,
@@ -120,34 +123,66 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
         [PLACEHOLDER_IDS] * len(rows),
         [{k: v for k, v in row.items() if k != column} for row in rows],
         is_conversational(prompts[0]),
-        TrainerState(global_step=0, max_steps=max_steps),
+        state,
     )
+    called = "placeholder completions"
     try:
         process = RewardProcess(task["rewards"], timeout_s=timeout_s)
         try:
-            failure = process.check(kwargs, len(rows), timeout_s=max(1.0, timeout_s - (time.monotonic() - start)))
+            failure = process.check(kwargs, len(rows), max(1.0, timeout_s - (time.monotonic() - start)), at)
+            if failure is None:
+                called = "completions that hold each row's reference answer in the common answer formats"
+                failure = process.references(rows, column, state, max(1.0, timeout_s - (time.monotonic() - start)))
         finally:
             process.close()
     except RewardTimeout:
         failure = RewardError(f"the reward functions were not loaded and called on {len(rows)} rows within {timeout_s:g} s")
     except RewardError as e:
         failure = e
+    return None if failure is None else {"index": failure.index, "message": str(failure), "with": called}
+
+
+def check_answers_here(rewards: list[dict[str, Any]], rows: list[dict[str, Any]], prompt_column: str) -> dict[str, Any] | None:
+    """The checks of the reference answers that the controller runs itself, on the built-ins that run anywhere (our
+    code: exact_match, numeric_match; math_verify and users' functions are checked on the cluster, check_rewards_task):
+    numeric_match reads the references sampled over the whole file as numbers (workers.rewards.reference
+    .unreadable_numbers), and each scores the checked rows' reference answers (reference_failure).
+
+    Returns:
+        None, or ``{"index": i, "message": ...}`` (the message shows no data but the first reference's short repr).
+    """
+    from workers.rewards.loading import build_terms
+    from workers.rewards.reference import reference_failure, unreadable_numbers
+
+    here = [(i, r) for i, r in enumerate(rewards) if r.get("name") and not needs_process([r])]
+    for i, r in here:
+        column = r.get("answer_column") or "answer"
+        if r["name"] == "numeric_match" and (found := unreadable_numbers(rows, column))[0]:
+            return {
+                "index": i,
+                "message": f"numeric_match reads each reference answer as one number or fraction, and {found[0]} of the "
+                f"{found[1]} references sampled over the file in {column!r} are not (the first: row {found[2]}); "
+                "use math_verify for MATH-style answers (roots, pi, intervals, expressions)",
+            }
+    checked = [rows[k] for k in checked_indices(rows)]
+    entries = [r for _, r in here]
+    failure = reference_failure(build_terms(entries), entries, checked, prompt_column, [i for i, _ in here])
     return None if failure is None else {"index": failure.index, "message": str(failure)}
 
 
 CHECKED_SOURCES = 16  # the reward check reads the first row of at most this many data_source values
 
 
-def checked_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def checked_indices(rows: list[dict[str, Any]]) -> list[int]:
     """The rows the reward check scores: the first two, and the first row of each other ``data_source`` (verl's
     column: a dispatcher scores each source with its own scorer, whose imports the first rows may never reach)."""
-    picked, sources = list(rows[:2]), {row.get("data_source") for row in rows[:2]}
-    for row in rows[2:]:
+    picked, sources = list(range(min(2, len(rows)))), {row.get("data_source") for row in rows[:2]}
+    for i in range(2, len(rows)):
         if len(sources) >= CHECKED_SOURCES + 2:
             break
-        if row.get("data_source") not in sources:
-            sources.add(row.get("data_source"))
-            picked.append(row)
+        if rows[i].get("data_source") not in sources:
+            sources.add(rows[i].get("data_source"))
+            picked.append(i)
     return picked
 
 

@@ -138,6 +138,24 @@ def test_missing_columns_and_empty_splits_name_the_field(tmp_path, roots):
         assert loc == ["body", "task", "eval_fraction"] and "5 rows" in msg
 
 
+def test_numeric_match_on_references_that_are_not_numbers_is_refused_at_the_reward(tmp_path, roots):
+    data, rewards = roots
+    rows = [{"prompt": f"q{i}", "solution": str(i) if i < 50 else r"\frac{\pi}{2}"} for i in range(60)]
+    Dataset.from_list(rows).to_parquet(str(data / "math.parquet"))
+    spec = _spec(data, rewards, path=str(data / "math.parquet"))
+    spec["task"]["rewards"] = [
+        {"name": "exact_match", "answer_column": "solution"},
+        {"name": "numeric_match", "answer_column": "solution"},
+    ]
+    with _client(tmp_path, reward_root=rewards) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+    assert loc == ["body", "task", "rewards", 1, "name"] and "10 of the 60 references" in msg and "row 50" in msg
+    assert (
+        msg.endswith("use math_verify for MATH-style answers (roots, pi, intervals, expressions) (task.path)")
+        and "pi}" not in msg
+    )
+
+
 def test_math_verify_is_refused_with_the_install_hint_when_missing(tmp_path, roots, monkeypatch):
     import service.preflight
 

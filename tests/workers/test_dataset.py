@@ -13,6 +13,7 @@ from datasets import Dataset, DatasetDict
 from workers.data import DatasetError, check_rows, load_rows
 from workers.rewards import RewardError, TrainerState, compute_rewards, final_answer, numeric_match
 from workers.rewards.loading import build_terms
+from workers.rewards.terms import WeightedReward
 from workers.tasks import make_task
 
 ROWS = [{"prompt": f"What is {i} + {i}?", "solution": str(2 * i), "level": i % 3} for i in range(12)]
@@ -351,6 +352,37 @@ def test_a_reference_numeric_match_cannot_read_scores_0_and_is_counted_in_the_st
     assert got.rewards.tolist() == [0.0, 1.0, 0.0, 0.0] and got.logged == {"numeric_match.unreadable_references": 2.0}
     assert "2 references in column 'a' are not a number" in caplog.text and "sqrt" not in caplog.text
     assert compute_rewards(terms, {"completions": ["7"], "a": ["7"]}, 1).logged == {}  # nothing met: nothing logged
+
+
+def test_the_submit_check_reads_numeric_match_references_over_the_whole_file():
+    """The first rows held numbers and a later one \\sqrt{2}: the check passed and the trial failed on it; now a sample
+    spread over the file is read, and the refusal names the count and a row, not the data."""
+    from workers.entry import check_answers_here
+
+    rows = [{"prompt": f"q{i}", "answer": str(i), "data_source": "gsm8k"} for i in range(3000)]
+    for i in range(2400, 2410):
+        rows[i]["answer"] = r"\sqrt{2}"
+    rewards = [{"name": "exact_match"}, {"name": "numeric_match", "weight": 0.5}]
+    failure = check_answers_here(rewards, rows, "prompt")
+    assert (
+        failure["index"] == 1 and "and 3 of the 1000 references sampled over the file in 'answer' are not" in failure["message"]
+    )
+    assert re.search(r"\(the first: row 24\d\d\)", failure["message"]) and "sqrt" not in failure["message"]
+    assert check_answers_here(rewards, rows[:2000], "prompt") is None
+    assert check_answers_here([{"name": "exact_match"}], rows, "prompt") is None  # exact_match reads any text
+
+
+def test_a_reference_answer_is_written_in_the_common_formats_and_one_must_score():
+    from workers.rewards.reference import reference_answer, reference_failure
+
+    assert [reference_answer(r) for r in ('["19", "19.0"]', {"ground_truth": "7"}, 42, None)] == ["19", "7", "42", None]
+    assert reference_answer({"target": 24, "numbers": [3, 8]}) is None and reference_answer('{"target": 24}') is None
+    rows = [{"prompt": "q", "a": '["19", "19.0"]'}, {"prompt": "q", "a": "#### 1,000"}]
+    entries = [{"name": "exact_match", "answer_column": "a"}, {"name": "numeric_match", "answer_column": "a"}]
+    assert reference_failure(build_terms(entries), entries, rows, "prompt") is None
+    zero = WeightedReward("exact_match", "exact_match", 1.0, lambda completions, **kw: [0.0] * len(completions))
+    failure = reference_failure([zero], entries[:1], rows, "prompt", positions=[3])
+    assert failure.index == 3 and """it read 'a' (the first: '["19", "19.0"]') and scored""" in str(failure)
 
 
 @pytest.mark.parametrize(

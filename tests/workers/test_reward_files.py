@@ -13,7 +13,7 @@ import pytest
 from mlflow.utils.validation import _validate_metric_name
 
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
-from workers.entry import check_rewards_task, checked_rows
+from workers.entry import check_rewards_task, checked_indices
 from workers.rewards import RewardError, TrainerState, trl_kwargs
 from workers.rewards.loading import load_function
 from workers.rewards.process import RewardProcess
@@ -72,8 +72,11 @@ def test_a_factory_is_called_once_with_its_kwargs_and_its_result_is_the_reward()
     assert got.per_function["factories.get_bonus"].tolist() == [0.125] * 3
     assert got.per_function["uses_trl.get_soft_overlong_punishment"].tolist() == [0.0, 0.0, -1.0]  # TRL's own factory
     # without kwargs a factory is called as a reward, as TRL would call it: the check says so
-    failure = RewardProcess([specs[0] | {"kwargs": None}]).check(_chat_kwargs(TEXTS, SOLUTIONS), 3)
+    failure = RewardProcess([specs[0] | {"kwargs": None, "convention": "trl"}]).check(_chat_kwargs(TEXTS, SOLUTIONS), 3)
     assert failure is not None and "unexpected keyword argument" in str(failure) and failure.index == 0
+    # under convention auto it takes no convention's arguments: refused naming them and the signature it has
+    with pytest.raises(RewardError, match=r"none of the reward conventions \(openrlhf: .*trl: .*get_length_penalty\(max_len"):
+        RewardProcess([specs[0] | {"kwargs": None}])
 
 
 def test_async_rewards_are_awaited_together_with_the_others():
@@ -200,7 +203,7 @@ def test_a_reward_that_prints_does_not_disturb_the_process(tmp_path, capfd):
             "ModuleNotFoundError: No module named 'groupscale_not_a_real_package' "
             "(pip install groupscale-not-a-real-package on every Ray worker)",
         ),
-        ({"function": f"{BROKEN / 'wrong.py'}:one_argument"}, 0, "wrong.py:one_argument raised TypeError"),
+        ({"function": f"{BROKEN / 'wrong.py'}:one_argument", "convention": "trl"}, 0, "wrong.py:one_argument raised TypeError"),
         ({"function": f"{BROKEN / 'wrong.py'}:a_number"}, 0, "returned a float, not a list of 2 floats"),
         ({"function": f"{BROKEN / 'wrong.py'}:too_few"}, 0, "returned 1 values for 2 completions"),
         ({"function": f"{BROKEN / 'wrong.py'}:get_reward", "kwargs": {"scale": 3}}, 0, "ValueError: scale 3 is not allowed"),
@@ -231,7 +234,11 @@ def test_the_check_gives_up_on_a_reward_that_hangs(tmp_path):
     failure = check_rewards_task(
         {"name": "dataset", "path": str(path), "rewards": [{"function": f"{tmp_path / 'slow.py'}:r"}]}, 3
     )
-    assert failure == {"index": None, "message": "the reward functions were not loaded and called on 2 rows within 3 s"}
+    assert failure == {
+        "index": None,
+        "message": "the reward functions were not loaded and called on 2 rows within 3 s",
+        "with": "placeholder completions",
+    }
     assert time.monotonic() - start < 15
 
 
@@ -308,8 +315,13 @@ def test_the_check_at_submit_reaches_every_data_source(tmp_path):
     task = {"name": "dataset", "path": str(path), "rewards": [{"function": f"{tmp_path / 'dispatch.py'}:compute_score",
                                                              "convention": "verl"}]}  # fmt: skip
     failure = check_rewards_task(task, timeout_s=50)
-    assert failure is not None and "groupscale_not_a_real_latex_package" in failure["message"], failure
-    assert [r["data_source"] for r in checked_rows(rows)] == ["openai/gsm8k"] * 2 + ["AI-MO/NuminaMath-CoT"]
+    assert failure is not None and "No module named 'groupscale_not_a_real_latex_package' (pip install " in failure["message"]
+    assert (
+        "groupscale-not-a-real-latex-package on every Ray worker) (reached on row 4 of the data, data_source "
+        in failure["message"]
+    )
+    assert failure["message"].endswith("data_source 'AI-MO/NuminaMath-CoT')"), failure
+    assert [rows[i]["data_source"] for i in checked_indices(rows)] == ["openai/gsm8k"] * 2 + ["AI-MO/NuminaMath-CoT"]
 
 
 COUNTDOWN = '''\
@@ -349,3 +361,58 @@ def test_a_tinyzero_scorer_gets_the_prompt_and_the_response_together(tmp_path):
         want = want if truths[2]["numbers"][0] * truths[2]["numbers"][1] != truths[2]["target"] else want[:2] + [1.0]
         assert task.score(problems, texts).per_function["countdown.compute_score"].tolist() == want, solution_str
         task.close()
+
+
+MULTIPLY = '''\
+import re
+
+
+def compute_score(solution_str, ground_truth, method="strict", format_score=0.1, score=1.0):
+    """TinyZero's multiply scorer (verl/utils/reward_score/multiply.py), without its random prints."""
+    if "Assistant:" not in solution_str:
+        return 0
+    found = re.findall(r"<answer>(.*?)</answer>", solution_str.split("Assistant:", 1)[1])
+    try:
+        answer = int(found[-1].strip()) if found else None
+    except ValueError:
+        answer = None
+    if answer is None:
+        return 0
+    return score if answer == int(ground_truth) else format_score
+'''
+
+
+def test_the_check_at_submit_scores_each_rows_reference_answer(tmp_path):
+    """TinyZero's multiply scorer reads the answer after "Assistant:", which is in the prompt: with solution_str
+    response it scores even the reference 0, and the check says which solution_str scores it; a scorer that scores
+    nothing is named with the column it read; countdown's {target, numbers} holds no answer to write, so it is skipped."""
+    (tmp_path / "multiply.py").write_text(MULTIPLY)
+    (tmp_path / "countdown.py").write_text(COUNTDOWN)
+    (tmp_path / "never.py").write_text("def compute_score(solution_str, ground_truth):\n    return 0.0\n")
+    prompt = "User: Give me the answer of {a} * {b}; return it in <answer> </answer> tags. Assistant: Let me solve this."
+    rows = [{"prompt": prompt.format(a=a, b=b), "data_source": "multiply", "reward_model": {"ground_truth": str(a * b)}}
+            for a, b in [(12, 3), (7, 8), (9, 9)]]  # fmt: skip
+    path = write_parquet(rows, tmp_path / "multiply.parquet")
+    countdown_rows = [{**r, "reward_model": {"ground_truth": {"target": 24, "numbers": [3, 8]}}} for r in rows]
+    counting = write_parquet(countdown_rows, tmp_path / "countdown.parquet")
+
+    def check(file, path, **entry):
+        return check_rewards_task({"name": "dataset", "path": str(path), "rewards": [
+            {"name": "exact_match", "answer_column": "data_source"}, {"function": f"{tmp_path / file}:compute_score", **entry}]},
+            timeout_s=50)  # fmt: skip
+
+    failure = check("multiply.py", path)
+    assert failure["index"] == 1 and failure["with"].startswith("completions that hold each row's reference answer")
+    assert "with solution_str: response; with solution_str: prompt_and_response it scores them" in failure["message"]
+    assert check("multiply.py", path, solution_str="prompt_and_response") is None
+    assert check("countdown.py", counting, solution_str="prompt_and_response") is None
+    failure = check("never.py", path, convention="verl")
+    assert (
+        failure["index"] == 1
+        and "never.py:compute_score gives no checked row's reference answer a positive score (2 " in failure["message"]
+    )
+    assert "it read 'reward_model.ground_truth' (the first: '36')" in failure["message"]
+    assert (
+        '"... #### A", "\\boxed{A}", "<answer>A</answer>", "A" with solution_str: response and prompt_and_response'
+        in failure["message"]
+    )

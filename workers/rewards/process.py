@@ -64,9 +64,18 @@ class RewardProcess:
         """compute_rewards in the child. Raises RewardError (a function failed, or the process died)."""
         return self._ask(("score", kwargs, n), None)
 
-    def check(self, kwargs: dict[str, Any], n: int, timeout_s: float | None = None) -> RewardError | None:
-        """Call each term alone on a batch of n; the first term's failure (with its index), or None."""
-        return self._ask(("check", kwargs, n), timeout_s)
+    def check(
+        self, kwargs: dict[str, Any], n: int, timeout_s: float | None = None, rows_at: list[int] | None = None
+    ) -> RewardError | None:
+        """Call each term alone on a batch of n (``rows_at``: each one's row index in the data, for messages); the
+        first term's failure (with its index, check_terms), or None."""
+        return self._ask(("check", kwargs, n, rows_at), timeout_s)
+
+    def references(
+        self, rows: list[dict[str, Any]], prompt_column: str, state: Any = None, timeout_s: float | None = None
+    ) -> RewardError | None:
+        """The first term that gives no row's reference answer a positive score (workers.rewards.reference), or None."""
+        return self._ask(("reference", rows, prompt_column, state), timeout_s)
 
     def close(self) -> None:
         """Stop the child (it is also stopped when this object is garbage collected)."""
@@ -99,14 +108,46 @@ def _stop(proc: subprocess.Popen, *pipes: Connection) -> None:
         proc.wait()
 
 
-def check_terms(terms: list, kwargs: dict[str, Any], n: int) -> RewardError | None:
-    """Call each term alone; the first failure as a RewardError with the term's index, else None."""
+def check_terms(terms: list, kwargs: dict[str, Any], n: int, rows_at: list[int] | None = None) -> RewardError | None:
+    """Call each term alone; the first failure as a RewardError with the term's index, else None. An import of a
+    missing module (a dispatcher importing the scorer of a row's data_source when it meets one) is said with the pip
+    command and the first row that reaches it: its data_source and its index in the data (``rows_at``, else in the
+    batch)."""
     for i, term in enumerate(terms):
         try:
             compute_rewards([term], kwargs, n)
         except RewardError as e:
-            return RewardError(str(e), i)
+            return RewardError(f"{_hinted(e)}{_missing_on(term, kwargs, n, rows_at) if _missing(e) else ''}", i)
     return None
+
+
+def _missing(e: BaseException) -> ModuleNotFoundError | None:
+    """The ModuleNotFoundError behind a reward's error (its cause, or the cause's), or None."""
+    seen: BaseException | None = e
+    while seen is not None and not isinstance(seen, ModuleNotFoundError):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
+def _hinted(e: RewardError) -> str:
+    """The error's message with the pip command of a missing module it comes from (once)."""
+    from workers.rewards.loading import missing_package_hint
+
+    missing = _missing(e)
+    return str(e) if missing is None or "pip install" in str(e) else f"{e}{missing_package_hint(missing)}"
+
+
+def _missing_on(term: Any, kwargs: dict[str, Any], n: int, rows_at: list[int] | None) -> str:
+    """`` (row R of the data, data_source S)``: the first row whose call alone imports a missing module; '' if none."""
+    for r in range(n):
+        one = {k: [v[r]] if isinstance(v, list) and len(v) == n else v for k, v in kwargs.items()}
+        try:
+            compute_rewards([term], one, 1)
+        except RewardError as e:
+            if _missing(e) is not None:
+                source = (kwargs.get("data_source") or [None] * n)[r]
+                return f" (reached on row {rows_at[r] if rows_at else r} of the data, data_source {source!r})"
+    return ""
 
 
 def _plain(batch: RewardBatch) -> RewardBatch:
@@ -116,10 +157,12 @@ def _plain(batch: RewardBatch) -> RewardBatch:
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
-    """The child's loop: ``build`` the terms, then answer ``score`` and ``check`` until the parent closes."""
+    """The child's loop: ``build`` the terms, then answer ``score``, ``check`` and ``reference`` until the parent
+    closes."""
     from workers.rewards.loading import build_terms
 
     terms: list = []
+    specs: list = []
     while True:
         try:
             message = inbox.recv()
@@ -127,15 +170,19 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         try:
             if message[0] == "build":
-                terms = build_terms(message[1])
+                specs, terms = message[1], build_terms(message[1])
                 reply: Any = [(t.name, t.key) for t in terms]
             elif message[0] == "score":
                 reply = _plain(compute_rewards(terms, message[1], message[2]))
+            elif message[0] == "reference":
+                from workers.rewards.reference import reference_failure
+
+                reply = reference_failure(terms, specs, message[1], message[2], state=message[3])
             else:
-                reply = check_terms(terms, message[1], message[2])
+                reply = check_terms(terms, *message[1:])
             outbox.send(("ok", reply))
         except RewardError as e:
-            outbox.send(("error", e))
+            outbox.send(("error", RewardError(_hinted(e), e.index)))
         except Exception as e:  # noqa: BLE001 - reported to the parent, which names the reward
             outbox.send(("error", RewardError(f"{type(e).__name__}: {str(e)[:500]}")))
 
