@@ -71,11 +71,16 @@ class JsonlTaskSpec(BuiltinRewardTaskSpec):
 
 class RewardSpec(StrictModel):
     """One term of a dataset task's reward, times ``weight``: a built-in (``name``, comparing against
-    ``answer_column``) or a user function (``function: FILE.py:NAME``). A function follows TRL's calling
-    convention (``convention: trl``; with ``kwargs`` NAME is a factory, called once as ``NAME(**kwargs)``)
-    or verl's (``convention: verl``: NAME is ``compute_score(data_source, solution_str, ground_truth,
-    extra_info)``, called once per completion, ``kwargs`` are its reward_kwargs and ``answer_column`` the
-    ground truth)."""
+    ``answer_column``), a user function (``function: FILE.py:NAME``) or a reward server (``url``).
+
+    A function is called by its trainer's convention (``convention``; ``auto``, the default, tells them apart by
+    signature): ``trl`` (TRL's reward_funcs; with ``kwargs`` NAME is a factory, called once as ``NAME(**kwargs)``),
+    ``verl`` (``compute_score(data_source, solution_str, ground_truth, extra_info)`` per completion, ``kwargs`` its
+    reward_kwargs), ``openrlhf`` (``reward_func(queries, prompts, labels)``), ``easyr1`` (``compute_score(reward_inputs)``,
+    ``kwargs`` its reward_function_kwargs) or ``verifiers`` (``load_environment(**kwargs)``'s rubric, or one rubric
+    function). ``answer_column`` is the reference answer the convention passes (verl's ground_truth, OpenRLHF's
+    labels, EasyR1's ground_truth, verifiers' answer). A reward server gets OpenRLHF's remote reward-model request
+    (``request: openrlhf``) or TRL's arguments as JSON (``request: json``), see workers.rewards.http."""
 
     function: str | None = Field(
         None,
@@ -84,48 +89,72 @@ class RewardSpec(StrictModel):
         description="FILE.py:NAME, FILE under the server's GROUPSCALE_REWARD_ROOT (a relative FILE is resolved against it)",
     )
     name: Literal["exact_match", "numeric_match", "math_verify"] | None = None
+    url: str | None = Field(
+        None, max_length=2048, pattern=r"^https?://[^\s/]+(/\S*)?$", description="a reward server's http(s) URL"
+    )
     answer_column: str | None = Field(
         None,
         min_length=1,
         max_length=256,
-        description="the column with the answer, or a dotted path into a nested one; built-ins (default answer) and "
-        "verl scorers (default reward_model.ground_truth)",
+        description="the column with the answer, or a dotted path into a nested one: built-ins (default answer), "
+        "verl (reward_model.ground_truth), openrlhf and request openrlhf (label), easyr1 and verifiers (answer)",
     )
     kwargs: JsonObject | None = Field(
-        None, description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs"
+        None,
+        description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs; "
+        "openrlhf: further keyword arguments; easyr1: reward_function_kwargs; verifiers: load_environment's arguments",
     )
-    convention: Literal["trl", "verl"] = Field(
-        "trl", description="how a function is called: TRL's reward_funcs or verl's compute_score"
+    convention: Literal["auto", "trl", "verl", "openrlhf", "easyr1", "verifiers"] = Field(
+        "auto", description="how a function is called: auto (told by its signature) or its trainer's convention"
     )
     solution_str: Literal["response", "prompt_and_response"] = Field(
         "response",
         description="verl: what solution_str holds; prompt_and_response for scorers that read the prompt and the "
         "response decoded together (TinyZero's countdown and multiply look for the answer after 'Assistant:')",
     )
+    request: Literal["json", "openrlhf"] = Field(
+        "json", description="url: the request's shape, TRL's arguments as JSON or OpenRLHF's {query, prompts, labels}"
+    )
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="url: seconds to wait for each request's reply")
+    retries: int = Field(3, ge=0, le=10, description="url: requests tried again after a failure (backoff 0.5 s, doubling)")
+    batch_size: int | None = Field(None, ge=1, le=65536, description="url: completions per request (default: the batch)")
     weight: float = Field(1.0, ge=-1e6, le=1e6, description="the term's weight in the summed reward")
 
     @model_validator(mode="before")
     @classmethod
     def _old_default(cls, data: Any) -> Any:
         # Specs stored before answer_column became optional hold its old default on function entries too.
-        if isinstance(data, dict) and data.get("function") and data.get("convention", "trl") == "trl":
+        if isinstance(data, dict) and data.get("function") and data.get("convention") == "trl":
             if data.get("answer_column") == "answer":
                 data = {k: v for k, v in data.items() if k != "answer_column"}
+        # Specs stored before convention: auto hold the old default, trl, on every entry: a built-in's is dropped.
+        if isinstance(data, dict) and not data.get("function") and data.get("convention") == "trl":
+            data = {k: v for k, v in data.items() if k != "convention"}
         return data
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RewardSpec:
-        if (self.function is None) == (self.name is None):
-            raise ValueError(f"give exactly one of function (FILE.py:NAME) or name (one of: {', '.join(REWARD_NAMES)})")
-        if self.name is not None and (self.kwargs is not None or self.convention != "trl"):
-            raise ValueError(f"kwargs and convention belong to a function entry, not to the built-in {self.name!r}")
-        if self.solution_str != "response" and self.convention != "verl":
+        given = [f for f in ("function", "name", "url") if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of function (FILE.py:NAME), name (one of: {', '.join(REWARD_NAMES)}) or url (a reward "
+                f"server); got {', '.join(given) or 'none'}"
+            )
+        if self.function is None and (self.kwargs is not None or self.convention != "auto"):
+            raise ValueError(f"kwargs and convention belong to a function entry, not to {self.name or self.url!r}")
+        server = {"request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
+        changed = sorted(k for k, v in server.items() if getattr(self, k) != v)
+        if self.url is None and changed:
+            raise ValueError(f"{', '.join(changed)} belong to a reward server entry (url)")
+        if self.solution_str != "response" and self.convention not in ("verl", "auto"):
             raise ValueError("solution_str belongs to convention: verl (verl's compute_score reads it)")
         if self.function is not None and self.convention == "trl" and self.answer_column is not None:
             raise ValueError(
-                "answer_column belongs to built-ins and verl scorers; a TRL-style function receives every column "
-                "as a keyword argument"
+                "answer_column belongs to built-ins and the conventions that pass a reference answer; a TRL-style "
+                "function receives every column as a keyword argument"
             )
+        if self.url is not None and self.request == "json" and self.answer_column is not None:
+            raise ValueError("answer_column belongs to request: openrlhf (its labels); request json sends every column")
         return self
 
 

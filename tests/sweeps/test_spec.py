@@ -260,8 +260,12 @@ def test_a_spec_file_with_built_in_rewards_loads_and_reward_files_resolve_where_
     [
         ({"name": "numeric_match", "kwargs": {"a": 1}}, "kwargs and convention belong to a function entry"),
         ({"name": "exact_match", "convention": "verl"}, "kwargs and convention belong to a function entry"),
-        ({"function": "r.py:f", "answer_column": "solution"}, "answer_column belongs to built-ins and verl scorers"),
-        ({"function": "r.py:f", "convention": "rllm"}, "'trl' or 'verl'"),
+        ({"function": "r.py:f", "convention": "trl", "answer_column": "solution"}, "answer_column belongs to built-ins and"),
+        ({"function": "r.py:f", "convention": "rllm"}, "'auto', 'trl', 'verl', 'openrlhf', 'easyr1' or 'verifiers'"),
+        ({"name": "exact_match", "retries": 5}, "retries belong to a reward server entry (url)"),
+        ({"url": "http://h:1/r", "answer_column": "a"}, "answer_column belongs to request: openrlhf"),
+        ({"url": "ftp://h/r"}, "String should match pattern"),
+        ({"url": "http://h:1/r", "name": "exact_match"}, "got name, url"),
         ({"function": "r.py"}, "String should match pattern"),
     ],
 )
@@ -279,11 +283,13 @@ def test_reward_entries_keep_verl_and_factory_settings_and_read_old_stored_specs
             "kwargs": {"m": 1},
         },
         {"function": "f.py:get_reward", "kwargs": {"max_len": 8}},
-        {"function": "old.py:f", "answer_column": "answer"},  # stored before answer_column became optional
+        {"function": "old.py:f", "convention": "trl", "answer_column": "answer"},  # stored before it became optional
+        {"name": "exact_match", "convention": "trl"},  # stored before convention: auto, when every entry had trl
     ]
     parsed = SweepSpec.model_validate(_dataset(rewards)).task.rewards
     assert (parsed[0].convention, parsed[0].answer_column, parsed[0].kwargs) == ("verl", "reward_model.ground_truth", {"m": 1})
-    assert parsed[1].kwargs == {"max_len": 8} and parsed[2].answer_column is None
+    assert parsed[1].kwargs == {"max_len": 8} and parsed[1].convention == "auto" and parsed[2].answer_column is None
+    assert parsed[2].convention == "trl" and parsed[3].convention == "auto"
 
 
 def test_chat_template_kwargs_are_template_variables_only():
@@ -350,8 +356,9 @@ def test_solution_str_belongs_to_verl_scorers():
     from sweeps.spec.task import RewardSpec
 
     assert RewardSpec(function="c.py:compute_score", convention="verl", solution_str="prompt_and_response")
+    assert RewardSpec(function="c.py:compute_score", solution_str="prompt_and_response")  # auto may find verl
     with pytest.raises(ValidationError, match="solution_str belongs to convention: verl"):
-        RewardSpec(function="r.py:f", solution_str="prompt_and_response")
+        RewardSpec(function="r.py:f", convention="trl", solution_str="prompt_and_response")
 
 
 @pytest.mark.parametrize(

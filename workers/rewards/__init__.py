@@ -1,9 +1,11 @@
-"""Rewards of dataset tasks: the built-ins, users' TRL- and verl-style functions, their weighted sum.
+"""Rewards of dataset tasks: the built-ins, users' functions in their trainer's convention, reward servers, their sum.
 
 - ``builtin``: exact_match, numeric_match, math_verify (scores of one completion's text);
 - ``terms``: TRL's calling convention (keyword arguments, async, log_metric / log_extra, trainer_state)
   and the weighted sum of the terms;
-- ``loading``: reward files as real modules, factories, verl's ``compute_score`` convention;
+- ``conventions``: how TRL, verl, OpenRLHF, EasyR1 and verifiers call a reward, one module each, and ``auto``;
+- ``http``: a reward server (OpenRLHF's remote reward-model request, or plain JSON), with retries;
+- ``loading``: reward files as real modules, and the spec's entries as terms;
 - ``process``: the child process in whose main thread users' reward code runs.
 
 ``reward_scorer(specs)`` is what a task holds: the terms in this process when they are built-ins that

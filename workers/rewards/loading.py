@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from workers.rewards.builtin import text_of
-from workers.rewards.terms import RewardError, WeightedReward, builtin_function, column_values, term_names
+from workers.rewards.terms import RewardError, WeightedReward, builtin_function, term_names
 
 # import name -> the distribution that provides it, where the two differ (the hint of a missing package)
 DISTRIBUTIONS = {
@@ -47,11 +46,10 @@ DISTRIBUTIONS = {
     "latex2sympy2_extended": "latex2sympy2-extended",
     "google": "protobuf",
 }
-VERL_GROUND_TRUTH = "reward_model.ground_truth"
 RELATIVE_IMPORT_HINT = (
     "; the file imports package-relatively (from .. import): keep it in its package folder, with the package's "
     "__init__.py files and the modules it imports, under the reward root (e.g. a checkout's trl/ or open_r1/)"
-)  # verl's parquet layout (examples/data_preprocess/*.py)
+)
 
 
 def missing_package_hint(e: ModuleNotFoundError) -> str:
@@ -177,112 +175,48 @@ def load_function(ref: str) -> Callable[..., Any]:
     return fn
 
 
-def verl_scorer(
-    compute_score: Callable[..., Any], ground_truth: str, reward_kwargs: dict[str, Any], with_prompt: bool = False
-) -> Callable[..., Any]:
-    """verl's ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)`` as a
-    TRL-style term: called once per completion with the completion's text, the row's ``data_source`` and
-    ``extra_info`` columns and the value at ``ground_truth`` (a dotted path), plus ``reward_kwargs`` (verl's
-    ``custom_reward_function.reward_kwargs``). Arguments the function does not accept are not passed (so
-    verl's per-dataset scorers, ``gsm8k.compute_score(solution_str, ground_truth)``, work too). A result is a
-    float or verl's dict with ``score``; the dict's other keys become ``log_extra`` columns. ``with_prompt``
-    (``solution_str: prompt_and_response``): solution_str is the prompt's text followed by the completion's, as
-    TinyZero decodes them together (a chat prompt's messages' contents, joined by newlines: not the chat template).
-
-    Source: verl, ``NaiveRewardManager.__call__`` (verl/workers/reward_manager/naive.py) and
-    ``get_custom_reward_fn`` (verl/trainer/ppo/reward.py).
-    """
-    params = inspect.signature(compute_score).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-    def accepted(kwargs: dict[str, Any]) -> dict[str, Any]:
-        return kwargs if takes_any else {k: v for k, v in kwargs.items() if k in params}
-
-    def score_all(completions: list[Any], log_extra: Callable[[str, list], None], **columns: Any) -> Any:
-        n = len(completions)
-        truths = column_values(columns, ground_truth, n)
-        sources = columns.get("data_source") or [None] * n
-        prompts = [_prompt_text(p) for p in columns.get("prompts") or [""] * n] if with_prompt else [""] * n
-        infos = columns.get("extra_info") or [None] * n
-        calls = [
-            accepted(
-                {
-                    "data_source": sources[i],
-                    "solution_str": prompts[i] + text_of(completions[i]),
-                    "ground_truth": truths[i],
-                    "extra_info": dict(infos[i]) if isinstance(infos[i], dict) else infos[i],
-                    **reward_kwargs,
-                }
-            )
-            for i in range(n)
-        ]
-        results = [compute_score(**kw) for kw in calls]
-        return (_await_all if any(inspect.isawaitable(r) for r in results) else _scores)(results, log_extra)
-
-    score_all.__name__ = getattr(compute_score, "__name__", "compute_score")
-    return score_all
-
-
-def _prompt_text(prompt: Any) -> str:
-    """A prompt's text: a string as it is, a conversation's contents joined by newlines."""
-    return prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in prompt)
-
-
-async def _await_all(results: list[Any], log_extra: Callable[[str, list], None]) -> list[float | None]:
-    import asyncio
-
-    done = await asyncio.gather(*(r if inspect.isawaitable(r) else _ready(r) for r in results))
-    return _scores(list(done), log_extra)
-
-
-async def _ready(value: Any) -> Any:
-    return value
-
-
-def _scores(results: list[Any], log_extra: Callable[[str, list], None]) -> list[float | None]:
-    """verl results (floats, or dicts with ``score`` and other keys) -> the scores; other keys -> log_extra."""
-    if not any(isinstance(r, dict) for r in results):
-        return results
-    for r in results:
-        if isinstance(r, dict) and "score" not in r:
-            raise ValueError(f"a verl scorer's dict needs a 'score' key; got keys {sorted(r)[:10]}")
-    keys = dict.fromkeys(k for r in results if isinstance(r, dict) for k in r if k != "score")
-    for key in keys:
-        log_extra(key, [r.get(key) if isinstance(r, dict) else None for r in results])
-    return [r["score"] if isinstance(r, dict) else r for r in results]
-
-
-# verl's batched scorer (BatchRewardManager: compute_score_batched(data_sources, solution_strs, ground_truths,
-# extra_infos)): its argument names, which the per-completion convention never has.
-BATCHED = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
-
-
 def answer_paths(specs: Sequence[dict[str, Any]]) -> list[str]:
-    """The columns (or dotted paths) the entries read answers from: built-ins' answer_column (default
-    ``answer``) and verl scorers' ground truth (default ``reward_model.ground_truth``)."""
+    """The columns (or dotted paths) the entries read answers from: a built-in's answer_column (default ``answer``),
+    a function's under a named convention (its default: verl's ``reward_model.ground_truth``, OpenRLHF's ``label``,
+    EasyR1's and verifiers' ``answer``), a function's under ``auto`` when given, and an OpenRLHF request's labels."""
+    from workers.rewards.conventions import CONVENTIONS
+    from workers.rewards.conventions.openrlhf import LABEL
+
     paths = []
     for spec in specs:
+        given, convention = spec.get("answer_column"), spec.get("convention") or "auto"
         if spec.get("name"):
-            paths.append(spec.get("answer_column") or "answer")
-        elif spec.get("convention") == "verl":
-            paths.append(spec.get("answer_column") or VERL_GROUND_TRUTH)
+            paths.append(given or "answer")
+        elif spec.get("url"):
+            if spec.get("request") == "openrlhf":
+                paths.append(given or LABEL)
+        elif convention in CONVENTIONS and CONVENTIONS[convention].answer_column:
+            paths.append(given or CONVENTIONS[convention].answer_column)
+        elif given:
+            paths.append(given)
     return paths
 
 
 def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
-    """Spec entries -> terms: ``{function: FILE.py:NAME, kwargs?, convention?, answer_column?, weight}`` or a
-    built-in ``{name, answer_column?, weight}``. With ``convention: trl`` (the default) and ``kwargs``, NAME is a
-    factory called once as ``NAME(**kwargs)``; with ``convention: verl`` NAME is verl's compute_score and
-    kwargs are its reward_kwargs (verl_scorer).
+    """Spec entries -> terms: a built-in ``{name, answer_column?, weight}``, a reward server ``{url, request?,
+    timeout_s?, retries?, batch_size?, weight}`` (workers.rewards.http), or ``{function: FILE.py:NAME, kwargs?,
+    convention?, answer_column?, weight}``, NAME called by its trainer's convention (workers.rewards.conventions;
+    ``auto``, the default, tells them apart by signature).
 
     Raises:
-        RewardError: a function cannot be loaded, or its factory fails (the message names it and, for a
-            missing package, the pip command; ``index`` is the entry's position).
+        RewardError: a function cannot be loaded, fits no convention or does not suit the entry, or its factory fails
+            (the message names it and, for a missing package, the pip command; ``index`` is the entry's position).
         ValueError: an unknown built-in name.
     """
+    from workers.rewards.conventions import convention_of
+    from workers.rewards.http import http_reward
+
     terms = []
     for i, (spec, (name, key)) in enumerate(zip(specs, term_names(specs))):
         weight = float(spec.get("weight", 1.0))
+        if spec.get("url"):
+            terms.append(WeightedReward(name, key, weight, http_reward(spec)))
+            continue
         if not spec.get("function"):
             terms.append(WeightedReward(name, key, weight, builtin_function(spec["name"], spec.get("answer_column") or "answer")))
             continue
@@ -295,28 +229,11 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
         except Exception as e:  # noqa: BLE001 - user code: any failure is reported with its name
             hint = RELATIVE_IMPORT_HINT if isinstance(e, ImportError) and "relative import" in str(e) else ""
             raise RewardError(f"reward function {name} could not be loaded: {type(e).__name__}: {str(e)[:500]}{hint}", i) from e
-        kwargs = dict(spec.get("kwargs") or {})
-        if spec.get("convention") == "verl":
-            if BATCHED & set(inspect.signature(fn).parameters):
-                raise RewardError(
-                    f"reward function {name} takes verl's batched convention (lists: data_sources, solution_strs, "
-                    "ground_truths, extra_infos), which groupscale does not call: give the per-completion "
-                    "compute_score(data_source, solution_str, ground_truth, extra_info) it wraps",
-                    i,
-                )
-            truth, with_prompt = spec.get("answer_column") or VERL_GROUND_TRUTH, spec.get("solution_str") == "prompt_and_response"
-            fn = verl_scorer(fn, truth, kwargs, with_prompt)
-        elif spec.get("kwargs") is not None:
-            fn = _from_factory(fn, kwargs, name, i)
-        terms.append(WeightedReward(name, key, weight, fn))
+        try:
+            convention = convention_of(fn, spec, name)
+            if spec.get("solution_str") == "prompt_and_response" and convention.name != "verl":
+                raise RewardError(f"solution_str belongs to verl's convention; {name} takes {convention.name}'s")
+            terms.append(WeightedReward(name, key, weight, convention.wrap(fn, spec, name)))
+        except RewardError as e:
+            raise RewardError(str(e), i) from e
     return terms
-
-
-def _from_factory(factory: Callable[..., Any], kwargs: dict[str, Any], name: str, index: int) -> Callable[..., Any]:
-    try:
-        fn = factory(**kwargs)
-    except Exception as e:  # noqa: BLE001 - user code
-        raise RewardError(f"reward factory {name}(**kwargs) raised {type(e).__name__}: {str(e)[:300]}", index) from e
-    if not callable(fn):
-        raise RewardError(f"reward factory {name}(**kwargs) returned a {type(fn).__name__}, not a reward function", index)
-    return fn

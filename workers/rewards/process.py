@@ -33,8 +33,9 @@ class RewardTimeout(RewardError):
 
 
 def needs_process(specs: Sequence[dict[str, Any]]) -> bool:
-    """Whether the entries need the reward process: a user function, or a built-in that needs a main thread."""
-    return any(s.get("function") or s.get("name") in NEEDS_MAIN_THREAD for s in specs)
+    """Whether the entries need the reward process: a user function, a reward server (checked at submit by a request
+    from where trials run, as every call to a user's code is), or a built-in that needs a main thread."""
+    return any(s.get("function") or s.get("url") or s.get("name") in NEEDS_MAIN_THREAD for s in specs)
 
 
 class RewardProcess:

@@ -97,10 +97,14 @@ def metric_key(text: str) -> str:
 
 def term_names(specs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     """(name for messages, unique metric key) of each spec entry: ``FILE.py:NAME`` and ``<stem>.<NAME>`` for a
-    function, the built-in's name (with its answer column when two share it) for a built-in."""
+    function, the URL and ``http.<host>_<port>`` for a reward server, the built-in's name for a built-in (a key
+    that repeats gets ``_2``, ``_3``...)."""
     out, seen = [], defaultdict(int)
     for spec in specs:
-        if spec.get("function"):
+        if spec.get("url"):
+            name = spec["url"]
+            key = metric_key("http." + name.split("://", 1)[-1].split("/", 1)[0].replace(":", "_"))
+        elif spec.get("function"):
             file, _, attr = spec["function"].rpartition(":")
             base = file.replace("\\", "/").rsplit("/", 1)[-1]
             name, key = f"{base}:{attr}", metric_key(f"{base.removesuffix('.py')}.{attr}")
@@ -251,6 +255,8 @@ async def _gather(awaitables: list[Any]) -> list[Any]:
 
 
 def _raised(term: WeightedReward, index: int, e: BaseException) -> RewardError:
+    if isinstance(e, RewardError):  # the term said what failed (a reward server, a convention's contract)
+        return RewardError(str(e), index)
     return RewardError(f"reward function {term.name} raised {type(e).__name__}: {str(e)[:300]}", index)
 
 
