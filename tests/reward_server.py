@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response

@@ -73,7 +73,10 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
 
 EASYR1 = register_convention(
     Convention(
-        "easyr1", "compute_score(reward_inputs, **kwargs) -> [{overall, ...}] ({response, response_length, ground_truth})",
-        ANSWER, fits, wrap,
+        "easyr1",
+        "compute_score(reward_inputs, **kwargs) -> [{overall, ...}] ({response, response_length, ground_truth})",
+        ANSWER,
+        fits,
+        wrap,
     )
 )

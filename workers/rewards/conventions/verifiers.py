@@ -92,9 +92,7 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
         functions = [(fn, 1.0, {**parser, **extra})]
     column = entry.get("answer_column") or ANSWER
 
-    def reward(
-        completions: list[Any], prompts: list[Any], log_metric: Callable[[str, float], None], **columns: Any
-    ) -> Any:
+    def reward(completions: list[Any], prompts: list[Any], log_metric: Callable[[str, float], None], **columns: Any) -> Any:
         n = len(completions)
         answers = column_values(columns, column, n)
         infos, tasks = columns.get("info") or [{}] * n, columns.get("task") or [None] * n
@@ -121,7 +119,10 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
 
 VERIFIERS = register_convention(
     Convention(
-        "verifiers", "load_environment(**kwargs) -> an environment with a rubric; or f(parser, completion, answer, **kwargs)",
-        ANSWER, fits, wrap,
+        "verifiers",
+        "load_environment(**kwargs) -> an environment with a rubric; or f(parser, completion, answer, **kwargs)",
+        ANSWER,
+        fits,
+        wrap,
     )
 )

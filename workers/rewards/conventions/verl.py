@@ -91,7 +91,10 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
 
 VERL = register_convention(
     Convention(
-        "verl", "compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float | {score}",
-        GROUND_TRUTH, fits, wrap,
+        "verl",
+        "compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float | {score}",
+        GROUND_TRUTH,
+        fits,
+        wrap,
     )
 )
