@@ -66,11 +66,11 @@ def require_read_token(request: Request, credentials: Credentials) -> None:
 
 def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> list[str]:
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
-    422 shape (field path + reason). Returns preflight's warnings."""
+    422 shape (field path + reason). Returns preflight's warnings and the reward check's notes."""
     try:
         warnings = preflight(spec, settings, scheduler.cluster.nodes() if scheduler else None)
         if scheduler is not None:
-            check_rewards_on_cluster(spec, scheduler.cluster.run_task)
+            warnings += check_rewards_on_cluster(spec, scheduler.cluster.run_task)
             check_engine_on_cluster(spec, scheduler.cluster.run_task, settings.model_cache_dir)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e

@@ -2,7 +2,7 @@
 tests.reward_server PORT``), whose paths answer the ways a reward server answers and fails.
 
 - ``/json``: groupscale's plain request (``prompts, completions, <columns>``): 1.0 where the completion contains the
-  row's ``answer``, else 0.0, as a list;
+  row's ``answer`` (or ``solution``), else 0.0, as a list;
 - ``/openrlhf``: OpenRLHF's request (``query, prompts, labels``, openrlhf/cli/serve_rm.py): the same scores as
   ``{"rewards", "scores", "extra_logs"}``;
 - ``/status/500``, ``/status/422``: that status; ``/slow``: answers after 5 s; ``/short``: one score too few;
@@ -49,7 +49,7 @@ async def reward(path: str, request: Request) -> Response:
         await asyncio.sleep(5)
     if path.startswith("flaky/") and hits[path] <= int(path.split("/")[1]):
         return Response("busy", status_code=503)
-    scores = _scores(body["completions"], body["answer"])
+    scores = _scores(body["completions"], body.get("answer") or body["solution"])
     if path == "short":
         scores = scores[:-1]
     if path == "nan":

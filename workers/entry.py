@@ -99,8 +99,9 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
         timeout_s: how long the loading and the calls may take together.
         max_steps: the trials' T, for ``trainer_state`` (the check is a trial's first batch: global_step 0).
     Returns:
-        None when every reward loads and returns one number (or None) per completion and scores a reference; else
-        ``{"index": i or None, "message": ..., "with": the completions it was called with}`` naming the reward and the
+        ``{"conventions": [each term's convention]}`` (what ``convention: auto`` took) when every reward loads and
+        returns one number (or None) per completion and scores a reference; else ``{"index": i or None, "message": ...,
+        "with": the completions it was called with}`` naming the reward and the
         cause (an import error with the pip command of a missing package and the row that reached it, a factory's
         error, a wrong signature, a wrong return shape, no reference scored, a timeout).
     """
@@ -125,9 +126,10 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
         is_conversational(prompts[0]),
         state,
     )
-    called = "placeholder completions"
+    called, conventions = "placeholder completions", []
     try:
         process = RewardProcess(task["rewards"], timeout_s=timeout_s)
+        conventions = process.conventions
         try:
             failure = process.check(kwargs, len(rows), max(1.0, timeout_s - (time.monotonic() - start)), at)
             if failure is None:
@@ -139,7 +141,9 @@ def check_rewards_task(task: dict[str, Any], timeout_s: float, max_steps: int = 
         failure = RewardError(f"the reward functions were not loaded and called on {len(rows)} rows within {timeout_s:g} s")
     except RewardError as e:
         failure = e
-    return None if failure is None else {"index": failure.index, "message": str(failure), "with": called}
+    if failure is None:
+        return {"conventions": conventions}
+    return {"index": failure.index, "message": str(failure), "with": called}
 
 
 def check_answers_here(rewards: list[dict[str, Any]], rows: list[dict[str, Any]], prompt_column: str) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ import pytest
 from mlflow import MlflowClient
 
 from tests.e2e.conftest import Stack
+from tests.ports import free_port
+from tests.reward_server import running
 from tests.user_material import REWARDS, verl_rows, word_problem_rows, write_parquet
 from workers.models.presets import preset_path
 
@@ -93,7 +95,8 @@ def test_bad_rewards_are_refused_at_submit_naming_the_reward_and_the_cause(mater
     stack, rewards, data, model = material
     cases = [
         ({"function": "broken/missing_package.py:reward"}, "(pip install groupscale-not-a-real-package on every Ray worker)"),
-        ({"function": "broken/wrong.py:one_argument"}, "reward function wrong.py:one_argument raised TypeError"),
+        ({"function": "broken/wrong.py:one_argument", "convention": "trl"}, "wrong.py:one_argument raised TypeError"),
+        ({"function": "conventions/verifiers_func.py:fits_nothing"}, "takes the arguments of none of the reward conventions"),
         ({"function": "broken/wrong.py:a_number"}, "returned a float, not a list of 2 floats"),
         ({"function": "broken/wrong.py:get_reward", "kwargs": {"scale": 3}}, "raised ValueError: scale 3 is not allowed"),
     ]
@@ -104,14 +107,28 @@ def test_bad_rewards_are_refused_at_submit_naming_the_reward_and_the_cause(mater
         assert r.status_code == 422 and time.monotonic() - start < 60, (r.status_code, r.text)
         (detail,) = r.json()["detail"]
         assert detail["loc"] == ["body", "task", "rewards", 1, "function"] and words in detail["msg"], detail
+    down = f"http://127.0.0.1:{free_port()}/reward"  # a reward server that is not running
+    task = {"path": str(data / "x[v2].jsonl"), "rewards": [{"url": down, "retries": 1}]}
+    r = stack.http.post("/v1/sweeps", json=_spec("down", task, model), timeout=90)
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["loc"] == ["body", "task", "rewards", 0, "url"]
+    assert f"the reward server {down} failed after 2 requests" in detail["msg"]
     assert stack.http.get("/v1/sweeps").json() == []  # nothing was scheduled
 
 
 def test_every_shape_of_reward_file_in_a_trial_on_ray_logging_to_mlflow(material):
     """Relative reward paths over HTTP, package and sibling imports, TRL's own rewards, a factory, an async reward,
     math_verify with its signal-based timeouts (built-in and direct) in a trial thread of a Ray worker,
-    log_metric / log_extra in the trial's MLflow run, a template variable, a folder's sampling fields ignored."""
+    log_metric / log_extra in the trial's MLflow run, a template variable, a folder's sampling fields ignored; files of
+    OpenRLHF's, EasyR1's and verifiers' shapes under convention auto (the submit's notes say what it took) and a
+    reward server (tests/reward_server.py, a process)."""
     stack, rewards, data, model = material
+    with running(free_port()) as server:
+        _every_shape(stack, rewards, data, model, server)
+
+
+def _every_shape(stack: Stack, rewards: Path, data: Path, model: Path, server: str) -> None:
     entries = [
         {"function": "mathpkg/rewards/accuracy.py:accuracy_reward"},
         {"function": "plain/siblings.py:format_reward"},
@@ -122,6 +139,10 @@ def test_every_shape_of_reward_file_in_a_trial_on_ray_logging_to_mlflow(material
         {"function": "plain/math_direct.py:verified"},
         {"function": "plain/my+rewards(v2).py:constant"},
         {"name": "math_verify", "answer_column": "solution"},
+        {"function": "conventions/openrlhf_reward.py:reward_func", "answer_column": "solution"},
+        {"function": "conventions/easyr1_math.py:compute_score", "answer_column": "solution"},
+        {"function": "conventions/verifiers_env.py:load_environment", "answer_column": "solution"},
+        {"url": f"{server}/json", "batch_size": 3},
     ]
     spec = _spec(
         "every-shape",
@@ -132,12 +153,19 @@ def test_every_shape_of_reward_file_in_a_trial_on_ray_logging_to_mlflow(material
     r = stack.http.post("/v1/sweeps", json=spec, timeout=90)
     assert r.status_code == 201, r.text
     assert r.json()["spec"]["task"]["rewards"][0]["function"] == f"{rewards / 'mathpkg/rewards/accuracy.py'}:accuracy_reward"
+    took = {w.split(":")[0]: w.rsplit("(convention: ", 1)[1][:-1] for w in r.json()["warnings"] if "convention auto" in w}
+    assert took == {f"task.rewards[{i}]": "trl" for i in range(8)} | {
+        "task.rewards[9]": "openrlhf",
+        "task.rewards[10]": "easyr1",
+        "task.rewards[11]": "verifiers",
+    }
     trial = _trial(stack, r.json()["id"])
     client = MlflowClient(stack.mlflow_uri)
     run = client.get_run(trial["mlflow_run_id"])
     keys = ["accuracy.accuracy_reward", "siblings.format_reward", "uses_trl.think_format_reward", "factories.get_length_penalty",
             "async_rewards.graded_remotely", "logging_rewards.logged_length", "math_direct.verified", "my_rewards_v2_.constant",
-            "math_verify"]  # fmt: skip
+            "math_verify", "openrlhf_reward.reward_func", "easyr1_math.compute_score", "verifiers_env.load_environment",
+            f"http.127.0.0.1_{server.rsplit(':', 1)[1]}"]  # fmt: skip
     for key in keys:
         assert len(client.get_metric_history(run.info.run_id, f"reward/{key}")) == 3, key
     assert run.data.metrics["reward/my_rewards_v2_.constant"] == 0.25

@@ -224,7 +224,7 @@ def test_the_check_at_submit_names_the_reward_and_the_cause(tmp_path, entry, ind
     assert time.monotonic() - start < 60
     assert failure is not None and failure["index"] == 1, failure
     assert any(part in failure["message"] for part in message.split("|")), failure
-    assert check_rewards_task({**task, "rewards": [good]}, timeout_s=50) is None
+    assert check_rewards_task({**task, "rewards": [good]}, timeout_s=50) == {"conventions": ["trl"]}  # what auto took
 
 
 def test_the_check_gives_up_on_a_reward_that_hangs(tmp_path):
@@ -404,8 +404,8 @@ def test_the_check_at_submit_scores_each_rows_reference_answer(tmp_path):
     failure = check("multiply.py", path)
     assert failure["index"] == 1 and failure["with"].startswith("completions that hold each row's reference answer")
     assert "with solution_str: response; with solution_str: prompt_and_response it scores them" in failure["message"]
-    assert check("multiply.py", path, solution_str="prompt_and_response") is None
-    assert check("countdown.py", counting, solution_str="prompt_and_response") is None
+    assert check("multiply.py", path, solution_str="prompt_and_response") == {"conventions": ["builtin", "verl"]}
+    assert check("countdown.py", counting, solution_str="prompt_and_response") == {"conventions": ["builtin", "verl"]}
     failure = check("never.py", path, convention="verl")
     assert (
         failure["index"] == 1

@@ -29,6 +29,7 @@ class InProcessRewards:
 
         self.terms = build_terms(specs)
         self.names = [(t.name, t.key) for t in self.terms]
+        self.conventions = [t.convention for t in self.terms]
 
     def score(self, kwargs: dict[str, Any], n: int) -> RewardBatch:
         return compute_rewards(self.terms, kwargs, n)
@@ -39,7 +40,8 @@ class InProcessRewards:
 
 def reward_scorer(specs: Sequence[dict[str, Any]]) -> Any:
     """InProcessRewards or a RewardProcess for the spec's reward entries (both: ``score(kwargs, n)``, ``names``,
-    ``close()``). Raises RewardError when a term cannot be loaded."""
+    ``conventions`` (each term's WeightedReward.convention: what ``auto`` took), ``close()``). Raises RewardError
+    when a term cannot be loaded."""
     from workers.rewards.process import RewardProcess, needs_process
 
     return RewardProcess(specs) if needs_process(specs) else InProcessRewards(specs)

@@ -215,7 +215,7 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
     for i, (spec, (name, key)) in enumerate(zip(specs, term_names(specs))):
         weight = float(spec.get("weight", 1.0))
         if spec.get("url"):
-            terms.append(WeightedReward(name, key, weight, http_reward(spec)))
+            terms.append(WeightedReward(name, key, weight, http_reward(spec), "http"))
             continue
         if not spec.get("function"):
             terms.append(WeightedReward(name, key, weight, builtin_function(spec["name"], spec.get("answer_column") or "answer")))
@@ -233,7 +233,7 @@ def build_terms(specs: Sequence[dict[str, Any]]) -> list[WeightedReward]:
             convention = convention_of(fn, spec, name)
             if spec.get("solution_str") == "prompt_and_response" and convention.name != "verl":
                 raise RewardError(f"solution_str belongs to verl's convention; {name} takes {convention.name}'s")
-            terms.append(WeightedReward(name, key, weight, convention.wrap(fn, spec, name)))
+            terms.append(WeightedReward(name, key, weight, convention.wrap(fn, spec, name), convention.name))
         except RewardError as e:
             raise RewardError(str(e), i) from e
     return terms

@@ -59,7 +59,9 @@ class RewardProcess:
         self._send = Connection(to_child, readable=False)
         self._recv = Connection(from_child, writable=False)
         self._closer = weakref.finalize(self, _stop, self._proc, self._send, self._recv)
-        self.names: list[tuple[str, str]] = self._ask(("build", list(specs)), timeout_s)
+        built = self._ask(("build", list(specs)), timeout_s)
+        self.names: list[tuple[str, str]] = [(name, key) for name, key, _ in built]
+        self.conventions: list[str] = [convention for _, _, convention in built]  # what convention: auto took
 
     def score(self, kwargs: dict[str, Any], n: int) -> RewardBatch:
         """compute_rewards in the child. Raises RewardError (a function failed, or the process died)."""
@@ -172,7 +174,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         try:
             if message[0] == "build":
                 specs, terms = message[1], build_terms(message[1])
-                reply: Any = [(t.name, t.key) for t in terms]
+                reply: Any = [(t.name, t.key, t.convention) for t in terms]
             elif message[0] == "score":
                 reply = _plain(compute_rewards(terms, message[1], message[2]))
             elif message[0] == "reference":

@@ -67,12 +67,14 @@ class TrainerState:
 
 @dataclass(frozen=True)
 class WeightedReward:
-    """One term of the reward: its name for messages, its metric key, its weight and its function."""
+    """One term of the reward: its name for messages, its metric key, its weight, its function and how it is called
+    (``convention``: a built-in's ``builtin``, a reward server's ``http``, else the function's trainer convention)."""
 
     name: str
     key: str
     weight: float
     fn: Callable[..., Any]
+    convention: str = "builtin"
 
 
 @dataclass(frozen=True)
