@@ -18,6 +18,7 @@ from workers import algos, groups
 from workers.distributed import all_rows, rank_groups
 from workers.engines.base import ALONE, Placement
 from workers.models.base import Policy
+from workers.models.lm import LMPolicy
 from workers.models.loading import load_policy, prepare_model
 from workers.models.lora import add_lora
 from workers.per_prompt import PerPromptG
@@ -26,13 +27,17 @@ from workers.rewards import RewardBatch, TrainerState, metric_key
 from workers.rollout import Rollout
 from workers.tasks import Problem, Task, make_task
 from workers.tasks.base import RewardTerms, completion_ids_of
+from workers.tasks.dataset import DatasetTask
 
 
 def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
-    """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora).
+    """Seed everything from cfg.seed, build the task and load the policy (with its LoRA adapter, workers.models.lora);
+    a dataset task is returned as the loaded model reads its prompts (DatasetTask.read_by: task.prompt_format auto is
+    resolved here, the one place that knows both the task and the tokenizer, so every engine, eval and probe gets it).
 
     Raises:
-        ValueError: a GPU asked for where there is none; an unknown task or preset, or a preset that does not fit it.
+        ValueError: a GPU asked for where there is none; an unknown task or preset, or a preset that does not fit it;
+            task.prompt_format chat on a model without a chat template.
     """
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("the trial asks for a GPU (gpus_per_trial > 0) but this worker has no CUDA device")
@@ -40,6 +45,8 @@ def setup(cfg: TrialConfig) -> tuple[Task, Policy, np.random.Generator]:
     torch.manual_seed(cfg.seed)
     task = make_task(cfg.task)
     policy = load_policy(cfg.model, task, Path(cfg.cache_dir), cfg.device)
+    if isinstance(task, DatasetTask) and isinstance(policy, LMPolicy):  # (the spec gives a dataset task a language model)
+        task = task.read_by(policy.encoder.uses_template)
     if cfg.model.get("lora") and get_engine(cfg.engine).adds_lora:  # engine trl hands TRL a peft_config instead
         policy.module = add_lora(policy.module, cfg.model["lora"])  # after the seed: the adapter's init is reproducible
     policy.module.to(cfg.device)

@@ -24,6 +24,7 @@ from workers.models.base import Policy
 from workers.models.lora import parameter_counts
 from workers.probe import probe_during_training
 from workers.tasks import Task
+from workers.tasks.dataset import DatasetTask
 
 NO_SIGNAL_FRACTION = 0.5  # a trial with more generations than this share without any signal is no_signal
 
@@ -148,7 +149,10 @@ class Harness:
 
     def start(self, saved: dict[str, Any] | None) -> None:
         """From ``saved`` (the TrialState of the checkpoint the engine restored), or fresh: the held-out eval before
-        step 1, reported at step 0 with the parameter counts (the gap's chart starts there)."""
+        step 1, reported at step 0 with the parameter counts (the gap's chart starts there); a dataset task's params
+        say how its prompts reach the model (DatasetTask.prompt_params: chat or raw, and the template file)."""
+        if isinstance(self.task, DatasetTask):
+            self.report.log_params(self.task.prompt_params)
         if saved is not None:
             self.state = TrialState.from_checkpoint(saved)
             self.report({"resumed_from_step": float(self.state.step)}, self.state.step)

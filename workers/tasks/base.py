@@ -15,14 +15,23 @@ import torch
 class Problem:
     """One prompt with its reference answer and the rest of its dataset row.
 
-    prompt: a string, or chat messages ``[{role, content}]`` (TRL's conversational format).
+    prompt: as the model reads it: a string, or chat messages ``[{role, content}]`` (TRL's conversational format),
+        which the policy renders with the chat template.
     answer: the reference answer as text (empty when the reward needs none).
     columns: the row's other columns, passed to reward functions (dataset tasks).
+    data_prompt: the prompt as the dataset stores it, where the model reads another (a string prompt given to the
+        model as a user message, task.prompt_format chat); None: the same as ``prompt``. Reward functions see this one.
     """
 
     prompt: str | list[dict[str, Any]]
     answer: str
     columns: dict[str, Any] = field(default_factory=dict, compare=False)
+    data_prompt: str | list[dict[str, Any]] | None = field(default=None, compare=False)
+
+    @property
+    def stored_prompt(self) -> str | list[dict[str, Any]]:
+        """The prompt as the dataset stores it (what reward functions receive as ``prompts``)."""
+        return self.prompt if self.data_prompt is None else self.data_prompt
 
     @property
     def key(self) -> str:

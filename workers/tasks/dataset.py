@@ -4,16 +4,31 @@ Rows come from a local file or save_to_disk folder (workers.data). Held-out rows
 seeded share of them (``eval_fraction``, default 0.1) or a second dataset (``eval_path``). Each
 completion's reward is the weighted sum of the spec's reward terms (workers.rewards), called the
 way TRL's GRPOTrainer calls ``reward_funcs``; the gap is ``max_reward`` minus the mean reward.
+
+A string prompt reaches the model as ``prompt_format`` says: ``chat`` as one user message
+``[{"role": "user", "content": s}]`` that the policy renders with its chat template and a generation
+prompt (OpenRLHF's PromptDataset with apply_chat_template, EasyR1, NeMo-RL, prime-rl), ``raw`` as it
+is (TRL), ``auto`` chat where the model has a chat template, else raw; ``prompt_template`` formats
+``s`` first (sweeps.prompt_template). Only the model knows whether it has a template, so the task is
+built with the data's prompts and ``read_by`` gives the task as a loaded model reads it
+(workers.batch.setup, once the policy is loaded): every Problem's ``prompt`` is then what the policy
+samples from, scores the PPO ratio on and is evaluated on (and what TRL's trainer gets), while reward
+functions keep the data's own prompt (``Problem.stored_prompt``: a string stays a string, completions
+stay strings). Message-list prompts are the same under every format (always templated, as
+``model.chat_template`` says).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from sweeps.prompt_template import load_prompt_template
 from sweeps.spec import DEFAULT_EVAL_FRACTION
 from workers.data import check_rows, content_digest, is_conversational, load_rows, lookup
 from workers.rewards import RewardBatch, TrainerState, reward_scorer, trl_kwargs
@@ -30,6 +45,37 @@ def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str
         )
         for row in rows
     ]
+
+
+PROMPT_FORMATS = ("auto", "chat", "raw")  # task.prompt_format (sweeps.spec.task.DatasetTaskSpec)
+
+
+def resolve_prompt_format(prompt_format: str, templated: bool) -> str:
+    """``chat`` or ``raw``: how string prompts reach a model that renders a chat template (``templated``: its
+    tokenizer has one and model.chat_template is not false) or does not; ``auto`` is chat exactly when templated.
+
+    Raises:
+        ValueError: an unknown format (listing the allowed), or ``chat`` on a model without a chat template.
+    """
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"task.prompt_format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
+    if prompt_format == "chat" and not templated:
+        raise ValueError(
+            "task.prompt_format chat: the model has no chat template to render string prompts with (its tokenizer has "
+            "none, or model.chat_template is false); allowed: task.prompt_format auto or raw, or a model with a chat template"
+        )
+    return "chat" if prompt_format == "chat" or (prompt_format == "auto" and templated) else "raw"
+
+
+def _as_read(problem: Problem, chat: bool, fill: Callable[[str], str] | None) -> Problem:
+    """``problem`` with a string prompt as the model reads it: formatted by ``fill`` (the prompt template), as one
+    user message under ``chat``; the data's prompt kept for the rewards. A message list stays as it is."""
+    source = problem.stored_prompt
+    if not isinstance(source, str):
+        return problem
+    text = fill(source) if fill is not None else source
+    prompt: str | list[dict[str, Any]] = [{"role": "user", "content": text}] if chat else text
+    return replace(problem, prompt=prompt, data_prompt=None if prompt == source else source)
 
 
 @dataclass(frozen=True)
@@ -51,12 +97,15 @@ class DatasetTask:
     eval_fraction: float | None = None
     eval_path: str | None = None
     label: str | None = None
+    prompt_format: str = "auto"  # auto until read_by resolves it to chat or raw (module docstring)
+    prompt_template: str | None = None
     max_reward_value: float = 1.0
     oracle_samples: int = 8  # completions per prompt for Monte Carlo V(x) (the oracle advantage)
     name: str = "dataset"
     digest: str = field(init=False, default="")  # content hash: part of repr, so caches follow the data
     _split: tuple[list[Problem], list[Problem]] = field(init=False, repr=False, compare=False)
     _scorer: Any = field(init=False, repr=False, compare=False)  # workers.rewards.reward_scorer
+    _fill: Callable[[str], str] | None = field(init=False, repr=False, compare=False)  # the prompt template
 
     def __post_init__(self) -> None:
         answers = answer_paths(self.reward_specs)
@@ -74,6 +123,29 @@ class DatasetTask:
         object.__setattr__(self, "digest", digest[:16])
         object.__setattr__(self, "_split", (train, held_out))
         object.__setattr__(self, "_scorer", reward_scorer(self.reward_specs))
+        object.__setattr__(self, "_fill", load_prompt_template(self.prompt_template) if self.prompt_template else None)
+
+    def read_by(self, templated: bool) -> DatasetTask:
+        """This task as a model reads its prompts (module docstring): ``templated``, whether the model renders a chat
+        template, resolves ``auto``; the returned task's ``prompt_format`` is ``chat`` or ``raw`` and its problems'
+        ``prompt`` what the model reads. The data, its split and the reward process are this task's (not read again).
+
+        Raises:
+            ValueError: prompt_format chat on a model without a chat template (resolve_prompt_format).
+        """
+        resolved = resolve_prompt_format(self.prompt_format, templated)
+        task = copy.copy(self)
+        object.__setattr__(task, "prompt_format", resolved)
+        split = tuple([_as_read(q, resolved == "chat", self._fill) for q in part] for part in self._split)
+        object.__setattr__(task, "_split", split)
+        return task
+
+    @property
+    def prompt_params(self) -> dict[str, str]:
+        """The trial run's params of how prompts reach the model: ``task.prompt_format`` (chat or raw once read_by
+        resolved it) and ``task.prompt_template`` (the file, when one formats them)."""
+        template = {"task.prompt_template": self.prompt_template} if self.prompt_template else {}
+        return {"task.prompt_format": self.prompt_format, **template}
 
     @property
     def exact_expected_reward(self) -> bool:
@@ -82,7 +154,9 @@ class DatasetTask:
 
     @property
     def conversational(self) -> bool:
-        return is_conversational(self._split[0][0].prompt)
+        """Whether the data's prompts are chat messages (TRL's conversational format: completions reach the rewards
+        as messages), whatever the model reads."""
+        return is_conversational(self._split[0][0].stored_prompt)
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
         return sample_rows(self._split[0], n, rng)
@@ -115,15 +189,15 @@ class DatasetTask:
         completion_ids: list[list[int]] | None = None,
         state: TrainerState | None = None,
     ) -> RewardBatch:
-        """Call the reward terms the way TRL does (workers.rewards.terms): prompts, completions (as messages
-        for conversational prompts), completion_ids, trainer_state, log_metric, log_extra and every other
+        """Call the reward terms the way TRL does (workers.rewards.terms): prompts as the data stores them,
+        completions (as messages for conversational data), completion_ids, trainer_state, log_metric, log_extra and every other
         column, one entry per completion.
 
         Raises:
             workers.rewards.RewardError: a function failed (the message names it).
         """
         kwargs = trl_kwargs(
-            [q.prompt for q in problems],
+            [q.stored_prompt for q in problems],  # the data's prompts, not the model's rendering of them
             completions,
             completion_ids if completion_ids is not None else [[] for _ in completions],
             [q.columns for q in problems],
