@@ -84,6 +84,11 @@ class SweepSpec(StrictModel):
                 "preset tiny-llama is built for a task's character vocabulary; with task dataset use "
                 "preset chat-tiny or model.path"
             )
+        if task.name == "dataset" and task.prompt_format == "chat" and not v.chat_template:
+            raise ValueError(
+                "task.prompt_format chat renders string prompts with the model's chat template, which "
+                "model.chat_template false turns off; allowed: task.prompt_format auto or raw, or model.chat_template true"
+            )
         return v
 
     @field_validator("measure")
@@ -204,9 +209,9 @@ class SweepSpec(StrictModel):
         return dict(self.trl or {})
 
     def with_paths_from(self, base: Path) -> SweepSpec:
-        """The spec with relative file paths (task data, reward files found there, model folder) made absolute
-        from ``base`` (a spec file's folder), so a spec travels with its files. Absolute paths are kept as they
-        are, and so is a relative reward file that is not under ``base`` (the server resolves it against
+        """The spec with relative file paths (task data and prompt template, reward files found there, model folder)
+        made absolute from ``base`` (a spec file's folder), so a spec travels with its files. Absolute paths are kept
+        as they are, and so is a relative reward file that is not under ``base`` (the server resolves it against
         GROUPSCALE_REWARD_ROOT)."""
 
         def absolute(path: str | None) -> str | None:
@@ -217,6 +222,7 @@ class SweepSpec(StrictModel):
             update: dict[str, Any] = {"path": absolute(task.path)}
             if isinstance(task, DatasetTaskSpec):
                 update["eval_path"] = absolute(task.eval_path)
+                update["prompt_template"] = absolute(task.prompt_template)  # a data file like the data
                 rewards = []
                 for r in task.rewards:
                     file, _, name = (r.function or "").rpartition(":")

@@ -164,7 +164,8 @@ DEFAULT_EVAL_FRACTION = 0.1
 class DatasetTaskSpec(StrictModel):
     """Your task, the TRL way: a local dataset (file or save_to_disk folder) read with Hugging Face
     ``datasets``; ``prompt_column`` holds a string or chat messages; every other column goes to the
-    reward functions with its row (TRL's convention)."""
+    reward functions with its row (TRL's convention). A string prompt reaches the model as ``prompt_format``
+    says (formatted by ``prompt_template`` first); the reward functions see it as the data stores it."""
 
     name: Literal["dataset"]
     path: str = Field(
@@ -172,6 +173,19 @@ class DatasetTaskSpec(StrictModel):
     )
     split: str | None = Field(None, min_length=1, max_length=128, description="split of a save_to_disk DatasetDict folder")
     prompt_column: str = Field("prompt", min_length=1, max_length=256)
+    prompt_format: Literal["auto", "chat", "raw"] = Field(
+        "auto",
+        description="how a string prompt reaches the model: chat (one user message through the model's chat template, "
+        "add_generation_prompt; OpenRLHF's apply_chat_template, EasyR1, NeMo-RL, prime-rl), raw (the string as it is; "
+        "TRL) or auto (chat where the model has a chat template, else raw); message-list prompts are always templated",
+    )
+    prompt_template: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="a file under GROUPSCALE_DATA_ROOT that formats a string prompt before templating: a .jinja file "
+        "rendered with content (EasyR1's format_prompt), else text with one {} (NeMo-RL's prompt_file)",
+    )
     eval_fraction: float | None = Field(None, gt=0, lt=1, description="share of rows held out (seeded); default 0.1")
     eval_path: str | None = Field(
         None, min_length=1, max_length=4096, description="held-out rows: a second dataset of the same shape"
