@@ -146,6 +146,7 @@ def spec_from_trl(
             "name": "dataset",
             "path": "FILL IN: a local data file (jsonl, parquet, ...)",
             "prompt_column": "prompt",
+            "prompt_format": "raw",  # TRL gives a string prompt to the model as it is (it templates message lists)
             "rewards": [{"function": "FILL IN: rewards.py:NAME"}],
         },
         "model": {"path": str(model), **_model_settings(config)},

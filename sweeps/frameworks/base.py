@@ -52,6 +52,9 @@ class Budget:
         model: the model folder or hub id the file trains, None if it names none.
         steps: T in optimizer steps (generations x k), None if the file does not say.
         data: the training data the file names (for the spec's task), None if none.
+        prompts: how the trainer gives a string prompt to the model, as the spec's task fields: ``prompt_format``
+            (chat or raw; absent: auto, for trainers whose data prompts are message lists) and ``prompt_template``
+            (the template file as the config names it; sweeps.frameworks.importing finds it).
     """
 
     group_size: int
@@ -60,6 +63,7 @@ class Budget:
     model: str | None = None
     steps: int | None = None
     data: str | None = None
+    prompts: dict[str, str] = field(default_factory=dict)
 
     def check(self) -> None:
         """What every trainer's budget must be for groupscale to train it: G >= 2, B a whole number of groups, k

@@ -100,9 +100,12 @@ def easyr1_budget(config: Config) -> Budget:
         "max_new_tokens": config.number("data.max_response_length"),
     }  # fmt: skip
     steps = config.number("trainer.max_steps")
+    # RLHFDataset (verl/utils/dataset.py) renders data.format_prompt with content, then the chat template, always
+    template = config.text("data.format_prompt")
     return Budget(group_size, prompts * group_size, grpo, model=config.text(A + "model.model_path"),
                   steps=None if steps is None else steps * grpo["steps_per_generation"],
-                  data=config.first_file("data.train_files"))  # fmt: skip
+                  data=config.first_file("data.train_files"),
+                  prompts={"prompt_format": "chat", **({"prompt_template": template} if template else {})})  # fmt: skip
 
 
 def _kl(config: Config) -> float:

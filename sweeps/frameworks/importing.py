@@ -112,6 +112,7 @@ def spec_from(
             + (", ".join(map(str, allowed)) or "none")
         )  # fmt: skip
     model_path = model or budget.model
+    prompts, said = _prompts(framework, budget, path)
     spec: dict[str, Any] = {
         "name": f"from-{framework.name}-{str(model_path or 'model').rstrip('/').split('/')[-1]}",
         "engine": "groupscale",
@@ -119,6 +120,7 @@ def spec_from(
             "name": "dataset",
             "path": f"FILL IN: a local data file{f' (the config trains {budget.data})' if budget.data else ''}",
             "prompt_column": "prompt",
+            **prompts,
             "rewards": [{"function": "FILL IN: rewards.py:NAME"}],
         },
         "model": {"path": str(model_path or "FILL IN: a local model folder")},
@@ -130,7 +132,27 @@ def spec_from(
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),
     }
     _valid(spec)
-    return spec, _notes(framework, config, budget, model, drop)
+    return spec, [*_notes(framework, config, budget, model, drop), *said]
+
+
+def _prompts(framework: Framework, budget: Budget, path: Path) -> tuple[dict[str, str], list[str]]:
+    """The task's prompt fields of the trainer's ``budget.prompts`` and a note on them: a template file found here (as
+    named, or from the config's folder or one above it, where a trainer's relative paths start: EasyR1's and NeMo-RL's
+    examples name theirs from the repository's root) by its absolute path; one not found is said and left out."""
+    prompts = dict(budget.prompts)
+    if not prompts:
+        return {}, []
+    template = prompts.pop("prompt_template", None)
+    said = [f"string prompts as {framework.title} gives them to the model: task.prompt_format {prompts['prompt_format']}"]
+    if template:
+        places = [Path(template).expanduser(), *(folder / template for folder in path.resolve().parents)]
+        found = next((p.resolve() for p in places if p.is_file()), None)
+        if found is None:
+            said.append(f"its prompt template {template!r} is not here: put it under the data root and set task.prompt_template")
+        else:
+            prompts["prompt_template"] = str(found)
+            said[-1] += f", formatted by task.prompt_template {found}"
+    return prompts, said
 
 
 def _valid(spec: dict[str, Any]) -> None:

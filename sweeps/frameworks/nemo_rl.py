@@ -176,8 +176,11 @@ def nemo_budget(config: Config) -> Budget:
     }
     steps = config.number(P + "max_num_steps")
     data = config.first_file("data.train.data_path") or config.first_file("data.train.dataset_name")
+    # its data processors fill prompt_file's {} with the problem, then apply the chat template
+    template = config.text("data.default.prompt_file") or config.text("data.prompt_file")
+    prompts = {"prompt_format": "chat", **({"prompt_template": template} if template else {})}
     return Budget(group_size, samples, grpo, model=config.text("policy.model_name"),
-                  steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=data)  # fmt: skip
+                  steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=data, prompts=prompts)  # fmt: skip
 
 
 def _advantage(config: Config) -> str:

@@ -49,6 +49,7 @@ RENAMED = {  # the flat flags (<= 0.10.1) budget() reads, by their dotted names 
     "entropy_loss_coef": "actor.entropy_coef", "dynamic_filtering": "algo.dynamic_filtering_enable",
     "async_train": "train.async_enable", "vllm_generate_batch_size": "rollout.vllm_generate_batch_size",
     "pretrain": "actor.model_name_or_path", "prompt_data": "data.prompt_dataset",
+    "apply_chat_template": "data.apply_chat_template",
 }  # fmt: skip
 ESTIMATORS = {"group_norm": "mean_std", "dr_grpo": "mean", "rloo": "loo"}
 LOSS_AGG = {"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"}
@@ -128,7 +129,9 @@ def openrlhf_budget(config: Config) -> Budget:
         "max_new_tokens": config.number("rollout.max_new_tokens") or _total_length(config),
     }  # fmt: skip
     model, data = config.text("actor.model_name_or_path"), config.text("data.prompt_dataset")
-    return Budget(group_size, samples, grpo, model=model, data=data)
+    # PromptDataset (openrlhf/datasets/prompts_dataset.py) templates a prompt only under --data.apply_chat_template
+    chat = config.get("data.apply_chat_template") not in (None, False, "false", "False")
+    return Budget(group_size, samples, grpo, model=model, data=data, prompts={"prompt_format": "chat" if chat else "raw"})
 
 
 def _total_length(config: Config) -> int:

@@ -282,7 +282,7 @@ def prime_rl_budget(config: Config) -> Budget:
     data = _first(config, f"{src}.0.env.taskset.id", f"{src}.0.env.id", f"{src}.0.id", ORCH + "environment.id")
     return Budget(
         group_size, batch, grpo, model=_first(config, "model.name", ORCH + "model.name", TRAINER + "model.name"),
-        steps=None if steps is None else int(steps), data=data,
+        steps=None if steps is None else int(steps), data=data, prompts={"prompt_format": "chat"},  # environments' chats
     )  # fmt: skip
 
 

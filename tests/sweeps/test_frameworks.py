@@ -218,3 +218,41 @@ def test_settings_that_shape_the_update_are_named_in_full_not_counted_with_the_i
     _, notes = spec_from(get_framework("verl"), FIXTURES / "verl" / "run_gspo.sh", ["actor_rollout_ref.actor.grad_clip=0.01"])
     assert "not kept, and each may change what trains (groupscale's defaults train instead): " \
            "actor_rollout_ref.actor.grad_clip" in notes  # fmt: skip
+
+
+PRIME_DROPS = ("orchestrator.async", "trainer.loss.type", "orchestrator.train.filter_zero_advantages")
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "overrides", "drop", "prompts"),
+    [
+        ("openrlhf", "train_grpo_flat.sh", [], (), {"prompt_format": "raw"}),  # no --apply_chat_template
+        ("openrlhf", "train_grpo_flat.sh", ["apply_chat_template=true"], (), {"prompt_format": "chat"}),
+        ("openrlhf", "train_dapo.sh", ["data.apply_chat_template=true"], ("algo.dynamic_filtering_enable",),
+         {"prompt_format": "chat"}),
+        ("easyr1", "examples/config.yaml", [], (),
+         {"prompt_format": "chat", "prompt_template": "easyr1/examples/format_prompt/math.jinja"}),
+        ("nemo-rl", "examples/configs/grpo_math_1B.yaml", [], (),
+         {"prompt_format": "chat", "prompt_template": "nemo-rl/examples/prompts/cot.txt"}),
+        ("prime-rl", "rl.toml", [], PRIME_DROPS, {"prompt_format": "chat"}),
+        ("verl", "run_grpo_8b.sh", [], (), {}),  # verl's data prompts are message lists: auto
+        ("skyrl", "examples/train/gsm8k/run_gsm8k.sh", [], (), {}),
+    ],
+)  # fmt: skip
+def test_an_import_gives_string_prompts_to_the_model_as_the_trainer_does(name, file, overrides, drop, prompts):
+    spec, notes = spec_from(get_framework(name), FIXTURES / name / file, overrides, model="/models/q", drop=drop)
+    task = {k: v for k, v in spec["task"].items() if k in ("prompt_format", "prompt_template")}
+    assert task == {k: str(FIXTURES / v) if k == "prompt_template" else v for k, v in prompts.items()}
+    said = [n for n in notes if "task.prompt_format" in n]
+    assert said == ([f"string prompts as {get_framework(name).title} gives them to the model: task.prompt_format "
+                     f"{prompts['prompt_format']}" + (f", formatted by task.prompt_template {task['prompt_template']}"
+                                                      if "prompt_template" in task else "")] if prompts else [])  # fmt: skip
+
+
+def test_a_prompt_template_the_config_names_but_that_is_not_here_is_said_and_left_out(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text((FIXTURES / "easyr1" / "examples" / "config.yaml").read_text())
+    spec, notes = spec_from(get_framework("easyr1"), config, [], model="/models/q")
+    assert spec["task"]["prompt_format"] == "chat" and "prompt_template" not in spec["task"]
+    assert "its prompt template './examples/format_prompt/math.jinja' is not here: put it under the data root and set " \
+           "task.prompt_template" in notes  # fmt: skip

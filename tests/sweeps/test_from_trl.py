@@ -205,3 +205,9 @@ def test_an_rloo_config_is_refused_as_another_objective_and_the_rloo_fields_are_
     recipe = {**yaml.safe_load(DOCS), "num_generations": 4, "normalize_advantages": True}
     with pytest.raises(ValueError, match="normalize_advantages: an RLOOConfig recipe .* advantage loo"):
         spec_from_trl(recipe, [2, 4])
+
+
+def test_a_trl_import_gives_string_prompts_as_they_are():
+    """TRL templates a conversational prompt and never a string one: task.prompt_format raw."""
+    spec, _ = spec_from_trl({"model_name_or_path": "/models/q"}, [2, 4], grpo_fields=FIELDS)
+    assert spec["task"]["prompt_format"] == "raw"
