@@ -155,7 +155,8 @@ def groups_table(trials: list[dict] | None) -> str:
 
 
 def swept_paragraph(spec: dict | None, created: str | None) -> str:
-    """What was swept: task, model, measure, steps, the grid, seeds, the GRPO settings that change G*, and when."""
+    """What was swept: task, model, how a dataset task's prompts reach it, measure, steps, the grid, seeds, the GRPO
+    settings that change G*, and when."""
     if not spec:
         return "<p id='swept'>What was swept: not given.</p>"
     model = ModelSpec.model_validate(spec["model"]).label
@@ -169,6 +170,7 @@ def swept_paragraph(spec: dict | None, created: str | None) -> str:
     rows = [
         ("task", spec["task"].get("label") or spec["task"].get("name", "?")),
         ("model", model),
+        *([("prompts", prompts)] if (prompts := prompts_line(spec["task"], spec["model"])) else []),
         ("measure", f"{measure}, {spec.get('steps', '?')} steps" if measure == "outcome" else measure),
         ("group sizes G", ", ".join(map(str, spec.get("group_sizes", []))) + per_prompt),
         ("budgets B", ", ".join(map(str, spec.get("samples_per_step", [])))),
@@ -179,6 +181,29 @@ def swept_paragraph(spec: dict | None, created: str | None) -> str:
     ]
     cells = "".join(f"<tr><th>{escape(k)}</th><td style='text-align:left'>{escape(str(v))}</td></tr>" for k, v in rows)
     return f"<table id='swept'>{cells}</table>"
+
+
+PROMPT_WORDS = {
+    "chat": "each a user message through the model's chat template",
+    "raw": "as they are",
+    "auto": "through the model's chat template where it has one (each trial run's param task.prompt_format: which)",
+}
+
+
+def prompts_line(task: dict, model: dict) -> str | None:
+    """How a dataset task's string prompts reach the model (None for another task): ``auto`` resolved where the spec
+    tells (chat-tiny has a chat template; model.chat_template false renders none), and the template file's name."""
+    if task.get("name") != "dataset":
+        return None
+    chosen = task.get("prompt_format", "auto")
+    resolved = chosen
+    if chosen == "auto" and model.get("chat_template") is False:
+        resolved = "raw"
+    elif chosen == "auto" and model.get("preset") == "chat-tiny":
+        resolved = "chat"
+    template = task.get("prompt_template")
+    shown = f", formatted by {template.replace(chr(92), '/').rsplit('/', 1)[-1]}" if template else ""
+    return f"string prompts {PROMPT_WORDS.get(resolved, resolved)} (task.prompt_format {chosen}){shown}"
 
 
 def agreement(fit: LawFit, probe: dict) -> str:

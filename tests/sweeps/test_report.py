@@ -113,3 +113,21 @@ def test_the_report_shows_per_g_what_the_groups_held_over_the_trials_that_kept_i
     assert rows[1] == "<td>48</td><td>4</td><td>0.4</td><td>0.05</td><td>0</td><td>0.1</td><td>4</td><td>2</td></tr>"
     assert "The trials' groups: not given." in render_report(law_fit(), "t")  # the signature as before
     assert "No trial kept what its groups held." in render_report(law_fit(), "t", trials=[_trial(4, 48, "failed")])
+
+
+def test_the_report_says_how_a_dataset_tasks_string_prompts_reach_the_model():
+    from sweeps.report import prompts_line
+
+    dataset = {"name": "dataset", "path": "d.jsonl"}
+    assert prompts_line({"name": "arithmetic"}, {"preset": "tiny-llama"}) is None
+    assert prompts_line(dataset, {"preset": "chat-tiny"}) == (
+        "string prompts each a user message through the model's chat template (task.prompt_format auto)"
+    )
+    assert prompts_line(dataset, {"path": "/m", "chat_template": False}) == "string prompts as they are (task.prompt_format auto)"
+    assert prompts_line({**dataset, "prompt_format": "auto"}, {"path": "/m"}).startswith(
+        "string prompts through the model's chat template where it has one (each trial run's param task.prompt_format"
+    )
+    templated = {**dataset, "prompt_format": "chat", "prompt_template": "/data/prompts/math.jinja"}
+    assert prompts_line(templated, {"path": "/m"}).endswith("(task.prompt_format chat), formatted by math.jinja")
+    html = render_report(law_fit(), "t", spec={"task": templated, "model": {"path": "/m"}})
+    assert "prompts</th><td style='text-align:left'>string prompts each a user message" in html
