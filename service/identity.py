@@ -31,12 +31,31 @@ def task_key(spec: SweepSpec) -> str:
         OSError: a data file cannot be read (preflight has checked it first).
     """
     task = spec.task
-    options = task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json")
+    options = as_before(task.model_dump(exclude={"name", "path", "eval_path", "label"}, mode="json"))
     if task.data_files:
         digest = short_digest(content_digest(*task.data_files) + json.dumps(options, sort_keys=True))
         return f"{task.label or task.name}:{digest}"
     defaults = type(task).model_validate({"name": task.name}).model_dump(exclude={"name"}, mode="json")
     return task.name if options == defaults else f"{task.name}:{short_digest(json.dumps(options, sort_keys=True))}"
+
+
+# Settings added after keys were first filed, at the values that mean what a spec without them meant: left out of the
+# key, so that a task keeps the key it had (stored sweeps hold their keys, and recommend matches new specs to them).
+BEFORE_TASK = {"prompt_format": "raw", "prompt_template": None}
+BEFORE_REWARD = {"url": None, "request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
+
+
+def as_before(options: dict) -> dict:
+    """A task's options as keys were filed before the settings of BEFORE_TASK and BEFORE_REWARD existed: each at its
+    old meaning left out, and a reward's ``convention: auto`` as the ``trl`` that every entry then held (auto calls a
+    TRL function as TRL does; a function of another trainer's convention could not be run then)."""
+    out = {k: v for k, v in options.items() if not (k in BEFORE_TASK and v == BEFORE_TASK[k])}
+    if "prompt_format" in out and out.get("prompt_template") is None:
+        out.pop("prompt_template", None)
+    if isinstance(out.get("rewards"), list):
+        kept = [{k: v for k, v in r.items() if not (k in BEFORE_REWARD and v == BEFORE_REWARD[k])} for r in out["rewards"]]
+        out["rewards"] = [r | ({"convention": "trl"} if r.get("convention") == "auto" else {}) for r in kept]
+    return out
 
 
 def model_key(spec: SweepSpec) -> str:

@@ -135,9 +135,10 @@ def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]]) -> None:
 REWARD_CHECK_S = 60.0  # the reward check at submit: loading and calling every reward on the cluster
 
 
-def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any]) -> None:
-    """Run a dataset task's user reward functions (and math_verify) once where user code may run, before anything
-    is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Cluster.run_task).
+def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, float], Any]) -> list[str]:
+    """Run a dataset task's user reward functions, reward servers (and math_verify) once where user code may run,
+    before anything is scheduled: workers.entry.check_rewards_task on the cluster (``run_task``: Cluster.run_task).
+    Returns notes: the convention ``auto`` took for each function entry that left it to auto.
 
     Raises:
         SpecError: a reward cannot be imported (a missing package named with its pip command and the row that
@@ -147,7 +148,7 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
     """
     task = spec.task
     if task.name != "dataset" or not needs_process([r.model_dump() for r in task.rewards]):
-        return
+        return []
     try:
         failure = run_task(check_rewards_task, (task.model_dump(), REWARD_CHECK_S - 5, spec.steps), REWARD_CHECK_S)
     except TimeoutError:
@@ -158,16 +159,21 @@ def check_rewards_on_cluster(spec: SweepSpec, run_task: Callable[[Any, tuple, fl
         ) from None
     except Exception:  # noqa: BLE001 - the cluster failed, not the spec: accepted, and a trial reports a bad reward
         log.warning("the reward check could not run on the cluster; the sweep is accepted unchecked", exc_info=True)
-        return
-    if failure is not None:
+        return []
+    if "message" in failure:
         index = failure["index"]
         loc = (
             ("task", "rewards")
             if index is None
-            else ("task", "rewards", index, "function" if task.rewards[index].function else "name")
+            else ("task", "rewards", index, next(f for f in ("function", "url", "name") if getattr(task.rewards[index], f)))
         )
         called = failure.get("with", "placeholder completions")
         raise SpecError(loc, f"{failure['message']} (checked on the data's first rows, one of each data_source, with {called})")
+    return [
+        f"task.rewards[{i}]: convention auto calls {r.function} as {took}'s reward (convention: {took})"
+        for i, (r, took) in enumerate(zip(task.rewards, failure["conventions"]))
+        if r.function and r.convention == "auto"
+    ]
 
 
 ENGINE_CHECK_S = 120.0  # an engine's check at submit on the cluster (engine trl: importing TRL, building its GRPOConfig)
@@ -241,12 +247,12 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
             raise SpecError(loc, f"{path[:200]!r}: {e}") from None
         sizes[field] = len(rows)
         warnings += leaked_answers(rows, task.prompt_column, f"task.{field}")
+        check_answers(task, rows, field)
     if task.prompt_template is not None:  # a data file like the data, that must format a prompt (sweeps.prompt_template)
         loc = ("task", "prompt_template")
         template = check_under_root(task.prompt_template, settings.data_root, loc, "data", "GROUPSCALE_DATA_ROOT")
         if (why := prompt_template_error(template)) is not None:
             raise SpecError(loc, f"{task.prompt_template[:200]!r}: {why}")
-        check_answers(task, rows, field)
     if task.eval_path is None:
         n_eval = round((task.eval_fraction or DEFAULT_EVAL_FRACTION) * sizes["path"])
         if sizes["path"] < 2 or n_eval < 1 or n_eval >= sizes["path"]:
