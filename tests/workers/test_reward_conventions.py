@@ -84,6 +84,7 @@ def test_a_verifiers_environment_is_its_rubrics_weighted_sum_with_its_parser():
     assert got.rewards.tolist() == [2.0, 0.0, 0.0]  # correct_answer x 2; the length metric has weight 0
     assert got.logged["correct_answer"] == pytest.approx(1 / 3)
     assert got.logged["length_metric"] == pytest.approx(sum(map(len, TEXTS)) / 3)  # state["completion"] given
+    assert got.logged["num_turns"] == 1.0  # a metric of the rollout's state: its trajectory of one turn
     lifted = _score([{"function": f"{HERE / 'verifiers_func.py'}:correct_answer_reward_func"}], _kwargs(["7}", "8", "4"]))
     assert lifted.rewards.tolist() == [1.0, 0.0, 1.0]
 

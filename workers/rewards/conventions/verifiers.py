@@ -78,6 +78,22 @@ def rubric_functions(env: Any, name: str) -> list[tuple[Callable[..., Any], floa
     return found
 
 
+def rollout_state(prompt: Any, completion: Any, answer: Any, info: Any, task: Any) -> dict[str, Any]:
+    """The state of a finished single-turn rollout, as verifiers' environments leave it for the rubric: its input
+    fields, a trajectory of one step (rubric metrics such as MultiTurnMonitorRubric's ``num_turns`` read it), completed
+    and not truncated, not scored yet.
+
+    Source: verifiers 0.3.1, ``Environment.init_state`` (verifiers/legacy/envs/environment.py) and
+    ``MultiTurnEnv.add_trajectory_step`` (verifiers/legacy/envs/multiturn_env.py)."""
+    step = {"prompt": prompt, "completion": completion, "response": None, "tokens": None, "reward": None,
+            "advantage": None, "is_truncated": False, "extras": {}}  # fmt: skip
+    return {
+        "prompt": prompt, "completion": completion, "answer": answer, "info": info if info is not None else {},
+        "task": task, "trajectory": [step], "is_completed": True, "is_truncated": False, "reward": None,
+        "metrics": None, "error": None,
+    }  # fmt: skip
+
+
 def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[..., Any]:
     extra = dict(entry.get("kwargs") or {})
     if getattr(fn, "__name__", "") == LOADER:
@@ -100,8 +116,8 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
         for f, _, objects in functions:
             sig = signature_of(f)
             for i in range(n):
-                state = {"prompt": prompts[i], "completion": completions[i], "answer": answers[i], "info": infos[i]}
-                given = {**state, "state": state, "task": tasks[i], **objects}
+                state = rollout_state(prompts[i], completions[i], answers[i], infos[i], tasks[i])
+                given = {**state, "state": state, **objects}
                 calls.append(f(**(given if sig is None else accepted(sig, given))))
         return settled(calls, lambda done: total(done, n, log_metric))
 
