@@ -1,8 +1,9 @@
 """What every engine's trainer promises (workers.engines and its measurement harness), checked on each one with chat-tiny
 and a word-problem file: the held-out gap at step 0 and at T, a trial killed anywhere (mid-trial, after its last
 checkpoint, inside a generation cycle) resumed from its checkpoint to the uninterrupted trial's parameters and metrics,
-a failing reward failing the trial by its name, and an outcome that is a TrialOutcome."""
+a failing reward (a function, a reward server) failing the trial by its name, and an outcome that is a TrialOutcome."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from sweeps import storage
 from sweeps.engines import ENGINES
 from sweeps.metrics import SUMMARIZED
 from sweeps.trial import TrialOutcome
+from tests.ports import free_port
+from tests.reward_server import running
 from tests.workers.test_trl_engine import RECIPE, Recorder, _config, _run, chat  # noqa: F401 - chat: the fixture
 from workers.checkpoint import load_checkpoint
 
@@ -113,3 +116,28 @@ def test_a_failing_reward_fails_the_trial_naming_the_term(chat, tmp_path, engine
     task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"function": f"{tmp_path / 'broken.py'}:broken"}]}
     result = _run(_trial(chat, tmp_path / "a", engine, task=task), Recorder())
     assert result.status is TrialOutcome.FAILED and "broken" in result.reason and "the grader is down" in result.reason, result
+
+
+@pytest.fixture(scope="module")
+def reward_server():
+    with running(free_port()) as base:
+        yield base
+
+
+@pytest.mark.parametrize(
+    "path, entry, cause",
+    [
+        ("status/500", {"retries": 1}, r"failed after 2 requests: HTTP 500"),
+        ("slow", {"retries": 1, "timeout_s": 0.3}, r"failed after 2 requests: no answer within 0\.3 s"),
+        ("short", {"retries": 1}, r"failed after 2 requests: the reply has 11 scores for 12 completions"),  # held-out
+        ("nan", {"retries": 1}, r"failed after 2 requests: the reply has a value that is not a finite number"),
+    ],
+)
+def test_a_failing_reward_server_fails_the_trial_naming_its_url(chat, tmp_path, engine, reward_server, path, entry, cause):  # noqa: F811
+    """A reward server that fails (tests/reward_server.py, a process) fails the trial after its retries: nothing
+    trains on a default reward."""
+    url = f"{reward_server}/{path}"
+    task = {"name": "dataset", "path": str(chat[1]), "rewards": [{"url": url, **entry}]}
+    result = _run(_trial(chat, tmp_path / "a", engine, task=task), Recorder())
+    assert result.status is TrialOutcome.FAILED, result
+    assert re.search(f"the reward server {re.escape(url)} {cause}", result.reason), result.reason
