@@ -169,6 +169,10 @@ def _every_shape(stack: Stack, rewards: Path, data: Path, model: Path, server: s
     for key in keys:
         assert len(client.get_metric_history(run.info.run_id, f"reward/{key}")) == 3, key
     assert run.data.metrics["reward/my_rewards_v2_.constant"] == 0.25
+    conventions = {k: v for k, v in run.data.params.items() if k.endswith(".convention")}
+    assert [conventions[f"task.rewards.{i}.convention"] for i in (0, 8, 9, 10, 11, 12)] == [
+        "trl", "builtin", "openrlhf", "easyr1", "verifiers", "http"
+    ]  # fmt: skip
     progress = [m.value for m in sorted(client.get_metric_history(run.info.run_id, "reward_log/progress"), key=lambda m: m.step)]
     assert progress == pytest.approx([0, 1 / 3, 2 / 3])  # log_metric, with TRL's trainer_state
     assert run.data.tags["groupscale.generation_config_ignored"] == "repetition_penalty=2.0, top_k=3"

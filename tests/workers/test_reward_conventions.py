@@ -167,3 +167,26 @@ def test_a_server_that_is_down_fails_the_check_at_submit():
     finally:
         process.close()
     assert failure is not None and failure.index == 0 and f"the reward server {url} failed after 1 request" in str(failure)
+
+
+def test_a_trials_params_say_how_each_reward_is_called(tmp_path, server):
+    import json
+
+    from workers.tasks import make_task
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"prompt": PROMPTS[i % 3], "answer": "7"}) + "\n" for i in range(10)))
+    rewards = [
+        {"name": "exact_match"},
+        {"function": f"{HERE / 'openrlhf_reward.py'}:reward_func", "answer_column": "answer"},
+        {"url": f"{server}/json"},
+    ]
+    task = make_task({"name": "dataset", "path": str(data), "rewards": rewards})
+    try:
+        assert task.reward_params == {
+            "task.rewards.0.convention": "builtin",
+            "task.rewards.1.convention": "openrlhf",
+            "task.rewards.2.convention": "http",
+        }
+    finally:
+        task.close()

@@ -150,9 +150,10 @@ class Harness:
     def start(self, saved: dict[str, Any] | None) -> None:
         """From ``saved`` (the TrialState of the checkpoint the engine restored), or fresh: the held-out eval before
         step 1, reported at step 0 with the parameter counts (the gap's chart starts there); a dataset task's params
-        say how its prompts reach the model (DatasetTask.prompt_params: chat or raw, and the template file)."""
+        say how its prompts reach the model (DatasetTask.prompt_params: chat or raw, and the template file) and how each
+        reward is called (DatasetTask.reward_params: the convention auto took)."""
         if isinstance(self.task, DatasetTask):
-            self.report.log_params(self.task.prompt_params)
+            self.report.log_params(self.task.prompt_params | self.task.reward_params)
         if saved is not None:
             self.state = TrialState.from_checkpoint(saved)
             self.report({"resumed_from_step": float(self.state.step)}, self.state.step)

@@ -148,6 +148,12 @@ class DatasetTask:
         return {"task.prompt_format": self.prompt_format, **template}
 
     @property
+    def reward_params(self) -> dict[str, str]:
+        """The trial run's params of how each reward term is called: ``task.rewards.<i>.convention`` (builtin, http,
+        or the trainer convention of a function: what ``convention: auto`` took, workers.rewards.conventions)."""
+        return {f"task.rewards.{i}.convention": c for i, c in enumerate(self._scorer.conventions)}
+
+    @property
     def exact_expected_reward(self) -> bool:
         """One exact_match term: V(x) = weight * P(the answer), by teacher forcing."""
         return len(self.reward_specs) == 1 and self.reward_specs[0].get("name") == "exact_match"
