@@ -224,6 +224,8 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
     reward functions enabled, under GROUPSCALE_REWARD_ROOT and binding NAME (found without running the file;
     check_rewards_on_cluster runs them). Returns warnings: prompts that hold their own answer (leaked_answers)."""
     for i, reward in enumerate(task.rewards):
+        if reward.url is not None:
+            check_reward_url(reward.url, settings.reward_urls, ("task", "rewards", i, "url"))
         if reward.function is not None:
             check_reward_function(reward.function, settings.reward_root, ("task", "rewards", i, "function"))
         elif reward.name == "math_verify" and not math_verify_available():
@@ -285,6 +287,21 @@ def leaked_answers(rows: list[dict[str, Any]], column: str, where: str) -> list[
         "shows the model its reference answer; give prompt_column a column of the user turns alone (e.g. the "
         "messages without the last one, made in a preprocessing step)"
     ]
+
+
+def check_reward_url(url: str, allowed: str | None, loc: tuple[str | int, ...]) -> None:
+    """A reward server is called from the workers: only under a prefix of GROUPSCALE_REWARD_URLS (a sweep's author
+    must not make the cluster's workers send requests wherever they like)."""
+    prefixes = [p.strip() for p in (allowed or "").split(",") if p.strip()]
+    if not prefixes:
+        raise SpecError(
+            loc,
+            "reward servers are disabled on this server: the workers would send requests to a URL the sweep names. To "
+            "enable them, start the server with GROUPSCALE_REWARD_URLS set to the URL prefixes the workers may call "
+            "(comma-separated, e.g. http://rm-host:5000/); allowed now: built-in rewards and reward files",
+        )
+    if not any(url.startswith(p) for p in prefixes):
+        raise SpecError(loc, f"{url[:200]!r} is under none of GROUPSCALE_REWARD_URLS; allowed: {', '.join(prefixes)}")
 
 
 def check_reward_function(ref: str, reward_root: Path | None, loc: tuple[str | int, ...]) -> None:

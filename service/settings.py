@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     reward_root: Path | None = Field(
         None, description="user reward functions (FILE.py:NAME) run only from files under this folder; unset: refused"
     )
+    reward_urls: str | None = Field(
+        None,
+        description="reward servers (task.rewards url:) the workers may call: comma-separated URL prefixes "
+        "(http://rm-host:5000/); unset: refused",
+    )
     ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray head (default: all)")
     ray_rotation_max_bytes: int = Field(
         RAY_ROTATION_MAX_BYTES,

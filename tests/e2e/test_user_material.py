@@ -54,6 +54,7 @@ def material(tmp_path_factory, model_cache):
     (model / "chat_template.jinja").write_text((model / "chat_template.jinja").read_text() + THINKING)
     env = {
         "GROUPSCALE_REWARD_ROOT": str(rewards),
+        "GROUPSCALE_REWARD_URLS": "http://127.0.0.1:",  # the reward servers the tests start
         "GROUPSCALE_DATA_ROOT": str(data),
         "GROUPSCALE_MODEL_ROOT": str(models),
         "GROUPSCALE_RAY_NUM_CPUS": "1",

@@ -57,6 +57,24 @@ def test_user_rewards_are_refused_until_the_server_enables_them(tmp_path, roots)
     assert loc == ["body", "task", "rewards", 0, "function"] and "GROUPSCALE_REWARD_ROOT" in msg and "built-in" in msg
 
 
+def test_reward_servers_are_refused_unless_the_server_allows_their_url(tmp_path, roots):
+    data, rewards = roots
+    spec = _spec(data, rewards)
+    spec["task"]["rewards"] = [{"url": "http://10.0.0.5:5000/get_reward", "request": "openrlhf"}]
+    with _client(tmp_path) as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+    assert loc == ["body", "task", "rewards", 0, "url"] and "GROUPSCALE_REWARD_URLS" in msg and "disabled" in msg
+    with _client(tmp_path, reward_urls="http://rm-host:5000/, http://127.0.0.1:") as c:
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))
+        assert loc == ["body", "task", "rewards", 0, "url"] and "allowed: http://rm-host:5000/, http://127.0.0.1:" in msg
+        spec["task"]["rewards"] = [{"url": "http://rm-host:5000/get_reward", "request": "openrlhf"}]
+        loc, msg = _error(c.post("/v1/sweeps", json=spec))  # OpenRLHF's labels: default column label
+        assert loc == ["body", "task", "rewards"] and "no column 'label'" in msg
+        spec["task"]["rewards"][0]["answer_column"] = "solution"
+        r = c.post("/v1/sweeps", json=spec)
+        assert r.status_code == 201 and r.json()["spec"]["task"]["rewards"][0]["request"] == "openrlhf", r.text
+
+
 def test_a_relative_reward_file_is_resolved_against_the_reward_root(tmp_path, roots):
     """Over HTTP a relative FILE is where the server takes user code from: under GROUPSCALE_REWARD_ROOT (it was
     resolved against the controller's working directory and refused as outside the root)."""
