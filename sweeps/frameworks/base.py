@@ -54,7 +54,11 @@ class Budget:
         data: the training data the file names (for the spec's task), None if none.
         prompts: how the trainer gives a string prompt to the model, as the spec's task fields: ``prompt_format``
             (chat or raw; absent: auto, for trainers whose data prompts are message lists) and ``prompt_template``
-            (the template file as the config names it; sweeps.frameworks.importing finds it).
+            (the template file as the config names it; sweeps.frameworks.importing finds it), and ``prompt_column``
+            where the trainer names its data's prompt column.
+        rewards: the trainer's reward as the spec's task.rewards entries (``function`` FILE.py:NAME with FILE as the
+            config names it, which sweeps.frameworks.importing finds; ``url``; or a ``FILL IN:`` placeholder saying what
+            to fill in), empty when the config names none.
     """
 
     group_size: int
@@ -64,6 +68,7 @@ class Budget:
     steps: int | None = None
     data: str | None = None
     prompts: dict[str, str] = field(default_factory=dict)
+    rewards: list[dict[str, Any]] = field(default_factory=list)
 
     def check(self) -> None:
         """What every trainer's budget must be for groupscale to train it: G >= 2, B a whole number of groups, k
@@ -97,6 +102,11 @@ class Config:
     source: str
     assumed: list[str] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
+
+    def note(self, line: str) -> None:
+        """Say ``line`` in the notes (once, however often a check reads its key)."""
+        if line not in self.assumed:
+            self.assumed.append(line)
 
     def get(self, key: str, default: Any = None, raw: bool = False) -> Any:
         """The value at the dotted ``key`` (``default`` when absent or null); marks it used. Raises Refused for a value
@@ -172,6 +182,19 @@ def flat_keys(mapping: Any, prefix: str = "") -> list[str]:
     if isinstance(mapping, dict) and mapping:
         return [k for key, value in mapping.items() for k in flat_keys(value, f"{prefix}{key}.")]
     return [prefix.rstrip(".")] if prefix else []
+
+
+def fill_in(function: str, **entry: Any) -> list[dict[str, Any]]:
+    """A reward entry to fill in whose ``function`` (FILE.py:NAME, so the spec's pattern holds) says what the trainer
+    scores with: a trainer whose rewards are environments names no file groupscale can call."""
+    return [{"function": f"FILL IN: {function}", **entry}]
+
+
+def verifiers_rewards(env_id: str | None) -> list[dict[str, Any]]:
+    """A verifiers environment's id (``reverse-text``, ``owner/reverse-text``) as the entry to fill in: its module's
+    ``load_environment`` (verifiers imports the id with ``-`` as ``_``), convention verifiers; none without an id."""
+    module = str(env_id).rsplit("/", 1)[-1].replace("-", "_")
+    return fill_in(f"{module}.py:load_environment", convention="verifiers") if env_id else []
 
 
 def whole(key: str, numerator: int, denominator: int, what: str) -> int:

@@ -113,6 +113,7 @@ def spec_from(
         )  # fmt: skip
     model_path = model or budget.model
     prompts, said = _prompts(framework, budget, path)
+    rewards, scored = _rewards(framework, budget, path)
     spec: dict[str, Any] = {
         "name": f"from-{framework.name}-{str(model_path or 'model').rstrip('/').split('/')[-1]}",
         "engine": "groupscale",
@@ -121,7 +122,7 @@ def spec_from(
             "path": f"FILL IN: a local data file{f' (the config trains {budget.data})' if budget.data else ''}",
             "prompt_column": "prompt",
             **prompts,
-            "rewards": [{"function": "FILL IN: rewards.py:NAME"}],
+            "rewards": rewards,
         },
         "model": {"path": str(model_path or "FILL IN: a local model folder")},
         "group_sizes": group_sizes,
@@ -132,7 +133,7 @@ def spec_from(
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),
     }
     _valid(spec)
-    return spec, [*_notes(framework, config, budget, model, drop), *said]
+    return spec, [*_notes(framework, config, budget, model, drop), *said, *scored]
 
 
 def _prompts(framework: Framework, budget: Budget, path: Path) -> tuple[dict[str, str], list[str]]:
@@ -140,13 +141,14 @@ def _prompts(framework: Framework, budget: Budget, path: Path) -> tuple[dict[str
     named, or from the config's folder or one above it, where a trainer's relative paths start: EasyR1's and NeMo-RL's
     examples name theirs from the repository's root) by its absolute path; one not found is said and left out."""
     prompts = dict(budget.prompts)
-    if not prompts:
-        return {}, []
+    column = [f"its prompts: the data's {prompts['prompt_column']!r} (task.prompt_column)"] if "prompt_column" in prompts else []
+    if "prompt_format" not in prompts:  # verl's and SkyRL's data prompts are message lists: auto
+        return prompts, column
     template = prompts.pop("prompt_template", None)
-    said = [f"string prompts as {framework.title} gives them to the model: task.prompt_format {prompts['prompt_format']}"]
+    given = f"string prompts as {framework.title} gives them to the model: task.prompt_format {prompts['prompt_format']}"
+    said = [*column, given]  # the format's line last: a template found extends it
     if template:
-        places = [Path(template).expanduser(), *(folder / template for folder in path.resolve().parents)]
-        found = next((p.resolve() for p in places if p.is_file()), None)
+        found = _near(template, path)
         if found is None:
             said.append(f"its prompt template {template!r} is not here: put it under the data root and set task.prompt_template")
         else:
@@ -155,18 +157,52 @@ def _prompts(framework: Framework, budget: Budget, path: Path) -> tuple[dict[str
     return prompts, said
 
 
+def _rewards(framework: Framework, budget: Budget, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The task's rewards of the trainer's ``budget.rewards`` (a placeholder when it names none) and notes on them: a
+    function's file is looked for as a prompt template is (_near) and written by its absolute path when found; one not
+    found is kept as written and said."""
+    if not budget.rewards:
+        return [{"function": "FILL IN: rewards.py:NAME"}], []
+    rewards, said = [dict(entry) for entry in budget.rewards], []
+    for i, entry in enumerate(rewards):
+        file, _, name = str(entry.get("function", "FILL IN")).rpartition(":")
+        if file.startswith("FILL IN") or not file:  # a placeholder or a server
+            continue
+        found = _near(file, path)
+        if found is None:
+            said.append(f"its reward file {file!r} is not here: put it under the reward root (GROUPSCALE_REWARD_ROOT) "
+                        f"and set task.rewards[{i}].function")  # fmt: skip
+        else:
+            entry["function"] = f"{found}:{name}"
+    shown = "; ".join(", ".join(f"{key} {value}" for key, value in entry.items()) for entry in rewards)
+    return rewards, [f"rewards as {framework.title} scores them: task.rewards {shown}", *said]
+
+
+def _near(name: str, path: Path) -> Path | None:
+    """The file ``name`` as named, else from the folder of the config at ``path`` or one above it (where a trainer's
+    relative paths start: its examples name files from the repository's root), resolved; None if not here."""
+    places = [Path(name).expanduser(), *(folder / name for folder in path.resolve().parents)]
+    return next((p.resolve() for p in places if p.is_file()), None)
+
+
 def _valid(spec: dict[str, Any]) -> None:
-    """The spec as submit will check it, the task and model to fill in left aside. Raises ValueError naming the field
+    """The spec as submit will check it, the task's data and the model to fill in left aside (each reward entry is
+    checked, a placeholder's pattern too). Raises ValueError naming the field
     (so an import never prints a spec that submit refuses for the file's own settings)."""
     from pydantic import ValidationError
 
     from sweeps.spec import SweepSpec, error_message
+    from sweeps.spec.task import RewardSpec
 
+    where = ""
     try:
         SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+        for i, entry in enumerate(spec["task"]["rewards"]):  # each as the trainer gives it, a placeholder's too
+            where = f"task.rewards.{i}."
+            RewardSpec.model_validate(entry)
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
+        where += ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
         raise ValueError(f"{where}: {error_message(first)}") from None
 
 
