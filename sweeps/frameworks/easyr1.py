@@ -17,6 +17,11 @@ ddof 1 (mean_std); rloo (loo). KL: none with ``algorithm.disable_kl``; a loss te
 (``kl_penalty`` low_var_kl, k3 clamped to [-10, 10], the clamp inert near the reference); else a reward penalty
 (refused). The default dual clip (``clip_ratio_dual`` 3.0: the loss of a token with A < 0 stops growing past a ratio of
 3) is kept as inert: fresh samples' ratios stay near 1 within a generation's k steps; another value is refused.
+
+Rewards (``verl/workers/reward/config.py`` L26-40, ``verl/trainer/config.py`` L39-40, ``verl/utils/dataset.py`` L158,
+L313, @b44b311): ``worker.reward.reward_function`` is ``FILE.py:NAME`` (NAME ``main`` when no ``:`` is given, FILE
+from the directory the run starts in), called with ``worker.reward.reward_function_kwargs``; ``data.prompt_key``
+(default ``prompt``) and ``data.answer_key`` (default ``answer``, its ground_truth) are the columns.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ DEFAULTS = {  # the dataclasses' defaults @b44b311 (config.py, actor/config.py, 
     "algorithm.kl_coef": 1e-3,
     "algorithm.online_filtering": False,
     "trainer.max_steps": None,
+    "data.prompt_key": "prompt",
+    "data.answer_key": "answer",
+    "worker.reward.reward_function": None,
 }
 DUAL_CLIP = 3.0  # EasyR1's default clip_ratio_dual, kept as inert
 ESTIMATORS = {"grpo": "mean_std", "rloo": "loo"}
@@ -104,8 +112,21 @@ def easyr1_budget(config: Config) -> Budget:
     template = config.text("data.format_prompt")
     return Budget(group_size, prompts * group_size, grpo, model=config.text(A + "model.model_path"),
                   steps=None if steps is None else steps * grpo["steps_per_generation"],
-                  data=config.first_file("data.train_files"),
-                  prompts={"prompt_format": "chat", **({"prompt_template": template} if template else {})})  # fmt: skip
+                  data=config.first_file("data.train_files"), rewards=_rewards(config),
+                  prompts={"prompt_format": "chat", "prompt_column": str(config.get("data.prompt_key")),
+                           **({"prompt_template": template} if template else {})})  # fmt: skip
+
+
+def _rewards(config: Config) -> list[dict[str, Any]]:
+    """worker.reward.reward_function as the task's reward, its kwargs and answer column."""
+    function = config.text("worker.reward.reward_function")
+    if function is None:
+        return []
+    file, _, name = function.rpartition(":") if ":" in function else (function, "", "main")
+    kwargs = config.get("worker.reward.reward_function_kwargs") or {}
+    config.used.update(key for key in config.given if key.startswith("worker.reward.reward_function_kwargs."))  # read whole
+    return [{"function": f"{file}:{name}", "convention": "easyr1", "answer_column": str(config.get("data.answer_key")),
+             **({"kwargs": kwargs} if kwargs else {})}]  # fmt: skip
 
 
 def _kl(config: Config) -> float:

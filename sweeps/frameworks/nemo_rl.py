@@ -18,6 +18,12 @@ the LOO std (loo_std), LOO alone (loo), the group mean over its Bessel std (mean
 term ``reference_policy_kl_penalty`` of type k3; its default input and output clamps (20, 10) are kept as inert: they
 bind only where a token's log-ratio to the reference passes 20 or its k3 passes 10, which a run near its reference
 does not reach. The lr is the Megatron optimizer's when ``policy.megatron_cfg.enabled``, else ``policy.optimizer``'s.
+
+Rewards are environments (``nemo_rl/environments/utils.py`` ENV_REGISTRY, ``math_environment.py`` L122-140, @7ea279a): a
+dataset's ``env_name`` (``data.train`` or ``data.default``; ``math`` in grpo_math_1B.yaml) scores with ``env.<name>``'s
+settings (math: ``math_verify_impl`` hf_math_verify, the answer boxed and compared by math-verify), so the spec's entry
+is a placeholder saying so; a ResponseDataset's ``input_key`` and ``output_key`` (``data/datasets/response_datasets/
+response_dataset.py`` L45-46) are the prompt and answer columns.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
+from sweeps.frameworks.base import Budget, Config, Framework, Refused, fill_in, register_framework, whole
 from sweeps.frameworks.edits import is_script
 from sweeps.frameworks.expansion import shown, unknown_in
 from sweeps.frameworks.files import config_of, find_near, nested, overrides_config, script_words, split_variables
@@ -178,9 +184,28 @@ def nemo_budget(config: Config) -> Budget:
     data = config.first_file("data.train.data_path") or config.first_file("data.train.dataset_name")
     # its data processors fill prompt_file's {} with the problem, then apply the chat template
     template = config.text("data.default.prompt_file") or config.text("data.prompt_file")
-    prompts = {"prompt_format": "chat", **({"prompt_template": template} if template else {})}
-    return Budget(group_size, samples, grpo, model=config.text("policy.model_name"),
+    column = _data_key(config, "input_key")
+    prompts = {"prompt_format": "chat", **({"prompt_template": template} if template else {}),
+               **({"prompt_column": column} if column else {})}  # fmt: skip
+    return Budget(group_size, samples, grpo, model=config.text("policy.model_name"), rewards=_rewards(config),
                   steps=None if steps is None or steps >= UNBOUNDED else steps * k, data=data, prompts=prompts)  # fmt: skip
+
+
+def _data_key(config: Config, key: str) -> str | None:
+    """The training dataset's setting, else the datasets' default (data.default), as written."""
+    return config.text(f"data.train.{key}") or config.text(f"data.default.{key}")
+
+
+def _rewards(config: Config) -> list[dict[str, Any]]:
+    """The dataset's environment as the entry to fill in (a function that scores as it does), its answer column."""
+    env, answer = _data_key(config, "env_name"), _data_key(config, "output_key")
+    if env is None:
+        return []
+    impl = config.text(f"env.{env}.math_verify_impl") or ("hf_math_verify" if env == "math" else None)
+    config.assumed.append(f"NeMo-RL scores with its {env} environment{f' ({impl})' if impl else ''}, not a file: fill in "
+                          "task.rewards with a function that scores as it does"
+                          + ("; groupscale's built-in {name: math_verify} is the nearest" if impl else ""))  # fmt: skip
+    return fill_in(f"NeMo-RL env {env}'s scorer as rewards.py:NAME", **({"answer_column": answer} if answer else {}))
 
 
 def _advantage(config: Config) -> str:

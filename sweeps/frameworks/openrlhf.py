@@ -10,6 +10,12 @@ optimizer step (``replay_buffer.py:102``), so k = B / train.batch_size; ``--trai
 other prompts). The loss is a token mean over the optimizer step (``models/loss.py``), per sequence for gspo (and for
 ``--actor.loss_agg_mode seq-mean-token-mean``, 0.11.2). The KL is a loss term with ``--algo.kl.use_loss``, else a
 reward penalty (refused); groupscale's KL is k3. argparse takes unambiguous prefixes of a flag, as here.
+
+Rewards (train_ppo_ray.py L519, L542-543, L629-630; ``openrlhf/utils/agent.py`` SingleTurnAgentExecutor L187-200 and
+``datasets/prompts_dataset.py`` L26-44, @3c3be623): ``--reward.remote_url`` (flat ``--remote_rm_url``) is a comma list
+of reward servers that share the requests, or, when its first item ends in ``.py``, a file whose ``reward_func(queries,
+prompts, labels)`` scores; ``--data.input_key`` (default ``input``) is the prompt column, ``--data.label_key`` (default
+none: empty labels) the label column.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ DEFAULTS = {  # train_ppo_ray.py @3c3be623: the flags budget() reads
     "actor.policy_loss_type": "ppo",
     "actor.loss_agg_mode": "token-mean",
     "actor.adam.lr": 1e-6,
+    "data.input_key": "input",
+    "data.label_key": None,
+    "reward.remote_url": None,
 }
 RENAMED = {  # the flat flags (<= 0.10.1) budget() reads, by their dotted names (openrlhf ed62d0e2)
     "n_samples_per_prompt": "rollout.n_samples_per_prompt", "rollout_batch_size": "rollout.batch_size",
@@ -49,7 +58,8 @@ RENAMED = {  # the flat flags (<= 0.10.1) budget() reads, by their dotted names 
     "entropy_loss_coef": "actor.entropy_coef", "dynamic_filtering": "algo.dynamic_filtering_enable",
     "async_train": "train.async_enable", "vllm_generate_batch_size": "rollout.vllm_generate_batch_size",
     "pretrain": "actor.model_name_or_path", "prompt_data": "data.prompt_dataset",
-    "apply_chat_template": "data.apply_chat_template",
+    "apply_chat_template": "data.apply_chat_template", "remote_rm_url": "reward.remote_url", "input_key": "data.input_key",
+    "label_key": "data.label_key",
 }  # fmt: skip
 ESTIMATORS = {"group_norm": "mean_std", "dr_grpo": "mean", "rloo": "loo"}
 LOSS_AGG = {"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"}
@@ -131,7 +141,26 @@ def openrlhf_budget(config: Config) -> Budget:
     model, data = config.text("actor.model_name_or_path"), config.text("data.prompt_dataset")
     # PromptDataset (openrlhf/datasets/prompts_dataset.py) templates a prompt only under --data.apply_chat_template
     chat = config.get("data.apply_chat_template") not in (None, False, "false", "False")
-    return Budget(group_size, samples, grpo, model=model, data=data, prompts={"prompt_format": "chat" if chat else "raw"})
+    prompts = {"prompt_format": "chat" if chat else "raw", "prompt_column": config.get("data.input_key")}
+    return Budget(group_size, samples, grpo, model=model, data=data, prompts=prompts, rewards=_rewards(config))
+
+
+def _rewards(config: Config) -> list[dict[str, Any]]:
+    """--reward.remote_url as the task's reward: a file's reward_func, or the first of its servers (said)."""
+    where = config.get("reward.remote_url")
+    label = {"answer_column": str(config.get("data.label_key"))} if config.get("data.label_key") is not None else {}
+    if where is None or where is True:
+        return []
+    first, *rest = str(where).split(",")
+    if rest:
+        config.assumed.append(f"--reward.remote_url names {len(rest) + 1} servers that share its requests: the spec asks "
+                              "the first for every one")  # fmt: skip
+    if first.endswith(".py"):
+        return [{"function": f"{first}:reward_func", "convention": "openrlhf", **label}]
+    if not re.match(r"https?://", first):
+        config.assumed.append(f"--reward.remote_url {first!r} is neither a .py file nor an http(s) server: fill in task.rewards")
+        return []
+    return [{"url": first, "request": "openrlhf", **label}]
 
 
 def _total_length(config: Config) -> int:

@@ -14,7 +14,8 @@ Refused unless dropped (``--drop KEY``), in this order: a G per source that diff
 algorithm or a length penalty, curricula, the trainer one step ahead of inference (hard-coded, without a key: named
 ``orchestrator.async`` here), the loss (DPPO's mask on the probability difference and kl_tau (log ratio)^2 by default:
 no ratio clip), ``adv_tau``, ``filter_zero_advantages`` (drops samples without refill), an optimizer other than AdamW,
-sampling that differs between sources. Old names are read, with a note: prime-rl refuses each since d612e23.
+sampling that differs between sources. Old names are read, with a note: prime-rl refuses each since d612e23. The reward
+is the train source's verifiers environment (``env.taskset.id``): a placeholder for its ``load_environment``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework
+from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, verifiers_rewards
 from sweeps.frameworks.edits import edit_toml
 from sweeps.frameworks.files import config_of, flag_words, load_mapping, nested, overrides_config, set_dotted
 
@@ -93,11 +94,6 @@ def _overrides(items: list[str], split: str | None) -> list[tuple[str, Any]]:
     return [(key if not split or key.split(".")[0] in ("orchestrator", "trainer") else f"{split}.{key}", v) for key, v in pairs]
 
 
-def _note(config: Config, line: str) -> None:
-    if line not in config.assumed:
-        config.assumed.append(line)
-
-
 def _dropped(config: Config, key: str) -> bool:
     """Whether ``--drop KEY`` (``KEY=null``) set ``key`` to nothing."""
     return key in config.given and config.get(key, raw=True) is None
@@ -109,7 +105,7 @@ def _named(config: Config, new: str, *old: str) -> str:
         if key in config.given:
             if key != new:
                 name, commit = RENAMED[key]
-                _note(config, f"read {key} as {name}: prime-rl renamed it in {commit} and refuses the old name since d612e23")
+                config.note(f"read {key} as {name}: prime-rl renamed it in {commit} and refuses the old name since d612e23")
             return key
     return new
 
@@ -198,7 +194,7 @@ def _loss(config: Config) -> None:
     kind = config.get(TRAINER + "loss.type")
     if _dropped(config, TRAINER + "loss.type"):
         config.used.update(k for k in config.given if k.startswith(TRAINER + "loss.") and not k.endswith(".adv_tau"))
-        _note(config, "the sweep trains PPO's clipped ratio at groupscale's default clip_eps 0.2 in place of prime-rl's "
+        config.note("the sweep trains PPO's clipped ratio at groupscale's default clip_eps 0.2 in place of prime-rl's "
               "loss; on-policy at k = 1 and mu = 1 the ratio is 1, so neither that clip nor DPPO's mask acts and "
               "kl_tau's (log ratio)^2 has no gradient")  # fmt: skip
         return
@@ -228,7 +224,7 @@ def _max_new_tokens(config: Config, src: str, sources: list[dict[str, Any]]) -> 
         raise Refused(key, None, "unset: prime-rl samples until EOS or the context's end (the trainer keeps seq_len = "
                       f"{seq_len} tokens of prompt and completion); groupscale caps each completion: give {new}=N")  # fmt: skip
     if "turns" in repr(sources):
-        _note(config, f"max_new_tokens {tokens} is prime-rl's cap per turn: a multi-turn environment's completions are longer")
+        config.note(f"max_new_tokens {tokens} is prime-rl's cap per turn: a multi-turn environment's completions are longer")
     return config.number(key, minimum=1)
 
 
@@ -283,6 +279,7 @@ def prime_rl_budget(config: Config) -> Budget:
     return Budget(
         group_size, batch, grpo, model=_first(config, "model.name", ORCH + "model.name", TRAINER + "model.name"),
         steps=None if steps is None else int(steps), data=data, prompts={"prompt_format": "chat"},  # environments' chats
+        rewards=verifiers_rewards(data),  # its environment's rubric
     )  # fmt: skip
 
 

@@ -17,6 +17,12 @@ be the completion cap groupscale divides by); ``policy_loss_type`` regular (toke
 ddof 1, or r - mean without ``grpo_norm_by_std``; rloo (loo). The KL is a loss term by default (k3, 0.001). Before
 bf243b8 (2026-03-31) token_mean was a mean of each micro-batch's token mean (today's token_mean_legacy): a
 ``skyrl_train`` script's token_mean is read as token_mean and said in the notes.
+
+Rewards are skyrl-gym environments (``environment.env_class``, config.py L1308; a row's ``env_class`` column overrides
+it, ``skyrl/train/dataset/dataset.py`` L89): gsm8k's reward is ``skyrl-gym/skyrl_gym/envs/gsm8k/utils.py``'s
+``compute_score(solution_str, ground_truth)`` on the row's ``reward_spec.ground_truth`` (``env.py`` L16-19,
+``examples/train/gsm8k/gsm8k_dataset.py``), verl's convention; the entry is a placeholder naming it where the script
+names the environment.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from sweeps.frameworks.base import Budget, Config, Framework, Refused, register_framework, whole
+from sweeps.frameworks.base import Budget, Config, Framework, Refused, fill_in, register_framework, whole
 from sweeps.frameworks.edits import edit_script, is_script
 from sweeps.frameworks.files import config_of, find_near, load_mapping, nested, overrides_config, split_variables
 from sweeps.frameworks.shell import ScriptError, logical_lines, read_script
@@ -123,7 +129,17 @@ def skyrl_budget(config: Config) -> Budget:
     steps = config.number(T + "max_training_steps")
     return Budget(group_size, prompts * group_size, grpo, model=config.text(T + "policy.model.path"),
                   steps=None if steps is None else steps * grpo["steps_per_generation"],
-                  data=config.first_file("data.train_data"))  # fmt: skip
+                  data=config.first_file("data.train_data"), rewards=_rewards(config))  # fmt: skip
+
+
+def _rewards(config: Config) -> list[dict[str, Any]]:
+    """The environment the script names as the entry to fill in: gsm8k's scorer, another's to find."""
+    env = config.text("environment.env_class") if "environment.env_class" in config.given else None
+    if env == "gsm8k":
+        return fill_in("skyrl_gym/envs/gsm8k/utils.py:compute_score", convention="verl", answer_column="reward_spec.ground_truth")
+    if env is not None:
+        config.assumed.append(f"SkyRL scores with its {env} environment (skyrl_gym/envs/), not a file: fill in task.rewards")
+    return fill_in(f"SkyRL env {env}'s scorer as rewards.py:NAME") if env else []
 
 
 def _reduction(config: Config) -> str:

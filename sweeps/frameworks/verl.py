@@ -11,6 +11,14 @@ counts prompts (verl multiplies it by n), one optimizer step each: k = train_bat
 whatever ``loss_agg_mode`` says: core_algos.py:1605); ``algorithm.adv_estimator`` grpo (with
 ``norm_adv_by_std_in_grpo``: mean_std, else mean) or rloo (loo); KL as a loss (``use_kl_loss``, ``kl_loss_coef``,
 ``kl_loss_type`` low_var_kl = k3); ``trainer.total_training_steps`` counts generations.
+
+Rewards (``verl/trainer/ppo/reward.py`` get_custom_reward_fn L70-86, ``verl/utils/import_utils.py`` load_module, and the
+migration of the legacy keys in ``verl/experimental/reward_loop/reward_loop.py`` L57-60, @1dda039):
+``reward.custom_reward_function.path`` (a file, ``file://`` too, or ``pkg://`` a module), ``.name`` (default
+compute_score) and ``.reward_kwargs``; the top-level ``custom_reward_function.*`` of older configs (volcengine/verl@b178a3c,
+name default compute_score) replaces them when it sets any. Without one verl scores each row by its ``data_source`` with
+its built-in scorers (``verl/utils/reward_score/__init__.py``). ``data.prompt_key`` (default prompt) is the prompt column;
+the ground truth is ``reward_model.ground_truth``, the verl convention's default.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ DEFAULTS = {  # _generated_ppo_trainer.yaml@1dda039: the keys budget() reads
     "algorithm.adv_estimator": "gae",
     "algorithm.norm_adv_by_std_in_grpo": True,
     "algorithm.use_kl_in_reward": False,
+    "data.prompt_key": "prompt",
 }
 LOSS_AGG = {
     "token-mean": "token_mean",
@@ -110,8 +119,28 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
     return Budget(
         group_size, prompts * group_size, grpo, model=config.text("actor_rollout_ref.model.path"),
         steps=None if generations is None else generations * grpo["steps_per_generation"],
-        data=config.first_file(data + "train_files"),
+        data=config.first_file(data + "train_files"), prompts={"prompt_column": str(config.get(data + "prompt_key"))},
+        rewards=_rewards(config),
     )  # fmt: skip
+
+
+def _rewards(config: Config) -> list[dict[str, Any]]:
+    """The custom reward function (the legacy top-level keys when set, as verl migrates them) as the task's reward;
+    none: verl's built-in scorers by data_source, said."""
+    legacy = any(config.get(f"custom_reward_function.{key}") is not None for key in ("path", "name", "reward_kwargs"))
+    section = "custom_reward_function." if legacy else "reward.custom_reward_function."
+    path = config.text(section + "path")
+    if path is None:
+        config.assumed.append("no custom_reward_function: verl scores each row by its data_source with its built-in scorers "
+                              "(verl/utils/reward_score/): fill in task.rewards with the one your data takes")  # fmt: skip
+        return []
+    if path.startswith("pkg://"):  # a module: its file from the repository's root
+        path = path.removeprefix("pkg://").replace(".", "/") + ".py"
+    kwargs = config.get(section + "reward_kwargs") or {}
+    config.used.update(key for key in config.given if key.startswith(section + "reward_kwargs."))  # read whole
+    name = config.get(section + "name") or "compute_score"
+    entry = {"function": f"{path.removeprefix('file://')}:{name}", "convention": "verl"}
+    return [{**entry, "kwargs": kwargs} if kwargs else entry]
 
 
 def _kl(config: Config, actor: str) -> float:

@@ -11,6 +11,7 @@ from sweeps.frameworks import FRAMEWORKS, Refused, get_framework
 from sweeps.frameworks.editing import ObjectiveDiffers, edit_config, file_budget
 from sweeps.frameworks.importing import recognise, spec_from
 from sweeps.spec import SweepSpec
+from sweeps.spec.task import RewardSpec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
 
@@ -256,3 +257,78 @@ def test_a_prompt_template_the_config_names_but_that_is_not_here_is_said_and_lef
     assert spec["task"]["prompt_format"] == "chat" and "prompt_template" not in spec["task"]
     assert "its prompt template './examples/format_prompt/math.jinja' is not here: put it under the data root and set " \
            "task.prompt_template" in notes  # fmt: skip
+
+
+def found(file: str, name: str) -> str:
+    return f"{FIXTURES / file}:{name}"
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "overrides", "drop", "rewards", "prompt_column"),
+    [
+        ("openrlhf", "train_grpo_flat.sh", ["remote_rm_url=reward_func.py", "label_key=answer", "input_key=question"], (),
+         [{"function": found("openrlhf/reward_func.py", "reward_func"), "convention": "openrlhf", "answer_column": "answer"}],
+         "question"),
+        ("openrlhf", "train_dapo.sh", ["--reward.remote_url", "http://rm:5000/get_reward,http://rm2:5000/get_reward",
+                                       "--data.label_key", "solution"], ("algo.dynamic_filtering_enable",),
+         [{"url": "http://rm:5000/get_reward", "request": "openrlhf", "answer_column": "solution"}], "input"),
+        ("easyr1", "examples/config.yaml", [], (),  # its ./examples/reward_function/math.py from the repository's root
+         [{"function": found("easyr1/examples/reward_function/math.py", "compute_score"), "convention": "easyr1",
+           "answer_column": "answer"}], "prompt"),
+        ("easyr1", "examples/qwen3_4b_geo3k_gspo.sh", ["worker.reward.reward_function=./examples/reward_function/math.py",
+         "worker.reward.reward_function_kwargs={format_weight: 0.2}", "data.answer_key=solution", "data.prompt_key=problem"],
+         (), [{"function": found("easyr1/examples/reward_function/math.py", "main"), "convention": "easyr1",
+               "answer_column": "solution", "kwargs": {"format_weight": 0.2}}], "problem"),
+        ("verl", "run_gspo.sh", ["reward.custom_reward_function.path=rewards/gsm8k.py", "data.prompt_key=question"], (),
+         [{"function": found("rewards/gsm8k.py", "compute_score"), "convention": "verl"}], "question"),
+        ("verl", "ppo_trainer.yaml", ["custom_reward_function.path=file://rewards/gsm8k.py",  # the legacy keys win
+         "custom_reward_function.reward_kwargs={score: 2.0}", "reward.custom_reward_function.path=other.py"], (),
+         [{"function": found("rewards/gsm8k.py", "compute_score"), "convention": "verl", "kwargs": {"score": 2.0}}],
+         "prompt"),
+        ("verl", "run_grpo_8b.sh", [], (), [{"function": "FILL IN: rewards.py:NAME"}], "prompt"),  # data_source scorers
+        ("nemo-rl", "examples/configs/grpo_math_1B.yaml", ["data.default.env_name=math", "data.train.input_key=problem",
+         "data.train.output_key=expected_answer"], (),
+         [{"function": "FILL IN: NeMo-RL env math's scorer as rewards.py:NAME", "answer_column": "expected_answer"}],
+         "problem"),
+        ("prime-rl", "rl.toml", [], PRIME_DROPS,
+         [{"function": "FILL IN: reverse_text.py:load_environment", "convention": "verifiers"}], "prompt"),
+        ("skyrl", "examples/train/gsm8k/run_gsm8k.sh", ["environment.env_class=gsm8k"], (),
+         [{"function": "FILL IN: skyrl_gym/envs/gsm8k/utils.py:compute_score", "convention": "verl",
+           "answer_column": "reward_spec.ground_truth"}], "prompt"),
+        ("skyrl", "examples/train/gsm8k/run_gsm8k.sh", [], (), [{"function": "FILL IN: rewards.py:NAME"}], "prompt"),
+    ],
+)  # fmt: skip
+def test_an_import_carries_the_trainers_reward_and_its_columns(name, file, overrides, drop, rewards, prompt_column):
+    """A reward file the config names is found from the config's folder or one above it, by its absolute path; a trainer
+    whose rewards are environments gets a placeholder naming what to fill in, which the spec's pattern still takes."""
+    spec, notes = spec_from(get_framework(name), FIXTURES / name / file, overrides, model="/models/q", drop=drop)
+    assert spec["task"]["rewards"] == rewards and spec["task"]["prompt_column"] == prompt_column
+    assert [RewardSpec.model_validate(entry) for entry in rewards]
+    assert not [n for n in notes if "is not here" in n]
+    said = [n for n in notes if n.startswith("rewards as")]
+    shown = ", ".join(f"{key} {value}" for key, value in rewards[0].items())
+    placeholder = rewards == [{"function": "FILL IN: rewards.py:NAME"}]  # the config names no reward
+    assert said == ([] if placeholder else [f"rewards as {get_framework(name).title} scores them: task.rewards {shown}"])
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "overrides", "written"),
+    [
+        ("openrlhf", "train_grpo_flat.sh", ["remote_rm_url=reward_func.py"], "reward_func.py:reward_func"),
+        ("easyr1", "examples/config.yaml", [], "./examples/reward_function/math.py:compute_score"),
+        ("verl", "run_gspo.sh", ["reward.custom_reward_function.path=pkg://rewards.gsm8k"], "rewards/gsm8k.py:compute_score"),
+    ],
+)  # fmt: skip
+def test_a_reward_file_the_config_names_that_is_not_here_is_kept_as_written_and_said(name, file, overrides, written, tmp_path):
+    config = tmp_path / Path(file).name
+    config.write_text((FIXTURES / name / file).read_text())
+    spec, notes = spec_from(get_framework(name), config, overrides, model="/models/q")
+    assert spec["task"]["rewards"][0]["function"] == written
+    assert f"its reward file {written.rpartition(':')[0]!r} is not here: put it under the reward root " \
+           "(GROUPSCALE_REWARD_ROOT) and set task.rewards[0].function" in notes  # fmt: skip
+
+
+def test_verl_without_a_custom_reward_function_says_its_data_source_scorers_are_left_to_fill_in():
+    _, notes = spec_from(get_framework("verl"), FIXTURES / "verl" / "run_grpo_8b.sh", [], model="/models/q")
+    assert "no custom_reward_function: verl scores each row by its data_source with its built-in scorers " \
+           "(verl/utils/reward_score/): fill in task.rewards with the one your data takes" in notes  # fmt: skip
