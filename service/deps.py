@@ -10,7 +10,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.preflight import SpecError, check_engine_on_cluster, check_rewards_on_cluster, preflight
+from service.cluster_checks import check_engine_on_cluster, check_rewards_on_cluster
+from service.preflight import SpecError, preflight
 from service.scheduler import Scheduler
 from service.settings import Settings
 from service.store import Store
