@@ -160,6 +160,8 @@ def _rewards(config: Config) -> list[dict[str, Any]]:
     if not re.match(r"https?://", first):
         config.assumed.append(f"--reward.remote_url {first!r} is neither a .py file nor an http(s) server: fill in task.rewards")
         return []
+    config.assumed.append(f"the reward server {first} is called from the Ray workers: the controller takes it when "
+                          "GROUPSCALE_REWARD_URLS holds a prefix of it")  # fmt: skip
     return [{"url": first, "request": "openrlhf", **label}]
 
 

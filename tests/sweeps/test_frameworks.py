@@ -309,6 +309,12 @@ def test_an_import_carries_the_trainers_reward_and_its_columns(name, file, overr
     shown = ", ".join(f"{key} {value}" for key, value in rewards[0].items())
     placeholder = rewards == [{"function": "FILL IN: rewards.py:NAME"}]  # the config names no reward
     assert said == ([] if placeholder else [f"rewards as {get_framework(name).title} scores them: task.rewards {shown}"])
+    servers = [e["url"] for e in rewards if "url" in e]
+    assert [n for n in notes if "GROUPSCALE_REWARD_URLS" in n] == [
+        f"the reward server {url} is called from the Ray workers: the controller takes it when GROUPSCALE_REWARD_URLS "
+        "holds a prefix of it"
+        for url in servers
+    ]
 
 
 @pytest.mark.parametrize(
