@@ -104,8 +104,10 @@ class RewardSpec(StrictModel):
         description="trl: the factory's arguments (NAME(**kwargs) gives the reward function); verl: reward_kwargs; "
         "openrlhf: further keyword arguments; easyr1: reward_function_kwargs; verifiers: load_environment's arguments",
     )
-    convention: Literal["auto", "trl", "verl", "openrlhf", "easyr1", "verifiers"] = Field(
-        "auto", description="how a function is called: auto (told by its signature) or its trainer's convention"
+    convention: Literal["auto", "trl", "verl", "openrlhf", "easyr1", "verifiers", "http"] = Field(
+        "auto",
+        description="how a function is called: auto (told by its signature) or its trainer's convention; http: a "
+        "reward server (url), which a url entry is under auto too",
     )
     solution_str: Literal["response", "prompt_and_response"] = Field(
         "response",
@@ -140,7 +142,9 @@ class RewardSpec(StrictModel):
                 f"give exactly one of function (FILE.py:NAME), name (one of: {', '.join(REWARD_NAMES)}) or url (a reward "
                 f"server); got {', '.join(given) or 'none'}"
             )
-        if self.function is None and (self.kwargs is not None or self.convention != "auto"):
+        if self.convention == "http" and self.url is None:
+            raise ValueError("convention http is a reward server's: give its url (and no function or name)")
+        if self.function is None and (self.kwargs is not None or self.convention not in ("auto", "http")):
             raise ValueError(f"kwargs and convention belong to a function entry, not to {self.name or self.url!r}")
         server = {"request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
         changed = sorted(k for k, v in server.items() if getattr(self, k) != v)

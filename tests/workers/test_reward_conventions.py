@@ -122,7 +122,10 @@ def _server(base, path, **entry):
 
 def test_a_reward_servers_scores_reach_the_batch_in_both_request_shapes(server):
     got = _score(
-        [_server(server, "json", batch_size=2), _server(server, "openrlhf", request="openrlhf", answer_column="answer")],
+        [
+            _server(server, "json", batch_size=2, convention="http"),  # DESIGN.md's name for it; auto takes a url alike
+            _server(server, "openrlhf", request="openrlhf", answer_column="answer"),
+        ],
         _kwargs(["7", "8", "4"]),
     )
     keys = list(got.per_function)
