@@ -257,6 +257,7 @@ def _trl_step(rank: int, world_size: int, port: int, config: dict, out: str) -> 
     leave()
 
 
+@pytest.mark.slow  # 80-90 s on 2 cores (TRL and accelerate in two processes): make test stays under 20 minutes
 def test_two_trl_processes_take_the_step_one_trl_process_takes_on_the_same_batch(model_cache, tmp_path):
     """TRL (accelerate's DDP on this gloo group) on 2 processes against 1, on the same batch: generation is replaced
     by _fixed_generate (TRL seeds each process's sampler apart, so no two layouts sample alike otherwise). One

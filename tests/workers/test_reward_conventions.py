@@ -110,6 +110,11 @@ def test_a_named_convention_is_used_as_named_and_solution_str_is_verls_alone():
 # reward servers: a real server process
 
 
+@pytest.fixture(autouse=True)
+def _quick_backoff(monkeypatch):
+    monkeypatch.setattr("workers.rewards.http.BACKOFF_S", 0.01)  # the retries, not their waiting, are under test
+
+
 @pytest.fixture(scope="module")
 def server():
     with running(free_port()) as base:
