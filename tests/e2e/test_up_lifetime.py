@@ -245,6 +245,7 @@ def ray_tmp():
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.slow  # 80-90 s on 2 cores (a stack started and stopped, Ray logs filled to rotate): make test under 20 min
 def test_a_clean_stop_removes_its_own_ray_session_and_its_ray_logs_rotate(tmp_path, ray_tmp):
     """Each `up` used to leave its Ray session folder (logs, sockets, runtime resources) under Ray's temp dir, and its
     workers' logs were never rotated. Now Ray's log rotation is set for the head `up` starts
