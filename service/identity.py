@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from sweeps.spec import SweepSpec
+from sweeps.spec.task import server_defaults
 from workers.entry import content_digest
 
 DIGEST_CHARS = 16
@@ -42,7 +43,7 @@ def task_key(spec: SweepSpec) -> str:
 # Settings added after keys were first filed, at the values that mean what a spec without them meant: left out of the
 # key, so that a task keeps the key it had (stored sweeps hold their keys, and recommend matches new specs to them).
 BEFORE_TASK = {"prompt_format": "raw", "prompt_template": None}
-BEFORE_REWARD = {"url": None, "request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
+BEFORE_REWARD = {"url": None, **server_defaults()}
 
 
 def as_before(options: dict) -> dict:

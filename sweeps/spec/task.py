@@ -146,8 +146,7 @@ class RewardSpec(StrictModel):
             raise ValueError("convention http is a reward server's: give its url (and no function or name)")
         if self.function is None and (self.kwargs is not None or self.convention not in ("auto", "http")):
             raise ValueError(f"kwargs and convention belong to a function entry, not to {self.name or self.url!r}")
-        server = {"request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
-        changed = sorted(k for k, v in server.items() if getattr(self, k) != v)
+        changed = sorted(k for k, v in server_defaults().items() if getattr(self, k) != v)
         if self.url is None and changed:
             raise ValueError(f"{', '.join(changed)} belong to a reward server entry (url)")
         if self.solution_str != "response" and self.convention not in ("verl", "auto"):
@@ -160,6 +159,14 @@ class RewardSpec(StrictModel):
         if self.url is not None and self.request == "json" and self.answer_column is not None:
             raise ValueError("answer_column belongs to request: openrlhf (its labels); request json sends every column")
         return self
+
+
+SERVER_FIELDS = ("request", "timeout_s", "retries", "batch_size")  # a reward server entry's own settings
+
+
+def server_defaults() -> dict[str, Any]:
+    """A reward server entry's settings at their defaults (RewardSpec's fields): the one place they are written."""
+    return {k: RewardSpec.model_fields[k].default for k in SERVER_FIELDS}
 
 
 DEFAULT_EVAL_FRACTION = 0.1

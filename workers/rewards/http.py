@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sweeps.spec.task import server_defaults
 from workers.rewards.builtin import text_of
 from workers.rewards.conventions import prompt_text
 from workers.rewards.conventions.openrlhf import LABEL, rewards_of
 from workers.rewards.terms import RewardError, column_values
 
 BACKOFF_S = 0.5
-_DEFAULTS = {"request": "json", "timeout_s": 30.0, "retries": 3, "batch_size": None}
 
 
 class ServerError(RuntimeError):
@@ -88,7 +88,7 @@ def http_reward(entry: dict[str, Any]) -> Callable[..., list[float]]:
     """The entry's reward server as a TRL-style term (see the module docstring). Raises RewardError from the term."""
     import httpx
 
-    entry = {**_DEFAULTS, **{k: v for k, v in entry.items() if v is not None}}
+    entry = {**server_defaults(), **{k: v for k, v in entry.items() if v is not None}}
     url, retries = entry["url"], int(entry["retries"])
     client = httpx.Client(timeout=float(entry["timeout_s"]))
 
