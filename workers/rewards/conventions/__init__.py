@@ -116,9 +116,9 @@ def numbers(values: Any) -> list[Any]:
 
 def mean_of(value: Any) -> float | None:
     """A logged value's mean (a number, a list, a tensor); None when it is not numeric."""
+    plain = value.tolist() if hasattr(value, "tolist") else value  # a tensor or array; a 0-d one gives a number
     try:
-        flat = numbers(value) if hasattr(value, "tolist") or isinstance(value, (list, tuple)) else [value]
-        flat = [float(v) for v in (flat if isinstance(flat, list) else [flat])]
+        flat = [float(v) for v in (plain if isinstance(plain, (list, tuple)) else [plain])]
     except (TypeError, ValueError):
         return None
     return sum(flat) / len(flat) if flat else None

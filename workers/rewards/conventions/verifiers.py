@@ -107,14 +107,14 @@ def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[.
         parser = {"parser": default_parser()} if sig is None or "parser" in sig.parameters else {}
         functions = [(fn, 1.0, {**parser, **extra})]
     column = entry.get("answer_column") or ANSWER
+    signatures = [signature_of(f) for f, _, _ in functions]  # once, not at every batch
 
     def reward(completions: list[Any], prompts: list[Any], log_metric: Callable[[str, float], None], **columns: Any) -> Any:
         n = len(completions)
         answers = column_values(columns, column, n)
         infos, tasks = columns.get("info") or [{}] * n, columns.get("task") or [None] * n
         calls = []
-        for f, _, objects in functions:
-            sig = signature_of(f)
+        for (f, _, objects), sig in zip(functions, signatures):
             for i in range(n):
                 state = rollout_state(prompts[i], completions[i], answers[i], infos[i], tasks[i])
                 given = {**state, "state": state, **objects}
