@@ -26,9 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sweeps.spec.task import server_defaults
-from workers.rewards.builtin import text_of
-from workers.rewards.conventions import prompt_text
-from workers.rewards.conventions.openrlhf import LABEL, rewards_of
+from workers.rewards.conventions.openrlhf import LABEL, request, rewards_of
 from workers.rewards.terms import RewardError, column_values
 
 BACKOFF_S = 0.5
@@ -47,12 +45,7 @@ def payloads(entry: dict[str, Any], completions: list[Any], columns: dict[str, A
     n = len(completions)
     prompts = columns.get("prompts") or [""] * n
     if entry["request"] == "openrlhf":
-        texts = [prompt_text(p) for p in prompts]
-        body = {
-            "query": [t + text_of(c) for t, c in zip(texts, completions)],
-            "prompts": texts,
-            "labels": column_values(columns, entry.get("answer_column") or LABEL, n),
-        }
+        body = request(prompts, completions, column_values(columns, entry.get("answer_column") or LABEL, n))
     else:
         body = {"prompts": prompts, "completions": completions}
         body |= {k: v for k, v in columns.items() if k not in ("trainer_state", "log_metric", "log_extra", "prompts")}

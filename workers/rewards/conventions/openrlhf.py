@@ -45,14 +45,19 @@ def rewards_of(reply: Any, log_metric: Callable[[str, float], None], source: str
     return numbers(values)
 
 
+def request(prompts: list[Any], completions: list[Any], labels: list[Any]) -> dict[str, list[Any]]:
+    """OpenRLHF's arguments of a batch, as its remote reward request names them: ``query`` (each prompt's text followed
+    by its completion's), ``prompts`` (the prompts' texts) and ``labels``."""
+    texts = [prompt_text(p) for p in prompts]
+    return {"query": [t + text_of(c) for t, c in zip(texts, completions)], "prompts": texts, "labels": labels}
+
+
 def wrap(fn: Callable[..., Any], entry: dict[str, Any], name: str) -> Callable[..., Any]:
     column, extra = entry.get("answer_column") or LABEL, dict(entry.get("kwargs") or {})
 
     def reward(completions: list[Any], prompts: list[Any], log_metric: Callable[[str, float], None], **columns: Any) -> Any:
-        labels = column_values(columns, column, len(completions))
-        texts = [prompt_text(p) for p in prompts]
-        queries = [t + text_of(c) for t, c in zip(texts, completions)]
-        reply = fn(queries, texts, labels, **extra)
+        batch = request(prompts, completions, column_values(columns, column, len(completions)))
+        reply = fn(batch["query"], batch["prompts"], batch["labels"], **extra)
         return settled([reply], lambda done: rewards_of(done[0], log_metric, f"reward function {name}"))
 
     reward.__name__ = getattr(fn, "__name__", "reward_func")
