@@ -53,21 +53,17 @@ def reference_answer(reference: Any) -> str | None:
     return accepted_answers(reference)[0]
 
 
-def answer_path(entry: dict[str, Any], name: str) -> tuple[str | None, str | None]:
+def answer_path(entry: dict[str, Any], term: WeightedReward) -> tuple[str | None, str | None]:
     """(the column or dotted path an entry's reward reads its reference from, its verl ``solution_str``) where the
-    reference check applies: a built-in, or a function of verl's convention (told by loading it: ``auto`` detects it);
-    (None, None) otherwise."""
-    if entry.get("name"):
+    reference check applies: a built-in, or a function of verl's convention (the term's, which ``auto`` took when it
+    was built); (None, None) otherwise."""
+    if term.convention == "builtin":
         return entry.get("answer_column") or "answer", None
-    if not entry.get("function"):
+    if term.convention != "verl":
         return None, None
-    from workers.rewards.conventions import convention_of
-    from workers.rewards.loading import load_function
+    from workers.rewards.conventions.verl import GROUND_TRUTH
 
-    convention = convention_of(load_function(entry["function"]), entry, name)
-    if convention.name != "verl":
-        return None, None
-    return entry.get("answer_column") or convention.answer_column, entry.get("solution_str") or "response"
+    return entry.get("answer_column") or GROUND_TRUTH, entry.get("solution_str") or "response"
 
 
 def reference_failure(
@@ -88,7 +84,7 @@ def reference_failure(
     """
     for j, (term, entry) in enumerate(zip(terms, entries)):
         index = positions[j] if positions is not None else j
-        path, solution_str = answer_path(entry, term.name)
+        path, solution_str = answer_path(entry, term)
         if path is None:
             continue
         references = [_at(row, path) for row in rows]
