@@ -23,13 +23,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import torch
 
 from sweeps.prompt_template import load_prompt_template
-from sweeps.spec import DEFAULT_EVAL_FRACTION
+from sweeps.spec import DEFAULT_EVAL_FRACTION, DatasetTaskSpec
 from workers.data import check_rows, content_digest, is_conversational, load_rows, lookup
 from workers.rewards import RewardBatch, TrainerState, reward_scorer, trl_kwargs
 from workers.rewards.loading import answer_paths
@@ -47,7 +47,7 @@ def _problems(rows: list[dict[str, Any]], prompt_column: str, answer_column: str
     ]
 
 
-PROMPT_FORMATS = ("auto", "chat", "raw")  # task.prompt_format (sweeps.spec.task.DatasetTaskSpec)
+PROMPT_FORMATS = get_args(DatasetTaskSpec.model_fields["prompt_format"].annotation)  # the spec's, written there once
 
 
 def resolve_prompt_format(prompt_format: str, templated: bool) -> str:
