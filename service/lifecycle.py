@@ -12,13 +12,14 @@ completion) exactly one wins and the other sees ``False`` instead of overwriting
 
     Trial    pending -> running -> succeeded | failed | no_signal | cancelled
              pending -> cancelled
+             pending -> failed                (its launch kept raising: service.scheduler.launching)
              running -> pending               (its worker is gone: resume from its checkpoint)
 
     LrTuning pending -> running -> succeeded | failed | cancelled
-             pending -> cancelled;  running -> pending (a restart: the search runs again)
+             pending -> cancelled | failed;  running -> pending (a restart: the search runs again)
 
     Probe    queued -> running -> succeeded | failed
-             running -> queued                (a restart)
+             queued -> failed;  running -> queued (a restart)
 """
 
 from __future__ import annotations
@@ -78,14 +79,14 @@ TRANSITIONS: dict[type[StrEnum], dict[StrEnum, frozenset[StrEnum]]] = {
         _S.FAILED: frozenset({_S.RUNNING}),
     },
     TrialStatus: {
-        _T.PENDING: frozenset({_T.RUNNING, _T.CANCELLED}),
+        _T.PENDING: frozenset({_T.RUNNING, _T.CANCELLED, _T.FAILED}),  # failed: its launch kept raising
         _T.RUNNING: frozenset({_T.SUCCEEDED, _T.FAILED, _T.NO_SIGNAL, _T.CANCELLED, _T.PENDING}),
     },
     TuningStatus: {
-        _L.PENDING: frozenset({_L.RUNNING, _L.CANCELLED}),
+        _L.PENDING: frozenset({_L.RUNNING, _L.CANCELLED, _L.FAILED}),
         _L.RUNNING: frozenset({_L.SUCCEEDED, _L.FAILED, _L.CANCELLED, _L.PENDING}),
     },
-    ProbeStatus: {_P.QUEUED: frozenset({_P.RUNNING}), _P.RUNNING: frozenset({_P.SUCCEEDED, _P.FAILED, _P.QUEUED})},
+    ProbeStatus: {_P.QUEUED: frozenset({_P.RUNNING, _P.FAILED}), _P.RUNNING: frozenset({_P.SUCCEEDED, _P.FAILED, _P.QUEUED})},
 }
 
 
@@ -174,6 +175,31 @@ def cancel_sweep(s: Session, sweep: object, reason: str = "cancelled by request"
         return False
     _cancel_owned(s, sweep)
     return True
+
+
+def _waiting(kind: type[StrEnum]) -> StrEnum:
+    """The status of a row of ``kind`` waiting to start: a probe's queued, a trial's or lr tuning's pending."""
+    return ProbeStatus.QUEUED if kind is ProbeStatus else kind.PENDING  # type: ignore[attr-defined]
+
+
+def unlaunch(s: Session, row: object) -> bool:
+    """A trial, lr tuning or probe marked running whose launch raised goes back to waiting to start, as if never
+    launched (a trial's attempt is taken back). Returns False when it is not running (a cancel came first, or the
+    launch raised before marking it)."""
+    if not is_running(row):
+        return False
+    kind = _kind_of(row)
+    return transition(s, row, _waiting(kind), **({"attempts": row.attempts - 1} if kind is TrialStatus else {}))  # type: ignore[attr-defined]
+
+
+def fail_unlaunched(s: Session, row: object, reason: str) -> bool:
+    """A trial, lr tuning or probe whose launch kept raising ends ``failed`` with ``reason`` (a trial's ``reason``,
+    the others' ``error``). Returns False, changing nothing, when it is no longer waiting to start (a cancel came
+    first, or it was launched after all)."""
+    kind = _kind_of(row)
+    if row.status != _waiting(kind):  # type: ignore[attr-defined]
+        return False
+    return transition(s, row, kind.FAILED, **{"reason" if kind is TrialStatus else "error": reason})  # type: ignore[attr-defined]
 
 
 def _cancel_owned(s: Session, sweep: object, reason: str | None = None) -> None:

@@ -74,7 +74,7 @@ class TrialJob:
     """A trial: run on a warm worker (workers.worker.TrialWorker, a detached named actor), logging into its
     own MLflow child run."""
 
-    kind = "trial"
+    kind, table = "trial", Trial
 
     def ready(self, ctx: Context, s: Session) -> Iterator[Ready]:
         """Pending trials of running sweeps whose lr tuning has ended, in sweep then plan order, with the tuned lr."""
@@ -131,14 +131,10 @@ class TrialJob:
                 ctx.defer(ctx.tracking.kill, run_id)
             return None
         args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, run_id)
-        try:
-            res = spec.resources
-            return ctx.backend.start_trial(
-                trial_actor_name(ready.id), args, res.cpus_per_process, res.gpus_per_process, res.num_processes
-            )
-        except Exception:
-            _unlaunch(ctx, Trial, ready.id, TrialStatus.PENDING, attempts_back=True)
-            raise
+        res = spec.resources  # what raises from here on, the launcher takes back (lifecycle.unlaunch)
+        return ctx.backend.start_trial(
+            trial_actor_name(ready.id), args, res.cpus_per_process, res.gpus_per_process, res.num_processes
+        )
 
     def prepare(self, ctx: Context, rows: list[Ready]) -> None:
         """Create the MLflow runs of the trials to launch next (``rows``, in order) on the MLflow thread,
@@ -250,7 +246,7 @@ class ProbeJob(_TaskJob):
     """A probe or an answer (ProbeKind): a Ray task running workers.probe, or workers.answers, on the spec; what it
     reports as it runs (its stages: workers.progress) is stored in the row's ``progress``."""
 
-    kind = "probe"
+    kind, table = "probe", Probe
 
     def __init__(self) -> None:
         self._stored: dict[str, dict] = {}  # job id -> the progress last written to its row
@@ -286,7 +282,7 @@ class ProbeJob(_TaskJob):
         with ctx.store.session() as s:
             if not transition(s, s.get(Probe, ready.id), ProbeStatus.RUNNING):
                 return None
-        return _start_task(ctx, Probe, ready.id, ProbeStatus.QUEUED, fn, args, spec.resources, 0, report=True)
+        return _start_task(ctx, fn, args, spec.resources, 0, report=True)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Log a succeeded probe's MLflow run (before, outside the transaction), then store its status, result and
@@ -309,7 +305,7 @@ class ProbeJob(_TaskJob):
 class TuningJob(_TaskJob):
     """The lr search at one (G, B) of a sweep with tune_lr (workers.tune_lr): a Ray task, each lr trial a run."""
 
-    kind = "tune"
+    kind, table = "tune", LrTuning
 
     def __init__(self, record_study: Callable[[str, int, int, dict], None]) -> None:
         self.record_study = record_study  # copies a finished search into Optuna (service.scheduler.adaptive)
@@ -321,19 +317,21 @@ class TuningJob(_TaskJob):
             yield Ready(tuning.id, ctx.store.spec(sweep), sweep.id)
 
     def launch(self, ctx: Context, ready: Ready) -> Any | None:
+        """Start the search; None when a cancel came first. Its arguments are made before it is marked running (what
+        raises there leaves it pending)."""
         spec = ready.spec
-        with ctx.store.session() as s:
+        with ctx.store.read() as s:
             tuning = s.get(LrTuning, ready.id)
-            if tuning.status != TuningStatus.PENDING or not transition(s, tuning, TuningStatus.RUNNING):
-                return None  # cancelled since ready() read it
             g, b, sweep = tuning.group_size, tuning.samples_per_step, tuning.sweep
             experiment_id, parent = sweep.mlflow_experiment_id, sweep.mlflow_parent_run_id
         config = TrialConfig.for_trial(spec, g, b, spec.seeds[0], ctx.settings.model_cache_dir).to_dict()
         tune = {**spec.tune_lr.model_dump(), "seed": spec.seeds[0]}
         args = (config, tune, ctx.tracking.uri if ctx.tracking else None, experiment_id, parent)
-        return _start_task(
-            ctx, LrTuning, ready.id, TuningStatus.PENDING, run_tune_lr, args, spec.resources, ctx.settings.trial_retries
-        )
+        with ctx.store.session() as s:
+            tuning = s.get(LrTuning, ready.id)
+            if tuning.status != TuningStatus.PENDING or not transition(s, tuning, TuningStatus.RUNNING):
+                return None  # cancelled since ready() read it
+        return _start_task(ctx, run_tune_lr, args, spec.resources, ctx.settings.trial_retries)
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Store the tuned lr; copy the search into an Optuna study of the controller's database (so
@@ -361,23 +359,8 @@ class TuningJob(_TaskJob):
             ctx.safe(ctx.tracking.log_values, parent, {f"tune_lr.best_lr.G{g}.B{b}": best})
 
 
-def _start_task(
-    ctx: Context, table: type, row_id: str, back: Any, fn: Callable, args: tuple, res: Any, retries: int, report: bool = False
-) -> Any:
-    """``fn(*args)`` as a Ray task for a row just marked running (after that transaction's commit); when the
-    backend refuses it, the row goes back to ``back`` (queued or pending) for the next tick and the error is raised.
-    ``report``: ``fn`` takes a ``report`` callback (workers.progress), read by Backend.progress."""
-    try:
-        return ctx.backend.start_task(fn, args, res.cpus_per_process, res.gpus_per_process, retries, report=report)
-    except Exception:
-        _unlaunch(ctx, table, row_id, back)
-        raise
-
-
-def _unlaunch(ctx: Context, table: type, row_id: str, back: Any, attempts_back: bool = False) -> None:
-    """A row marked running whose start the backend refused goes back to ``back`` (queued or pending) for the next
-    tick, as if never launched (a trial's attempt is taken back too, ``attempts_back``); a cancel that came first stays."""
-    with ctx.store.session() as s:
-        row = s.get(table, row_id)
-        if is_running(row):
-            transition(s, row, back, **({"attempts": row.attempts - 1} if attempts_back else {}))
+def _start_task(ctx: Context, fn: Callable, args: tuple, res: Any, retries: int, report: bool = False) -> Any:
+    """``fn(*args)`` as a Ray task of one process for a row just marked running (after that transaction's commit); when
+    the backend refuses it, the launcher takes the row back (lifecycle.unlaunch). ``report``: ``fn`` takes a ``report``
+    callback (workers.progress), read by Backend.progress."""
+    return ctx.backend.start_task(fn, args, res.cpus_per_process, res.gpus_per_process, retries, report=report)

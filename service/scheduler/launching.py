@@ -1,6 +1,7 @@
 """Launching: which ready work starts this tick, within the resources the cluster has free (its view: Cluster, its nodes
 and resources read again every RESOURCES_TTL_S), and which in-flight trials wait for a node (service.scheduler.placement
-says whether a shape fits and what a waiting trial's reason is)."""
+says whether a shape fits and what a waiting trial's reason is). A launch that raises is that row's alone: it waits for
+the next tick and, raising LAUNCH_TRIES times over LAUNCH_GRACE_S, fails saying why; the other rows launch meanwhile."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import time
 from collections import Counter
 from typing import Any
 
+from service.lifecycle import TrialStatus, fail_unlaunched, unlaunch
 from service.scheduler.context import Backend, Context, Work
+from service.scheduler.faults import Faults
 from service.scheduler.jobs import ProbeJob, TrialJob, TuningJob, trial_actor_name
 from service.scheduler.placement import Waiting, fits, store_reasons
 
 LOOKAHEAD = 8  # at most this many waiting trials get their MLflow run made ahead (one per running trial)
 RESOURCES_TTL_S = 5.0  # the cluster's total resources are read again after this long
+LAUNCH_TRIES = 3  # a row whose launch raised this many times in a row, and
+LAUNCH_GRACE_S = 30.0  # for at least this long (a Ray head restarting refuses a while), fails with the reason
 
 
 class Cluster:
@@ -70,9 +75,10 @@ class Launcher:
     """Starts work on the cluster into ``inflight`` (handle -> Work, the scheduler's own) and keeps ``waiting``: the
     in-flight trials whose workers wait for a node."""
 
-    def __init__(self, ctx: Context, cluster: Cluster, inflight: dict[Any, Work]) -> None:
-        self.ctx, self.cluster, self.inflight = ctx, cluster, inflight
+    def __init__(self, ctx: Context, cluster: Cluster, inflight: dict[Any, Work], faults: Faults) -> None:
+        self.ctx, self.cluster, self.inflight, self.faults = ctx, cluster, inflight, faults
         self.waiting = Waiting()
+        self.refused: dict[str, tuple[int, float]] = {}  # row id -> (launches that raised in a row, monotonic time of the first)
 
     def place(self) -> None:
         """Find the in-flight trials whose workers wait for a node (new, or restarted after their node died): they hold
@@ -109,7 +115,8 @@ class Launcher:
         always starts (the cluster queues it). A row that does not fit holds back the later rows of its shape or
         larger (order holds within a shape), never those of a smaller shape: a sweep waiting for a GPU does not
         stop a CPU sweep behind it. With an autoscaler, one trial of a shape no node holds starts as demand it sees.
-        Work that no idle warm worker can take first evicts the idle workers whose resources it needs."""
+        Work that no idle warm worker can take first evicts the idle workers whose resources it needs. A row whose
+        launch raises is left for the next tick (``_refused``), and the later rows launch."""
         started = {w.id for w in self.inflight.values()}
         with self.ctx.store.read() as s:
             rows = [r for r in job.ready(self.ctx, s) if r.id not in started]
@@ -130,11 +137,42 @@ class Launcher:
                 continue
             if not (job.kind == "trial" and procs == 1 and self.ctx.backend.has_idle(cpus, gpus)):
                 self._make_room(cpus, gpus, free)
-            handle = job.launch(self.ctx, ready)
+            try:
+                handle = job.launch(self.ctx, ready)
+            except Exception as e:  # noqa: BLE001 - one row's launch must not stop every sweep's: that row fails
+                self._refused(job, ready.id, e)
+                continue
+            self._launched(job, ready.id)
             if handle is None:  # cancelled meanwhile, or its MLflow run could not be made: next tick
                 continue
             self.inflight[handle] = Work(job.kind, ready.id, ready.sweep_id, cpus, gpus, procs)
             free = (max(free[0] - cpus, 0.0), max(free[1] - gpus, 0.0))  # a GPU trial waiting as demand holds no GPU
+
+    def _refused(self, job: TrialJob | ProbeJob | TuningJob, row_id: str, error: Exception) -> None:
+        """A launch raised: the row goes back to waiting, as never launched; the failure is counted, logged once with its
+        traceback and shown in /v1/health (Faults). Raised LAUNCH_TRIES times in a row over LAUNCH_GRACE_S at least, the
+        row fails with the reason, as a trial that raised on its worker does (its sweep's failure budget counts it)."""
+        with self.ctx.store.session() as s:
+            unlaunch(s, s.get(job.table, row_id))  # marked running before it raised: waiting again, as never launched
+        fault = self.faults.record(f"launching {job.kind} {row_id}", error)
+        tries, since = self.refused.get(row_id, (0, time.monotonic()))
+        self.refused[row_id] = (tries + 1, since)
+        if tries + 1 < LAUNCH_TRIES or time.monotonic() - since < LAUNCH_GRACE_S:
+            return
+        self._launched(job, row_id)
+        reason = f"its launch failed {tries + 1} times in a row: {fault.message}"
+        with self.ctx.store.session() as s:
+            row = s.get(job.table, row_id)
+            failed = fail_unlaunched(s, row, reason)
+            run_id = getattr(row, "mlflow_run_id", None)
+        run_id = run_id or self.ctx.take_run(row_id)  # a trial's run, made ahead or stored before its start raised
+        if failed and run_id and self.ctx.tracking:
+            self.ctx.defer(self.ctx.tracking.end_trial, run_id, TrialStatus.FAILED, reason)
+
+    def _launched(self, job: TrialJob | ProbeJob | TuningJob, row_id: str) -> None:
+        """The row's launch did not raise (or it failed for good): its run of refusals ends."""
+        if self.refused.pop(row_id, None) is not None:
+            self.faults.clear(f"launching {job.kind} {row_id}")
 
     def _demand(self, cpus: float, gpus: float, processes: int) -> bool:
         """With GROUPSCALE_AUTOSCALING, whether to start a trial of a shape that no alive node holds so that it waits as

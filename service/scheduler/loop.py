@@ -61,7 +61,7 @@ class Scheduler:
         self.inflight: dict[Any, Work] = {}
         self.faults = Faults()  # what keeps failing: /v1/health shows it
         self.admission = Admission(self.ctx, self.faults)
-        self.launcher = Launcher(self.ctx, self.cluster, self.inflight)
+        self.launcher = Launcher(self.ctx, self.cluster, self.inflight, self.faults)
         self.collection = Collection(self.ctx, self.jobs, self.inflight, self.adaptive)
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by the API when it stored new work: no poll sleep before it starts

@@ -697,21 +697,6 @@ def test_a_worker_that_died_for_good_is_never_handed_another_trial(env):
     assert backend.reused == 0 and backend.new_workers == 2 and len(backend.running()) == 1  # on a new worker
 
 
-def test_a_trial_whose_start_the_cluster_refuses_goes_back_to_pending_as_never_launched(env):
-    store, backend, _, sched = env
-    sid = submit(store, group_sizes=[2], seeds=[0])
-    start_trial = type(backend).start_trial
-    backend.start_trial = lambda *a: (_ for _ in ()).throw(ConnectionError("the Ray head does not answer"))
-    with pytest.raises(ConnectionError):
-        sched.tick(wait_s=0)
-    with store.read() as s:
-        (trial,) = s.get(Sweep, sid).trials
-        assert (trial.status, trial.attempts) == (TrialStatus.PENDING, 0)
-    backend.start_trial = start_trial.__get__(backend)
-    tick(sched)
-    assert statuses(store, sid) == [TrialStatus.RUNNING] and len(backend.running()) == 1
-
-
 def test_a_sweep_that_cannot_start_says_why_and_health_shows_the_repeated_failure(env, caplog):
     """The MLflow parent run keeps failing the same way (a deleted experiment MLflow refused to restore): the sweep
     stays queued with the reason in its error, one traceback is logged (not one a tick), and after REPORT_AFTER
@@ -943,3 +928,92 @@ def test_the_ray_backend_stops_a_several_process_trials_worker_when_it_is_releas
     backend.release_trial("trial-a")
     backend.release_trial("trial-b")
     assert killed == ["two"] and backend.warm.workers["one"].trial is None
+
+
+# -- a launch that raises (issue 54.6): that row fails saying why; every other sweep goes on ----------------------
+
+
+def _refusing(backend, doomed: str, error: Exception, method: str = "start_trial"):
+    """The backend's ``method`` raises ``error`` for the work named ``doomed`` (a trial's actor name, or a task's function
+    name) and starts every other as before."""
+    real = getattr(type(backend), method)
+
+    def start(name_or_fn, *args, **kwargs):
+        if getattr(name_or_fn, "__name__", name_or_fn) == doomed:
+            raise error
+        return real(backend, name_or_fn, *args, **kwargs)
+
+    setattr(backend, method, start)
+
+
+def test_a_trial_whose_launch_raises_fails_saying_why_and_the_other_sweeps_trials_run_to_the_end(env, monkeypatch):
+    """The launch of one sweep's trial raises every time (here: its arguments cannot be sent to the cluster): the tick
+    used to raise at it, so no later sweep's trial ever launched until that sweep was cancelled. Now the trial waits a
+    few ticks (a cluster that refused once may take it next time), then fails with the reason, and the other sweep's
+    trials launch, run and are fitted."""
+    from service.scheduler import launching
+
+    monkeypatch.setattr(launching, "LAUNCH_GRACE_S", 0.0)
+    store, backend, tracking, sched = env
+    bad = submit(store, group_sizes=[2], seeds=[0])  # first: its trial is the first one every tick tries
+    good = submit(store, group_sizes=[2, 4], seeds=[0, 1])
+    sched.admission.admit()
+    (doomed,) = _trial_ids(store, bad)
+    _refusing(backend, trial_actor_name(doomed), TypeError("cannot pickle '_thread.lock' object"))
+    for _ in range(20):
+        tick(sched)
+        for handle in backend.running():
+            backend.finish(handle)
+    with store.read() as s:
+        trial = s.get(Trial, doomed)
+        reason = f"its launch failed {launching.LAUNCH_TRIES} times in a row: TypeError: cannot pickle '_thread.lock' object"
+        assert (trial.status, trial.reason, trial.attempts) == (TrialStatus.FAILED, reason, 0)
+        assert s.get(Sweep, bad).status == SweepStatus.FAILED and reason in s.get(Sweep, bad).error  # no trial finished
+        assert s.get(Sweep, good).status == SweepStatus.SUCCEEDED
+        assert {t.status for t in s.get(Sweep, good).trials} == {TrialStatus.SUCCEEDED}
+    assert sched.faults.problems() == []  # ended: nothing left failing
+    sched.ctx.drain()
+    assert ("end_trial", f"run-{doomed}", TrialStatus.FAILED) in tracking.calls  # its MLflow run ends with it
+
+
+def test_a_launch_refused_once_is_tried_again_and_runs(env):
+    """A refusal that passes (the Ray head answered late) costs the trial nothing: pending as never launched, then run."""
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    sched.admission.admit()
+    (tid,) = _trial_ids(store, sid)
+    _refusing(backend, trial_actor_name(tid), ConnectionError("the Ray head does not answer"))
+    tick(sched)
+    with store.read() as s:
+        assert (s.get(Trial, tid).status, s.get(Trial, tid).attempts) == (TrialStatus.PENDING, 0)
+    del backend.start_trial  # the cluster answers again
+    tick(sched)
+    assert statuses(store, sid) == [TrialStatus.RUNNING] and len(backend.running()) == 1
+
+
+@pytest.mark.parametrize("kind", ["probe", "tune"])
+def test_a_probe_or_lr_tuning_whose_launch_raises_fails_saying_why_and_a_sweeps_trials_still_run(env, monkeypatch, kind):
+    from service.scheduler import launching
+
+    monkeypatch.setattr(launching, "LAUNCH_GRACE_S", 0.0)
+    store, backend, _, sched = env
+    if kind == "probe":
+        job = _probe(store)
+        _refusing(backend, "run_probe_task", RuntimeError("the task's resources are invalid"), "start_task")
+    else:
+        tuned = submit(store, group_sizes=[2], seeds=[0], tune_lr={"low": 1e-4, "high": 1e-1, "trials": 2, "steps": 2})
+        _refusing(backend, "run_tune_lr", RuntimeError("the task's resources are invalid"), "start_task")
+    sid = submit(store, group_sizes=[2, 4], seeds=[0])
+    for _ in range(10):
+        tick(sched)
+        for handle in backend.running():
+            backend.finish(handle)
+    reason = f"its launch failed {launching.LAUNCH_TRIES} times in a row: RuntimeError: the task's resources are invalid"
+    with store.read() as s:
+        if kind == "probe":
+            assert (s.get(Probe, job).status, s.get(Probe, job).error) == ("failed", reason)
+        else:
+            (tuning,) = s.get(Sweep, tuned).lr_tunings
+            assert (tuning.status, tuning.error) == (TuningStatus.FAILED, reason)
+            assert s.get(Sweep, tuned).status == SweepStatus.SUCCEEDED  # its trials ran with the spec's lr
+        assert s.get(Sweep, sid).status == SweepStatus.SUCCEEDED
