@@ -246,12 +246,22 @@ class Tracking:
             self.client.set_terminated(run.info.run_id, "KILLED")
 
     @outside_transaction
-    def running_trial_runs(self, experiment_id: str, parent_run_id: str) -> dict[str, str]:
-        """Trial id -> run id of the sweep's trial runs that are RUNNING (tag groupscale.trial_id)."""
+    def unended_trial_runs(self, experiment_id: str, parent_run_id: str) -> dict[str, str]:
+        """Trial id -> run id of the sweep's trial runs (tag groupscale.trial_id) that have not ended FINISHED or FAILED:
+        RUNNING (made, ahead or just before a crash, but not stored) or KILLED (a stop of `up` ended the run of a trial
+        it sent back to pending, or one made ahead for a trial that had not started). A trial with several (duplicates
+        made before each trial kept its run) gets its RUNNING one, else its latest."""
         children = f"tags.mlflow.parentRunId = '{parent_run_id}'"
-        query = f"{children} and tags.`groupscale.kind` = 'trial' and attributes.status = 'RUNNING'"
+        ended = "attributes.status != 'FINISHED' and attributes.status != 'FAILED'"  # IN takes run ids alone
+        query = f"{children} and tags.`groupscale.kind` = 'trial' and {ended}"
         runs = self._search_all(experiment_id, query)
+        runs.sort(key=lambda r: (r.info.status == "RUNNING", r.info.start_time or 0))  # the one to keep last
         return {r.data.tags["groupscale.trial_id"]: r.info.run_id for r in runs if "groupscale.trial_id" in r.data.tags}
+
+    @outside_transaction
+    def reopen_trial(self, run_id: str) -> None:
+        """A trial that resumes continues its own run: RUNNING again if a stop of `up` ended it KILLED."""
+        self.client.update_run(run_id, status="RUNNING")
 
     @outside_transaction
     def child_runs(self, experiment_id: str, parent_run_id: str) -> list[str]:

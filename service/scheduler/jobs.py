@@ -111,6 +111,7 @@ class TrialJob:
             spec, row.group_size, row.samples_per_step, row.seed, ctx.settings.model_cache_dir, ckpt, lr=ready.lr
         )
         run_id = row.mlflow_run_id  # a resume keeps its run
+        resumed = bool(run_id)
         if ctx.tracking and row.parent_run_id and not run_id:
             run_id = ctx.take_run(ready.id)  # made ahead by prepare, if it was
             if not run_id:
@@ -130,6 +131,8 @@ class TrialJob:
             if run_id and closed and ctx.tracking:  # close_cancelled has been and gone: this run is ours to end
                 ctx.defer(ctx.tracking.kill, run_id)
             return None
+        if resumed and ctx.tracking:  # ended KILLED by a stop of `up`: open again before the trial logs and ends it
+            ctx.defer(ctx.tracking.reopen_trial, run_id)
         args = (config.to_dict(), ctx.tracking.uri if ctx.tracking else None, run_id)
         res = spec.resources  # what raises from here on, the launcher takes back (lifecycle.unlaunch)
         return ctx.backend.start_trial(
@@ -147,8 +150,9 @@ class TrialJob:
                 ctx.prepare_run(ready.id, ctx.tracking.start_trial, *self._run_args(ready, lr))
 
     def adopt_runs(self, ctx: Context) -> None:
-        """After a restart: a pending trial without a run whose run was made (ahead, or just before a crash)
-        but not stored takes that run (RUNNING, tagged with its id), so that each trial keeps one run."""
+        """After a restart: a pending trial without a run takes the run made for it (tagged with its id), so that each
+        trial keeps one run: made ahead or just before a crash but not stored (RUNNING), or ended KILLED and let go by
+        a stop of `up` (the trial it ran, or the run made ahead for it, Scheduler.stop); launch opens it again."""
         if ctx.tracking is None:
             return
         with ctx.store.read() as s:
@@ -165,7 +169,7 @@ class TrialJob:
             ).all()
         made: dict[str, str] = {}
         for experiment_id, parent in {(e, p) for _, e, p in waiting}:
-            made |= ctx.safe(ctx.tracking.running_trial_runs, experiment_id, parent) or {}
+            made |= ctx.safe(ctx.tracking.unended_trial_runs, experiment_id, parent) or {}
         adopt = {trial_id: made[trial_id] for trial_id, _, _ in waiting if trial_id in made}
         if adopt:
             with ctx.store.session() as s:

@@ -178,19 +178,35 @@ def test_sigterm_ends_the_runs_killed_and_the_next_start_resumes_from_checkpoint
         interrupted = [t["mlflow_run_id"] for t in running]
         stack.stop()  # SIGTERM; SIGKILL only if it has not ended within 60 s
         assert stack.proc.returncode != -signal.SIGKILL
+        assert _run_statuses(stack, interrupted) == ["KILLED"] * len(interrupted)  # none left RUNNING while it is down
 
         stack.start()
         client = MlflowClient(stack.mlflow_uri)
-        assert [client.get_run(r).info.status for r in interrupted] == ["KILLED"] * len(interrupted)
         sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"})
         assert sweep["status"] == "succeeded", sweep
-        resumed = []
-        for t in stack.http.get(f"/v1/sweeps/{sid}/trials").json():
+        resumed, trials = [], stack.http.get(f"/v1/sweeps/{sid}/trials").json()
+        for t in trials:
             assert client.get_run(t["mlflow_run_id"]).info.status == "FINISHED"
             resumed += [m.value for m in client.get_metric_history(t["mlflow_run_id"], "resumed_from_step")]
         assert resumed and all(v > 0 and v % 20 == 0 for v in resumed)  # resumed from checkpoints, not from scratch
+        # each interrupted trial went on in its own run (ended KILLED while the stack was down): one run per trial
+        assert set(interrupted) <= {t["mlflow_run_id"] for t in trials}
+        children = client.search_runs(
+            [sweep["mlflow"]["experiment_id"]], f"tags.mlflow.parentRunId = '{sweep['mlflow']['parent_run_id']}'"
+        )
+        assert len(children) == len(trials), [(r.info.run_name, r.info.status) for r in children]
     finally:
         stack.stop()
+
+
+def _run_statuses(stack: Stack, run_ids: list[str]) -> list[str]:
+    """The runs' statuses read from MLflow's own database (its server is down with the stack)."""
+    from sqlalchemy import create_engine, text
+
+    url = stack.mlflow_backend_uri or f"sqlite:///{(stack.data_dir / 'mlflow.db').resolve()}"
+    with create_engine(url).connect() as conn:
+        status = dict(conn.execute(text("select run_uuid, status from runs")).all())
+    return [status.get(r) for r in run_ids]
 
 
 LONG_STEPS = 30_000  # a bandit trial of minutes: it outlives six restarts of the controller

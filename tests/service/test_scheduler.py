@@ -184,8 +184,11 @@ class FakeTracking:
         self.running[f"run-{trial_id}"] = (parent, trial_id)
         return f"run-{trial_id}"
 
-    def running_trial_runs(self, exp, parent):
+    def unended_trial_runs(self, exp, parent):
         return {t: run for run, (p, t) in self.running.items() if p == parent}
+
+    def reopen_trial(self, run_id):
+        self.calls.append(("reopen_trial", run_id))
 
     def end_trial(self, run_id, status, reason=None):
         self.calls.append(("end_trial", run_id, status))
@@ -218,7 +221,8 @@ for cls, calls in (
     ),
     (
         FakeTracking,
-        "start_sweep start_trial running_trial_runs end_trial end_sweep kill kill_tuning_runs log_values log_decision log_probe",
+        "start_sweep start_trial unended_trial_runs reopen_trial end_trial end_sweep kill kill_tuning_runs log_values "
+        "log_decision log_probe",
     ),
 ):
     for name in calls.split():
