@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -10,10 +11,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from service.cli.app import JsonOpt, UrlOpt, _api, _fail, _ints, _print_json, _read_spec, app, err, out
 from service.cli.render import watch_sweep
+from service.cli.tables import Col, print_listing
 from service.client import Client
 from sweeps.verdict import fmt
 
@@ -23,21 +24,32 @@ def up(
     host: Annotated[str, typer.Option(help="bind address of the API")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     mlflow_port: Annotated[int, typer.Option(min=1, max=65535)] = 5000,
-    data_dir: Annotated[Path, typer.Option(help="SQLite store, MLflow data, model cache")] = Path(".groupscale"),
+    data_dir: Annotated[
+        Path | None, typer.Option(help="SQLite store, MLflow data, model cache [default: $GROUPSCALE_DATA_DIR or .groupscale]")
+    ] = None,
 ) -> None:
     """Run MLflow, a local Ray head and the controller in the foreground (Ctrl-C stops all)."""
-    from service.stack import StackConfigError, StackError, run_stack
+    from service.lifetime import StackConfigError, StackError, interrupt_on_ctrl_c_and_sigterm
 
+    # First of all, before the seconds of imports: Ctrl-C and SIGTERM stop `up` from here on, in the background of a
+    # script too (started with SIGINT ignored; one sent before this line, in Python's own start, is lost).
+    previous = interrupt_on_ctrl_c_and_sigterm()
     try:
-        run_stack(host, port, mlflow_port, data_dir)
+        from service.settings import Settings
+        from service.stack import run_stack
+
+        run_stack(host, port, mlflow_port, data_dir or Settings().data_dir)
     except StackError as e:
         _fail(str(e), 2 if isinstance(e, StackConfigError) else 1)
-    except KeyboardInterrupt:  # Ctrl-C while starting: run_stack has stopped what had started
-        # Ray's driver, interrupted inside ray.init, can crash (SIGSEGV) or exit 0 when the interpreter shuts down
-        # after it: leave now, with Ctrl-C's status.
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run_stack has stopped what had started
+        # The interpreter's shutdown after Ray's driver has crashed (SIGSEGV) or exited 0: leave now, with Ctrl-C's status.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
+    finally:  # `up` run inside another process (tests) leaves its handlers as they were
+        for signum, handler in previous.items():
+            if handler is not None:  # None: not set from Python, and not settable back
+                signal.signal(signum, handler)
 
 
 @app.command()
@@ -67,6 +79,19 @@ def submit(
     if watch:
         final = watch_sweep(client, sweep["id"], link_shown=bool(sweep["mlflow"]["url"]))
         raise typer.Exit(0 if final["status"] == "succeeded" else 1)
+
+
+# ids, statuses, progress and G* are read or copied: whole at any width; the name gives way, then the least read columns
+SWEEP_COLUMNS = (
+    Col("id"),
+    Col("name", rank=1, shrink=True),
+    Col("status"),
+    Col("done", justify="right"),
+    Col("cancel", rank=3, justify="right"),
+    Col("fit", rank=2),
+    Col("G*", justify="right"),
+    Col("created", rank=3),
+)
 
 
 @app.command()
@@ -106,18 +131,7 @@ def status(
         )
         for w in sweeps
     ]
-    # Every column but the name keeps its widest cell whole (ids to be copied, G* to be read); the name takes what is
-    # left of the terminal's width (at least 4), cut with an ellipsis. Widths are set, so rich never cuts the others.
-    names = ("id", "name", "status", "done", "cancel", "fit", "G*", "created")
-    widths = [max([len(col), *(len(r[i]) for r in rows)]) for i, col in enumerate(names)]
-    frame = 3 * len(names) - 1  # a boxed table, padding (0, 1) without the outer edges: 3 characters a column, less 1
-    widths[1] = max(4, min(widths[1], out.width - frame - sum(widths) + widths[1]))
-    t = Table(padding=(0, 1), pad_edge=False)
-    for col, width in zip(names, widths):
-        t.add_column(col, width=width, no_wrap=True, overflow="ellipsis")
-    for row in rows:
-        t.add_row(*row)
-    out.print(t)
+    print_listing(SWEEP_COLUMNS, rows)
 
 
 @app.command()

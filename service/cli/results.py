@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _print_json, _read_spec, app, err, out
 from service.cli.render import Stages, print_answer, print_ending, print_fit, print_per_prompt
+from service.cli.tables import Col, print_listing
 from service.client import Client
 from sweeps.exports import EXPORTS, ExportError, get_export
 from sweeps.finite import finite_or_none
@@ -49,25 +49,18 @@ def trials(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt =
     if as_json:
         return _print_json(rows)
     metric = "grad_mse" if any("grad_mse" in (r.get("metrics") or {}) for r in rows) else "gap"  # the sweep's measure
-    # No vertical rules and a whole run id (to copy): 80 columns hold every column but a long reason, which wraps.
-    t = Table(title=f"trials of {sweep_id}", box=box.SIMPLE_HEAD)
-    for col in ("G", "B", "seed"):
-        t.add_column(col, justify="right")
-    t.add_column("status", min_width=9)
-    t.add_column(metric, justify="right")
-    t.add_column("tries", justify="right")
-    t.add_column("MLflow run", no_wrap=True, min_width=32)
-    for r in rows:
-        t.add_row(
-            str(r["group_size"]),
-            str(r["samples_per_step"]),
-            str(r["seed"]),
-            r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
-            fmt((r.get("metrics") or {}).get(metric), 4),
-            str(r["attempts"]),
-            r.get("mlflow_run_id") or "-",
-        )
-    out.print(t)
+    cols = (*(Col(c, justify="right") for c in ("G", "B", "seed")), Col("status"), Col(metric, rank=1, justify="right"))
+    cells = [
+        (str(r["group_size"]), str(r["samples_per_step"]), str(r["seed"]), r["status"])
+        + (fmt((r.get("metrics") or {}).get(metric), 4), str(r["attempts"]), r.get("mlflow_run_id") or "-")
+        for r in rows
+    ]
+    out.print(f"trials of {sweep_id}", highlight=False)
+    print_listing((*cols, Col("tries", rank=2, justify="right"), Col("MLflow run")), cells)
+    for r in rows:  # below the table, whole: a reason is prose, wrapped at word ends
+        if r.get("reason"):
+            where = f"G={r['group_size']} B={r['samples_per_step']} seed={r['seed']}"
+            out.print(f"{where} {r['status']}: {r['reason']}", highlight=False)
 
 
 @app.command()

@@ -226,7 +226,7 @@ def test_status_shows_cancelled_counts_within_80_columns(app_client):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, r.stdout
-    assert "cancel" in lines[1] and any("s9" in line and " 1 " in line for line in lines)
+    assert "cancel" in lines[0] and any("s9" in line and " 1 " in line for line in lines)
     one = run("status", "s9").stdout
     assert "cancelled 1" in one
 
@@ -250,7 +250,7 @@ def test_status_keeps_ids_and_g_star_whole_in_80_columns_and_cuts_the_name(app_c
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, r.stdout
-    row = next(line for line in lines if line.startswith("│s4 "))
+    row = next(line for line in lines if line.startswith("s4 "))
     assert f" {g_star:.3g} " in row and "…" in row and "2026" not in row, row
     assert any("insufficient_data" in line for line in lines), r.stdout
 
@@ -460,3 +460,47 @@ def test_recommend_with_nothing_to_recommend_exits_1_in_every_format_saying_why_
         assert json.loads(r.stdout)["recommended_group_size"] is None and r.stderr == ""
     else:  # stdout is a config file to paste: nothing on it, the reason on stderr
         assert r.stdout == "" and r.stderr.splitlines() == [f"error: {sentence}"]
+
+
+def _rows_of(text: str, key: str) -> list[str]:
+    return [line for line in text.splitlines() if key in line]
+
+
+def test_status_at_80_columns_keeps_every_sweeps_id_status_progress_and_g_star_whole_on_its_line(app_client):
+    """Real ids (12 characters), a long name, a fit status of 17 characters and a cancelled trial: the table used to
+    squeeze every column to fit ("0c1d2e3f4a…", "succeed…", "3…") because the columns it kept whole did not fit 80."""
+    with app_client.app.state.store.session() as s:
+        for sid, name, status, fit in (
+            ("0c1d2e3f4a5b", "byo-word-problems-qwen-0.5b-long-name", "succeeded", {"status": "insufficient_data"}),
+            ("9f8e7d6c5b4a", "arithmetic-tiny", "cancelled", {"status": "ok", "g_star": 3.2133}),
+        ):
+            spec = _spec(name)
+            s.add(Sweep(id=sid, name=name, status=status, spec=spec, task_name="arithmetic", model_name="tiny-llama", fit=fit))
+            for i, g in enumerate(GRID * 2):
+                done = "cancelled" if status == "cancelled" and i == 0 else "succeeded"
+                s.add(Trial(sweep_id=sid, position=i, group_size=g, samples_per_step=48, seed=i // 7, status=done, attempts=1))
+    r = CliRunner().invoke(cli, ["status"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout
+    (header,) = _rows_of(r.stdout, "G*")
+    assert {"id", "name", "status", "done", "G*", "fit"} <= set(header.split()), r.stdout
+    (first,) = _rows_of(r.stdout, "0c1d2e3f4a5b")
+    assert {"succeeded", "14/14", "insufficient_data"} <= set(first.split()) and "byo-word" in first, first
+    (second,) = _rows_of(r.stdout, "9f8e7d6c5b4a")
+    assert {"cancelled", "13/14", "3.21", "arithmetic-tiny"} <= set(second.split()), second
+
+
+def test_trials_at_80_columns_keeps_each_trials_g_status_and_run_on_one_line_and_its_reason_whole(app_client):
+    """A failed trial's reason used to wrap inside the status column, one word a line, cut ("(GROUPSC…")."""
+    reason = "the worker died 3 times (GROUPSCALE_TRIAL_RETRIES=2): RayActorError: The actor died unexpectedly"
+    with app_client.app.state.store.session() as s:
+        trial = s.query(Trial).filter_by(sweep_id="s4", position=5).one()
+        trial.status, trial.reason, trial.metrics = "failed", reason, {}
+        trial.mlflow_run_id = run_id = "26f6f39d08454acdaa0d5e1f2b3c4d5e"
+    r = CliRunner().invoke(cli, ["trials", "s4"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout
+    (row,) = _rows_of(r.stdout, run_id)
+    assert row.split()[:4] == ["4", "48", "1", "failed"], row  # G, B, seed, status on the run's line
+    assert reason in " ".join(r.stdout.split()), r.stdout  # whole, folded at word ends if it must be
+    assert len(_rows_of(r.stdout, "run-s4-")) == 13 and all("succeeded" in line for line in _rows_of(r.stdout, "run-s4-"))
