@@ -124,8 +124,8 @@ def status(
 
 @app.command()
 def watch(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None) -> None:
-    """Progress bar until the sweep ends (exit 0 when it succeeded)."""
-    final = watch_sweep(Client(url), sweep_id)
+    """Progress bar until the sweep ends (exit 0 when it succeeded); into a pipe or a file, a line a change."""
+    final = watch_sweep(Client(url), sweep_id, console=err if out.is_terminal else out)  # piped: the lines are its output
     out.print(f"{final['id']}: {final['status']}" + (f" ({final['error']})" if final["error"] else ""))
     raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 

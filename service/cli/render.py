@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
@@ -63,12 +64,16 @@ def print_ending(message: str | None, last: str) -> None:
     out.print(f"[bold]{escape(last)}[/bold]", markup=True, highlight=False, soft_wrap=True)
 
 
-def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_shown: bool = False) -> dict:
-    """Progress bar until the sweep ends; returns the final sweep. The sweep's MLflow link is printed above the
-    bar once the scheduler has made its parent run (unless ``link_shown``: the caller printed it)."""
+def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_shown: bool = False, console: Console = err) -> dict:
+    """Progress until the sweep ends; returns the final sweep. On a terminal, a bar on ``console``; elsewhere (a pipe, a
+    log file) a line there each time the progress changes: a live bar on no terminal shows nothing until it ends. The
+    sweep's MLflow link is printed above once the scheduler has made its parent run (unless ``link_shown``: the caller
+    printed it)."""
     sweep = _api(client.sweep, sweep_id)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err) as bar:
+    live = console.is_terminal
+    last = None
+    with Progress(*columns, console=console, disable=not live) as bar:
         task = bar.add_task(sweep["name"], total=sweep["progress"]["total"])
         while True:
             p = sweep["progress"]
@@ -78,14 +83,14 @@ def watch_sweep(client: Client, sweep_id: str, interval_s: float = 1.0, link_sho
             if p.get("g_star_ci95") and None not in p["g_star_ci95"]:
                 extra += f" G* in [{p['g_star_ci95'][0]:.3g}, {p['g_star_ci95'][1]:.3g}]"
             if not link_shown and sweep["mlflow"]["url"]:
-                bar.console.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
+                console.print(f"MLflow: {sweep['mlflow']['url']}", soft_wrap=True, highlight=False)
                 link_shown = True
-            bar.update(
-                task,
-                completed=p["done"] + p["failed"] + p.get("cancelled", 0),
-                total=p["total"],
-                description=f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}{extra}",
-            )
+            described = f"{sweep['name']} [{sweep['status']}] running={p['running']} failed={p['failed']}{extra}"
+            completed = p["done"] + p["failed"] + p.get("cancelled", 0)
+            bar.update(task, completed=completed, total=p["total"], description=described)
+            if not live and (line := f"{described} {completed}/{p['total']}") != last:
+                console.print(line, soft_wrap=True, highlight=False, markup=False)
+                last = line
             if sweep["status"] in TERMINAL:
                 return sweep
             time.sleep(interval_s)

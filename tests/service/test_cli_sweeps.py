@@ -504,3 +504,37 @@ def test_trials_at_80_columns_keeps_each_trials_g_status_and_run_on_one_line_and
     assert row.split()[:4] == ["4", "48", "1", "failed"], row  # G, B, seed, status on the run's line
     assert reason in " ".join(r.stdout.split()), r.stdout  # whole, folded at word ends if it must be
     assert len(_rows_of(r.stdout, "run-s4-")) == 13 and all("succeeded" in line for line in _rows_of(r.stdout, "run-s4-"))
+
+
+def test_watch_into_a_pipe_prints_a_line_as_each_change_happens(app_client, monkeypatch, capsys):
+    """Not a terminal (a pipe, a log file, CI): rich's live bar printed nothing until the sweep had ended."""
+    from types import SimpleNamespace
+
+    from service.cli import commands, render
+
+    store = app_client.app.state.store
+    with store.session() as s:
+        for t in s.get(Sweep, "s4").trials:
+            t.status = "pending"
+    changes = [0, 1, None, 2]  # each poll's wait: that trial ends (None: nothing changes)
+    printed = []  # what the watch had printed when its next wait came
+
+    def sleep(_):
+        printed.append(capsys.readouterr().out)
+        position = changes.pop(0) if changes else "end"
+        with store.session() as s:
+            sweep = s.get(Sweep, "s4")
+            if position == "end":
+                sweep.status = "succeeded"
+            elif position is not None:
+                next(t for t in sweep.trials if t.position == position).status = "succeeded"
+
+    monkeypatch.setattr(render, "time", SimpleNamespace(sleep=sleep))
+    with pytest.raises(typer.Exit) as ended:
+        commands.watch("s4")
+    assert ended.value.exit_code == 0
+    lines = [chunk.splitlines() for chunk in printed]
+    assert [len(chunk) for chunk in lines] == [1, 1, 1, 0, 1], printed  # a line a change, none when nothing changed
+    assert [chunk[0].split()[-1] for chunk in lines if chunk] == ["0/14", "1/14", "2/14", "3/14"], printed
+    assert all("s4 [running]" in chunk[0] for chunk in lines if chunk), printed
+    assert capsys.readouterr().out.splitlines() == ["s4 [succeeded] running=0 failed=0 3/14", "s4: succeeded"]
