@@ -24,15 +24,27 @@ if TYPE_CHECKING:
 COLLECTIVE_TIMEOUT_S = 3 * 3600.0  # a rank waits this long for the others (rank 0's held-out evaluation included)
 
 
-def join(master: str, placement: Placement, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
-    """Join a trial's process group at ``master`` (``tcp://host:port``, rank 0's address) as ``placement``'s rank of
-    its world_size: NCCL on CUDA (each rank's one visible GPU), gloo on CPU. A rank that dies closes its connections,
-    and the others' next collective raises (RuntimeError) instead of waiting ``timeout_s``."""
+def rendezvous(host: str, world_size: int, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> tuple[dist.TCPStore, str]:
+    """Rank 0's rendezvous: a TCPStore listening on ``host`` at a port the OS chose, held from its choice until the
+    store is dropped (a port found free, released and bound again later can be taken between: EADDRINUSE), and its
+    address ``tcp://host:port`` for the other ranks. Keep the store until the group is left."""
+    store = dist.TCPStore(host, 0, world_size, is_master=True, timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    return store, f"tcp://{host}:{store.port}"
+
+
+def join(master: str, placement: Placement, timeout_s: float = COLLECTIVE_TIMEOUT_S, store: dist.Store | None = None) -> None:
+    """Join a trial's process group at ``master`` (``tcp://host:port``, rank 0's rendezvous) as ``placement``'s rank of
+    its world_size: NCCL on CUDA (each rank's one visible GPU), gloo on CPU. Rank 0 passes the ``store`` of
+    ``rendezvous``; the others connect to it (without a store, rank 0 listens at ``master``'s port). A rank that dies
+    closes its connections, and the others' next collective raises (RuntimeError) instead of waiting ``timeout_s``."""
     backend = "nccl" if placement.device == "cuda" else "gloo"
     if placement.device == "cuda":
         torch.cuda.set_device(0)  # Ray shows each rank its own GPU as device 0
     timeout = timedelta(seconds=timeout_s)
-    dist.init_process_group(backend, init_method=master, rank=placement.rank, world_size=placement.world_size, timeout=timeout)
+    if store is None:
+        host, _, port = master.removeprefix("tcp://").rpartition(":")
+        store = dist.TCPStore(host, int(port), placement.world_size, is_master=placement.is_main, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=placement.rank, world_size=placement.world_size, timeout=timeout)
 
 
 def leave() -> None:

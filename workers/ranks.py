@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from sweeps.trial import TrialConfig, TrialOutcome, TrialResult
-from workers.distributed import join, leave
+from workers.distributed import join, leave, rendezvous
 from workers.engines.base import Placement
 from workers.measures import run_measure
 
@@ -48,16 +47,6 @@ class RankWorker:
             leave()
         if result.status is TrialOutcome.FAILED:
             raise RankFailed(f"rank {rank} of {world_size}: {result.reason}")
-
-
-def _address() -> str:
-    """``tcp://<this node's IP>:<a free port>`` for the group's rendezvous (rank 0's node)."""
-    import ray
-
-    ip = ray.util.get_node_ip_address()
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return f"tcp://{ip}:{s.getsockname()[1]}"
 
 
 SETTLE_S = 60.0  # after rank 0's trainer raised, how long the other ranks' calls may take to end (a node's loss included)
@@ -143,7 +132,8 @@ def run_with_ranks(cfg: TrialConfig, placement: Placement, train: Callable[[], T
     pg, p = ray.util.get_current_placement_group(), cfg.num_processes
     if pg is None or len(pg.bundle_specs) != p:
         raise RuntimeError(f"a trial of num_processes={p} runs in a placement group of {p} bundles (the controller's)")
-    master, remote = _address(), ray.remote(RankWorker)
+    store, master = rendezvous(ray.util.get_node_ip_address(), p)  # rank 0's port, held until the trial ends
+    remote = ray.remote(RankWorker)
     handles = [
         remote.options(
             num_cpus=pg.bundle_specs[r].get("CPU", 0.0),
@@ -155,7 +145,7 @@ def run_with_ranks(cfg: TrialConfig, placement: Placement, train: Callable[[], T
     ]
     watch = _Watch([h.run.remote(cfg.to_dict(), master, r, p) for r, h in enumerate(handles, start=1)], handles)
     try:
-        join(master, placement)
+        join(master, placement, store=store)
         result = train()
         if result.status is not TrialOutcome.FAILED:
             ray.get(watch.refs)  # every rank ends its last step with rank 0; a rank's own failure is the trial's

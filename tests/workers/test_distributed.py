@@ -312,3 +312,21 @@ def test_two_trl_processes_take_the_step_one_trl_process_takes_on_the_same_batch
     apart = max(float((params[2][k] - params[1][k]).abs().max()) for k in keys)
     assert moved > 1e-4, moved  # the step changed the model
     assert apart <= 1e-4 * moved, (apart, moved)
+
+
+def test_rank_0s_rendezvous_port_is_held_from_its_choice_to_its_use():
+    """The port rank 0's address names is held by its store from the moment it is chosen: another process cannot bind
+    it meanwhile (a port found free, released and bound again later was taken in between: EADDRINUSE for good), and
+    another rank's store reaches it there."""
+    import socket
+    from datetime import timedelta
+
+    from workers.distributed import rendezvous
+
+    store, master = rendezvous("127.0.0.1", 2, timeout_s=60)
+    host, _, port = master.removeprefix("tcp://").rpartition(":")
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind((host, int(port)))
+    rank1 = dist.TCPStore(host, int(port), 2, is_master=False, timeout=timedelta(seconds=30))
+    store.set("step", "4")
+    assert rank1.get("step") == b"4"
