@@ -121,34 +121,6 @@ def download_file(location: str | Path, local: str | Path) -> None:
     _pafs().copy_files(path, str(Path(local).resolve()), fs, _pafs().LocalFileSystem())
 
 
-def download(location: str | Path, local: str | Path) -> None:
-    """Copy the folder at ``location`` (every file under it) into the local folder ``local``."""
-    fs, path = filesystem(location)
-    files = listing(location)
-    if files:
-        Path(local).mkdir(parents=True, exist_ok=True)
-        _pafs().copy_files(
-            path, str(Path(local).resolve()), source_filesystem=fs, destination_filesystem=_pafs().LocalFileSystem()
-        )
-
-
-def mirror(local: str | Path, location: str | Path, last: str = "", only: str = "") -> None:
-    """Make the folder at ``location`` hold what the local folder holds, for files written once (TRL's checkpoint-N
-    folders): files new or of another size (a part uploaded before) are uploaded, those named ``last`` after the
-    others (a reader that checks it finds the rest complete), then files gone locally are deleted there. Files ending
-    in ``.tmp`` (being written) are left out; with ``only``, the files whose relative path starts with it (the rest of
-    the folder at ``location`` is left alone)."""
-    here = {str(p.relative_to(local)): p.stat().st_size for p in Path(local).rglob("*") if p.is_file()}
-    here = {k: v for k, v in here.items() if not k.endswith(".tmp") and k.startswith(only)}
-    there = {k: v for k, v in listing(location).items() if k.startswith(only)}
-    fs, path = filesystem(location)
-    new = sorted((k for k, size in here.items() if there.get(k) != size), key=lambda k: (Path(k).name == last, k))
-    for rel in new:
-        upload_file(Path(local, rel), join(location, rel))
-    for rel in sorted(set(there) - set(here)):
-        fs.delete_file(f"{path}/{rel}")
-
-
 def scratch(location: str | Path, under: str | Path | None = None) -> Path:
     """A local folder for the files of a remote location (the same one for the same location on this machine):
     under ``under`` when given, else the system's temporary folder."""

@@ -13,7 +13,7 @@ from mlflow import MlflowClient
 
 from tests.e2e.conftest import Stack
 from tests.user_material import REWARDS, word_problem_rows, write_parquet
-from workers.engines.trl import last_complete_checkpoint
+from workers.engines.trl_checkpoints import sealed_steps
 from workers.models.presets import preset_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a few minutes on 2 cores: `make test-slow` (CI runs it)
@@ -114,36 +114,39 @@ def test_cancel_stops_an_engine_trl_sweep(trl_stack):
                 time.sleep(0.5)
 
 
-def test_a_killed_engine_trl_worker_resumes_from_trls_last_checkpoint(trl_stack):
-    stack, data, model = trl_stack
-    spec = _spec(data, model, name="trl-kill", group_sizes=[4], steps=12, checkpoint_every=4)
-    sid = stack.http.post("/v1/sweeps", json=spec, timeout=90).json()["id"]
+def _kill_worker_once_sealed(stack, sid: str, step: int) -> None:
+    """SIGKILL the trial's worker once its checkpoint of ``step`` is sealed (its manifest written), while it runs."""
     deadline = time.monotonic() + 300
     while True:
-        trials = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
-        if (
-            trials
-            and trials[0]["status"] == "running"
-            # a checkpoint TRL has finished writing (trainer_state.json is its last file): a kill while the first one
-            # is half written leaves nothing to resume from, and the trial rightly starts over (it passed 2 of 3 so)
-            and last_complete_checkpoint(stack.data_dir / "checkpoints" / trials[0]["id"]) is not None
-        ):
+        (trial,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json() or [None]
+        if trial and trial["status"] == "running" and step in sealed_steps(stack.data_dir / "checkpoints" / trial["id"]):
             break
-        assert time.monotonic() < deadline, trials
-        time.sleep(0.2)
-    trial = trials[0]
+        assert time.monotonic() < deadline, trial
+        time.sleep(0.1)
     states = [json.loads(f.read_text()) for f in (stack.data_dir / "workers").glob("*.json")]
     (pid,) = [s["pid"] for s in states if s["trial"] == f"trial-{trial['id']}" and not s["done"]]
     os.kill(pid, 9)
+
+
+def test_a_killed_engine_trl_worker_resumes_from_its_checkpoint_and_past_t_trains_nothing(trl_stack):
+    """Killed once mid-trial (its checkpoint of step 4 sealed) and once after its last checkpoint (step 12 = T, in the
+    final evaluation, made long here): each start resumes from the sealed checkpoint, and MLflow holds steps 1..12
+    once (TRL resumed past T trained step 13)."""
+    stack, data, model = trl_stack
+    spec = _spec(data, model, name="trl-kill", group_sizes=[4], steps=12, checkpoint_every=4)
+    spec["eval"] = {"prompts": 64, "samples_per_prompt": 4, "every": None}  # the final eval: seconds to kill it in
+    sid = stack.http.post("/v1/sweeps", json=spec, timeout=90).json()["id"]
+    _kill_worker_once_sealed(stack, sid, 4)
+    _kill_worker_once_sealed(stack, sid, 12)
     sweep = stack.wait(sid, {"succeeded", "failed", "cancelled"}, timeout_s=600)
     (trial,) = stack.http.get(f"/v1/sweeps/{sid}/trials").json()
     why = (sweep["status"], sweep["error"], trial["status"], trial.get("reason"), trial.get("attempts"))
     assert sweep["status"] == "succeeded" and trial["status"] in ("succeeded", "no_signal"), why
     client = MlflowClient(stack.mlflow_uri)
     steps = [m.step for m in client.get_metric_history(trial["mlflow_run_id"], "loss")]
-    assert sorted(steps) == list(range(1, 13))  # one point per step: none lost, none twice
-    (resumed,) = client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")
-    assert resumed.value > 0 and resumed.value % 4 == 0  # from one of TRL's checkpoints
+    assert sorted(steps) == list(range(1, 13))  # one point per step: none lost, none twice, none past T
+    resumed = [m.value for m in client.get_metric_history(trial["mlflow_run_id"], "resumed_from_step")]
+    assert sorted(resumed) == [4.0, 12.0], resumed  # from the sealed checkpoints: mid-trial, then at T
     runs = client.search_runs([sweep["mlflow"]["experiment_id"]], filter_string=f"tags.`groupscale.trial_id` = '{trial['id']}'")
     assert len(runs) == 1  # one MLflow run for the trial
 

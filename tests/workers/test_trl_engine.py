@@ -236,21 +236,6 @@ def test_a_trl_trial_whose_groups_are_cut_fails_naming_the_realized_g(chat, tmp_
     assert result.reason == "realized group size 1 to 2 at step 1, configured G = 2 (the trainer dropped or merged completions)"
 
 
-def test_a_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
-    from workers.engines.trl import last_complete_checkpoint
-
-    assert last_complete_checkpoint(tmp_path / "none") is None
-    for step, state in ((4, '{"global_step": 4}'), (8, None), (12, '{"global_st')):  # 8: no state yet; 12: cut short
-        folder = tmp_path / f"checkpoint-{step}"
-        folder.mkdir()
-        (folder / "model.safetensors").write_bytes(b"x")
-        if state is not None:
-            (folder / "trainer_state.json").write_text(state)
-    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-4")
-    (tmp_path / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8}')
-    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
-
-
 def test_a_trl_trial_keeps_only_its_last_checkpoint_whatever_the_recipe_says_and_resumes_from_it(chat, tmp_path):
     """TRL keeps every checkpoint-N (weights and optimizer state) unless told otherwise: a trial keeps the last complete
     one alone, with what resume needs (the optimizer too), whatever the recipe's save_* fields say (the sweep's win)."""

@@ -326,7 +326,12 @@ def _start(
     """The trial started from its checkpoint (model, optimizer and RNG restored, the harness's state given back), or
     fresh (the harness's eval before step 1, then the per-prompt table); the per-prompt allocation, None for uniform G."""
     ckpt = load_checkpoint(cfg.checkpoint_dir)  # every rank reads it (a storage location every node reaches)
-    if ckpt is None or "trial" not in ckpt:  # none, or one of an older version without the trial state: afresh
+    if ckpt is not None and "trial" not in ckpt:  # one of an older version without the trial state: afresh
+        ckpt = None
+    read = all_gather(None if ckpt is None else ckpt["trial"]["step"])  # one object, written whole: the same on every rank
+    if len(set(read)) > 1:  # a rank that cannot reach the storage, or a writer still at work: this start is not a resume
+        raise RuntimeError(f"the trial's ranks read checkpoints of different steps {read} at {cfg.checkpoint_dir}")
+    if ckpt is None:
         harness.start(None)
         return _allocation(cfg, harness)
     load_trainable_state(harness.policy.module, ckpt["model"])

@@ -2,7 +2,8 @@
 
 The recipe's GRPOConfig fields (spec ``trl:``) reach TRL unchanged but for what a sweep must set (trl_arguments): G,
 B as a generation batch that keeps the recipe's optimizer steps per generation (sweeps.trl_steps), T, the seed, the
-trial's checkpoint folder (one complete checkpoint kept, optimizer state included), logging every step, no reporter.
+trial's checkpoint folder (one sealed checkpoint kept, optimizer state and every rank's RNG included:
+workers.engines.trl_checkpoints), logging every step, no reporter.
 Model, data and rewards are those of the ``task:`` and ``model:`` sections, loaded as the groupscale engine loads them;
 the reward terms run in the task's reward process and reach TRL as ``reward_funcs`` with ``reward_weights``. A
 TrainerCallback feeds the harness (workers.engines.harness): TRL's per-step logs under TRL's names, groupscale's
@@ -17,7 +18,6 @@ Source: TRL 1.16, ``GRPOTrainer`` and ``GRPOConfig`` (trl/trainer/grpo_trainer.p
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import shutil
@@ -38,6 +38,7 @@ from workers.batch import setup
 from workers.distributed import accelerate_env, all_gather
 from workers.engines.base import ALONE, Placement, Report, RunReport, run_report
 from workers.engines.harness import Harness, TrialFailed
+from workers.engines.trl_checkpoints import STATE, agree, output_dir, saved_state, seal
 from workers.groups import GroupSizeError, check_group_sizes, group_metrics, realized_group_sizes
 from workers.models.lora import lora_config
 from workers.rewards import RewardError, TrainerState
@@ -46,19 +47,6 @@ from workers.tasks import Problem, Task
 from workers.tasks.base import RewardTerms
 
 ROW = "groupscale_row"  # the dataset column that maps TRL's rows back to the task's problems
-
-
-def output_dir(cfg: TrialConfig, placement: Placement) -> Path:
-    """Where TRL writes its checkpoint-N folders: the trial's checkpoint folder, or, when that is a remote storage
-    location (GROUPSCALE_STORAGE_URI s3://...), a local copy of it under the cache that MirrorCheckpoints uploads (on
-    several processes, rank r > 0 downloads the checkpoint to resume from into a copy of its own: ranks may share a
-    node)."""
-    if not cfg.checkpoint_dir:
-        return Path(cfg.cache_dir) / "trl-unsaved"
-    if storage.is_remote(cfg.checkpoint_dir):
-        local = storage.scratch(cfg.checkpoint_dir, Path(cfg.cache_dir))
-        return local.with_name(f"{local.name}.rank{placement.rank}") if placement.rank else local
-    return Path(cfg.checkpoint_dir)
 
 
 def trl_arguments(cfg: TrialConfig, placement: Placement = ALONE) -> dict[str, Any]:
@@ -77,7 +65,7 @@ def trl_arguments(cfg: TrialConfig, placement: Placement = ALONE) -> dict[str, A
         "report_to": "none",
         "save_strategy": "steps" if cfg.checkpoint_dir and cfg.checkpoint_every else "no",
         "save_steps": 1,
-        "save_total_limit": 1,  # TRL then deletes the older checkpoint once the new one is written to the end
+        "save_total_limit": None,  # trl_checkpoints.seal drops the older checkpoint once the new one is sealed
         "save_only_model": False,  # the optimizer, scheduler and RNG states too: a resumed trial goes on as it was
         "restore_callback_states_from_checkpoint": False,  # the harness reads its state from the checkpoint itself
         "disable_tqdm": True,
@@ -236,36 +224,10 @@ def _dataset(task: Task) -> tuple[Any, list[Problem]]:
     return Dataset.from_list(rows), problems
 
 
-def last_complete_checkpoint(output_dir: str | Path) -> str | None:
-    """TRL's last checkpoint that was written to the end: the highest ``checkpoint-N`` whose trainer_state.json (which
-    Trainer._save_checkpoint writes last, with the harness's TrialState) parses. A worker killed while saving leaves a
-    higher, partial one that transformers' get_last_checkpoint would pick, and resuming from it fails the trial."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return None
-    steps = sorted((int(d.name.split("-")[1]), d) for d in folder.glob("checkpoint-*") if d.name.split("-")[1].isdigit())
-    for _, d in reversed(steps):
-        try:
-            json.loads((d / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            continue
-        return str(d)
-    return None
-
-
-STATE = "TrialState"  # each checkpoint's trainer_state.json holds the harness's TrialState under this callback's name
-
-
-def saved_state(checkpoint: str) -> dict[str, Any] | None:
-    """The harness's TrialState in TRL's ``checkpoint`` folder (None: one TRL saved without it)."""
-    saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("stateful_callbacks", {})
-    return saved.get(STATE, {}).get("attributes")
-
-
 def _callbacks(cfg: TrialConfig, placement: Placement, harness: Harness, rewards: TrlRewards) -> list[Any]:
     """The trial's TrainerCallbacks: the harness's hands in TRL (each step's logs, with the generation's group metrics,
     to Harness.after_step; a save where Harness.checkpoint_due says; its TrialState exported into every checkpoint's
-    trainer_state.json, which TRL writes last) and, on a remote checkpoint folder, the mirror of each checkpoint."""
+    trainer_state.json) and each checkpoint sealed by every rank (trl_checkpoints.seal)."""
     from transformers import TrainerCallback
     from transformers.trainer_callback import ExportableState
 
@@ -287,16 +249,14 @@ def _callbacks(cfg: TrialConfig, placement: Placement, harness: Harness, rewards
             rewards.pending = {}
             harness.after_step(state.global_step, metrics)
 
-    class MirrorCheckpoints(TrainerCallback):
-        """A remote checkpoint folder gets each checkpoint once TRL has written it (trainer_state.json last, which
-        last_complete_checkpoint checks) and loses the one TRL rotated out."""
+    class SealCheckpoints(TrainerCallback):
+        """Each checkpoint TRL wrote, sealed as one unit by every rank (uploaded, manifest last: trl_checkpoints)."""
 
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            storage.mirror(args.output_dir, str(cfg.checkpoint_dir), last="trainer_state.json", only="checkpoint-")
+            seal(cfg, placement, Path(args.output_dir), state.global_step)
 
     assert TrialState.__name__ == STATE
-    remote = bool(cfg.checkpoint_dir) and storage.is_remote(str(cfg.checkpoint_dir)) and placement.is_main  # TRL's saver
-    return [TrialState(), *([MirrorCheckpoints()] if remote else [])]
+    return [TrialState(), *([SealCheckpoints()] if cfg.checkpoint_dir else [])]
 
 
 def missing_package(recipe: dict[str, Any]) -> tuple[str, str] | None:
@@ -382,9 +342,7 @@ def _train(cfg: TrialConfig, placement: Placement, run: RunReport, task: Task, p
         peft_config=lora_config(lora) if lora else None,  # peft injects the adapter into policy.module in place
     )
     trainer.remove_callback(PrinterCallback)  # its logs are in MLflow; worker logs need not repeat them
-    if cfg.checkpoint_dir and storage.is_remote(cfg.checkpoint_dir):  # resumed on a node without the local copy
-        storage.download(cfg.checkpoint_dir, args.output_dir)
-    resume = last_complete_checkpoint(args.output_dir) if cfg.checkpoint_dir else None
+    resume = agree(cfg, placement, Path(args.output_dir)) if cfg.checkpoint_dir else None  # every rank the same one
     harness.start(saved_state(resume) if resume else None)
     if harness.steps:
         trainer.train(resume_from_checkpoint=resume)
