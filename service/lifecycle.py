@@ -166,12 +166,13 @@ def fail_sweep(s: Session, sweep: object, error: str) -> bool:
     return True
 
 
-def cancel_sweep(s: Session, sweep: object, reason: str = "cancelled by request") -> bool:
+def cancel_sweep(s: Session, sweep: object) -> bool:
     """Cancel a sweep and everything it owns that has not ended: its trials and lr tunings, pending or
     running, are ``cancelled`` now (the scheduler stops the running ones' workers, ends their MLflow
-    runs, and then the parent run). Returns False if the sweep had already ended.
+    runs, and then the parent run). A cancel is asked for, not an error: the sweep's ``error`` is cleared (a queued
+    sweep's reason for waiting with it). Returns False if the sweep had already ended.
     """
-    if sweep.status in SWEEP_TERMINAL or not transition(s, sweep, SweepStatus.CANCELLED, error=reason):  # type: ignore[attr-defined]
+    if sweep.status in SWEEP_TERMINAL or not transition(s, sweep, SweepStatus.CANCELLED, error=None):  # type: ignore[attr-defined]
         return False
     _cancel_owned(s, sweep)
     return True

@@ -80,8 +80,14 @@ class Admission:
                 sweep = s.get(Sweep, sweep_id)
                 budget = store.spec(sweep).failure_budget
                 failed = [t for t in sweep.trials if t.status == TrialStatus.FAILED]
+                left = sum(t.status not in lifecycle.TRIAL_TERMINAL for t in sweep.trials)  # what fail_sweep cancels
                 causes = "; ".join(list(dict.fromkeys(t.reason or "no reason given" for t in failed))[:3])
-                error = f"{len(failed)} trials failed, more than max_failed_trials={budget}; the others were cancelled. "
-                error += f"First causes: {causes}"
+                cancelled = f"; the {left} left {'were' if left > 1 else 'was'} cancelled" if left else ""  # none left: unsaid
+                error = f"{_trials(len(failed))} failed, more than max_failed_trials={budget}{cancelled}. First causes: {causes}"
                 if lifecycle.fail_sweep(s, sweep, error[:4000]):
                     log.warning("sweep %s failed: %s", sweep.id, error)
+
+
+def _trials(n: int) -> str:
+    """``n`` trials in words: "1 trial", "3 trials"."""
+    return f"{n} trial{'s' * (n != 1)}"
