@@ -29,10 +29,12 @@ def extended_spec(spec: SweepSpec, group_sizes: list[int], seeds: list[int]) -> 
 
     Raises:
         pydantic.ValidationError: the merged spec is invalid (a G that does not divide a budget, too many trials).
-        ExtendRefused: an adaptive sweep (it grows by its own study), or nothing new.
+        ExtendRefused: an adaptive sweep (it grows by its own study), nothing asked, or nothing new.
     """
     if spec.mode != "grid":
         raise ExtendRefused(422, "an adaptive sweep chooses its own trials: submit a new sweep with a wider group_sizes")
+    if not group_sizes and not seeds:
+        raise ExtendRefused(422, "nothing asked: give group_sizes (group sizes to add) or seeds (seeds to add at every G)")
     merged = {
         **spec.model_dump(mode="json"),
         "group_sizes": sorted({*spec.group_sizes, *group_sizes}),

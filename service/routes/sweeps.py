@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -23,7 +24,7 @@ from service.schemas import SweepPublic, TrialPublic
 from service.store import ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
 from sweeps.report import answer_agreement
-from sweeps.spec import SweepSpec
+from sweeps.spec import SweepSpec, unknown_field_message
 
 log = logging.getLogger("groupscale.api")
 
@@ -170,6 +171,22 @@ class Extension(BaseModel):
     model_config = {"extra": "forbid"}
     group_sizes: list[int] = Field(default_factory=list, max_length=256, description="group sizes to add (each divides B)")
     seeds: list[int] = Field(default_factory=list, max_length=1000, description="seeds to add at every (G, B)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """An unknown field is refused at its path, listing this body's fields (pydantic's extra_forbidden would be read
+        as a sweep spec's by error_message, listing every spec field)."""
+        unknown = [k for k in data if k not in cls.model_fields] if isinstance(data, dict) else []
+        if unknown:
+            errors = [
+                InitErrorDetails(
+                    type=PydanticCustomError("unknown_field", unknown_field_message([k], cls) or ""), loc=(k,), input=data[k]
+                )
+                for k in unknown
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return data
 
 
 @router.post("/{sweep_id}/extend", dependencies=[Authorized])

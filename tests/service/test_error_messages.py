@@ -30,6 +30,38 @@ def _error(r):
     return d["loc"], d["msg"]
 
 
+# -- resources ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["2", 2.5, True, None])
+def test_a_num_processes_of_the_wrong_type_says_the_allowed_range(http, value):
+    loc, msg = _error(http.post("/v1/sweeps", json={**SPEC, "resources": {"num_processes": value}}))
+    assert loc == ["body", "resources", "num_processes"]
+    assert msg.endswith("allowed: an integer from 1 to 512"), msg
+
+
+# -- extend -------------------------------------------------------------------------------------------------------
+
+
+def _finished_sweep(http) -> str:
+    sid = http.post("/v1/sweeps", json=SPEC).json()["id"]
+    with http.app.state.store.session() as s:
+        s.get(Sweep, sid).status = SweepStatus.SUCCEEDED
+    return sid
+
+
+def test_extend_with_a_misspelt_field_lists_only_the_fields_extend_takes(http):
+    loc, msg = _error(http.post(f"/v1/sweeps/{_finished_sweep(http)}/extend", json={"group_size": [16]}))
+    assert loc == ["body", "group_size"]
+    assert msg == "unknown field 'group_size' (did you mean group_sizes?); allowed: group_sizes, seeds"
+
+
+def test_extend_with_nothing_asked_says_so(http):
+    r = http.post(f"/v1/sweeps/{_finished_sweep(http)}/extend", json={})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "nothing asked: give group_sizes (group sizes to add) or seeds (seeds to add at every G)"
+
+
 # -- sweep statuses -----------------------------------------------------------------------------------------------
 
 
