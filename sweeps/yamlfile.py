@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,7 +50,10 @@ class AmbiguousYaml(ValueError):
 
 class YamlLoader(yaml.SafeLoader):
     """safe_load with YAML 1.2's core schema for plain scalars, unique keys, and AmbiguousYaml for a scalar that
-    YAML 1.1 reads as another number or boolean (see the module's docstring)."""
+    YAML 1.1 reads as another number or boolean (see the module's docstring); ``checked``: the key paths checked so
+    (``num_processes``, ``trl.beta``), None for all."""
+
+    checked: frozenset[str] | None = None
 
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag not in _RETIRED]
@@ -78,7 +82,7 @@ class YamlLoader(yaml.SafeLoader):
         node = self.get_single_node()
         if node is None:
             return None
-        _check(node, "", self, set())
+        _check(node, "", self, set(), self.checked)
         return self.construct_document(node)
 
 
@@ -111,19 +115,22 @@ def _same(old: Any, new: Any) -> bool:
     return old == new or (isinstance(old, float) and math.isnan(old) and math.isnan(new))
 
 
-def _check(node: yaml.Node, path: str, loader: YamlLoader, seen: set[int]) -> None:
-    """Raise AmbiguousYaml at the first plain scalar under ``node`` (at ``path``) that 1.1 and 1.2 read differently."""
+def _check(node: yaml.Node, path: str, loader: YamlLoader, seen: set[int], checked: frozenset[str] | None = None) -> None:
+    """Raise AmbiguousYaml at the first plain scalar under ``node`` (at ``path``) that 1.1 and 1.2 read differently; with
+    ``checked``, only at those paths (a file of which only some keys are read: the others may mean what they like)."""
     if id(node) in seen:  # an alias: checked where its anchor is
         return
     seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            _check(key, f"{path} key" if path else "a key", loader, seen)
+            _check(key, f"{path} key" if path else "a key", loader, seen, checked)
             name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            _check(value, f"{path}.{name}" if path else str(name), loader, seen)
+            _check(value, f"{path}.{name}" if path else str(name), loader, seen, checked)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _check(item, f"{path}[{i}]", loader, seen)
+            _check(item, f"{path}[{i}]", loader, seen, checked)
+    elif checked is not None and path not in checked:
+        return
     elif node.style is None and node.tag == loader.resolve(yaml.ScalarNode, node.value, (True, False)):
         old, new = _reading(_YAML_11, node.value), _reading(loader, node.value)
         if (isinstance(old, SCALARS) or isinstance(new, SCALARS)) and not _same(old, new):
@@ -141,26 +148,28 @@ def _check(node: yaml.Node, path: str, loader: YamlLoader, seen: set[int]) -> No
 _YAML_11 = yaml.SafeLoader("")  # its resolvers and constructors: what PyYAML, and so TRL, reads a scalar as
 
 
-def parse_yaml(text: str | IO[str]) -> Any:
-    """YAML text (or a stream: then errors name its file) read by YamlLoader.
+def parse_yaml(text: str | IO[str], checked: Collection[str] | None = None) -> Any:
+    """YAML text (or a stream: then errors name its file) read by YamlLoader; ``checked``: the only key paths refused
+    when ambiguous (the keys a caller reads of another tool's file), None for every value.
 
     Raises:
         yaml.YAMLError: not YAML, or an unknown tag.
         AmbiguousYaml: a plain scalar that YAML 1.1 reads as another number or boolean (names the key and line).
         ValueError: a repeated key.
     """
-    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader subclass
+    loader = YamlLoader if checked is None else type("YamlLoader", (YamlLoader,), {"checked": frozenset(checked)})
+    return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
 
 
-def read_yaml(path: str | Path) -> Any:
-    """A YAML (or JSON) file read by YamlLoader.
+def read_yaml(path: str | Path, checked: Collection[str] | None = None) -> Any:
+    """A YAML (or JSON) file read by YamlLoader (``checked``: as parse_yaml).
 
     Raises:
         OSError, UnicodeDecodeError: the file cannot be read as UTF-8.
         yaml.YAMLError, AmbiguousYaml, ValueError: as parse_yaml.
     """
     with open(path, encoding="utf-8") as stream:  # a stream, so that a YAML error names the file, not "<unicode string>"
-        return parse_yaml(stream)
+        return parse_yaml(stream, checked)
 
 
 class YamlDumper(yaml.SafeDumper):

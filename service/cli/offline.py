@@ -135,7 +135,7 @@ def spec_from_trl_command(
     if accelerate_config is not None:
         if num_processes is not None:
             _fail("--num-processes and --accelerate-config: give one of them", 2)
-        accelerate = _yaml_mapping(accelerate_config, "--accelerate-config")
+        accelerate = _yaml_mapping(accelerate_config, "--accelerate-config", checked=("num_processes",))  # what is read
         processes = accelerate.get("num_processes", 1)
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             _fail(f"--accelerate-config: num_processes {processes!r} is not a whole number >= 1", 2)
@@ -174,15 +174,16 @@ def _not_another_trainers(config: Path) -> None:
     _fail(f"CONFIG.yaml: {config} is {other.title}'s config or run script, not a TRL recipe: use spec from-{other.name}", 2)
 
 
-def _yaml_mapping(path: Path, what: str) -> dict:
+def _yaml_mapping(path: Path, what: str, checked: tuple[str, ...] | None = None) -> dict:
     """A YAML file's mapping (sweeps.yamlfile: YAML 1.2 numbers, a value YAML 1.1 reads otherwise refused, as TRL and
-    accelerate read these files with PyYAML); anything else exits 2 naming ``what``."""
+    accelerate read these files with PyYAML; ``checked``: only those keys, the ones read of it); anything else exits 2
+    naming ``what``. An accelerate config's ``distributed_type: NO`` (false to YAML 1.1) is not read as a number."""
     import yaml
 
     from sweeps.yamlfile import AmbiguousYaml, read_yaml
 
     try:
-        data = read_yaml(path)
+        data = read_yaml(path, checked)
     except AmbiguousYaml as e:
         _fail(f"{what}: {path}: {e}", 2)
     except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: undecodable text, a repeated key

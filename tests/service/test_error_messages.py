@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from service import lifecycle
+from service.cli import app
 from service.lifecycle import SweepStatus
 from service.main import create_app
 from service.settings import Settings
@@ -38,6 +40,25 @@ def test_a_num_processes_of_the_wrong_type_says_the_allowed_range(http, value):
     loc, msg = _error(http.post("/v1/sweeps", json={**SPEC, "resources": {"num_processes": value}}))
     assert loc == ["body", "resources", "num_processes"]
     assert msg.endswith("allowed: an integer from 1 to 512"), msg
+
+
+# -- accelerate configs -------------------------------------------------------------------------------------------
+
+
+def test_an_accelerate_config_is_refused_only_for_an_ambiguous_value_it_reads(tmp_path):
+    """accelerate's own configs say ``distributed_type: NO``; unquoted, YAML 1.1 reads it as false and 1.2 as the text:
+    only num_processes is read, so it does not matter. An ambiguous num_processes still does."""
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("model_name_or_path: /m\nper_device_train_batch_size: 16\nnum_generations: 16\n")
+    accelerate = tmp_path / "acc.yaml"
+    accelerate.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: NO\nnum_processes: 2\nuse_cpu: no\n")
+    args = ["spec", "from-trl", str(recipe), "--group-sizes", "8,16", "--accelerate-config", str(accelerate)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "num_processes: 2" in r.stdout
+    accelerate.write_text("distributed_type: MULTI_GPU\nnum_processes: 010\n")
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "num_processes (line 2): 010 is 8 to YAML 1.1" in r.output, r.output
 
 
 # -- extend -------------------------------------------------------------------------------------------------------
