@@ -131,4 +131,5 @@ class ProbePublic(BaseModel):
 
 
 class AnswerPublic(ProbePublic):
-    """An answer request (POST /v1/answers): result is sweeps.answer.Answer's JSON once it succeeded."""
+    """An answer request (POST /v1/answers): result is sweeps.answer.Answer's JSON once it succeeded, and ``mlflow``: where
+    its run is ({experiment, experiment_id, run_id, url}; answers have their experiment, ``groupscale/<task_key>/answers``)."""

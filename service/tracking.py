@@ -54,6 +54,13 @@ def _spec_params(spec: SweepSpec) -> dict:
     return {**about, "world_size": spec.resources.num_processes, **own}
 
 
+def experiment_name(key: str, kind: str | None = None) -> str:
+    """The MLflow experiment of a task (``key``: its task_key, service.identity): ``groupscale/<key>``, which holds the
+    sweeps and probes; ``groupscale/<key>/<kind>`` for the runs of a kind kept apart (``answers``: the cheap answers,
+    which are no sweep's)."""
+    return f"groupscale/{key}" + (f"/{kind}" if kind else "")
+
+
 def redact(uri: str) -> str:
     """``uri`` without a password (``http://user:***@host``): the form shown in answers and logs."""
     parts = urlsplit(uri)
@@ -80,16 +87,14 @@ class Tracking:
             return None
         return f"{self.public_uri}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
 
-    def _experiment(self, key: str) -> tuple[str, str | None]:
-        """The experiment ``groupscale/<task_key>`` (service.identity), created on first use, tagged as model
-        development (EXPERIMENT_TAGS; the MLflow server `up` starts opens it on its runs table, service.mlflow_app);
-        and a note when it was in MLflow's trash and has been restored (MLflow refuses a new experiment of a deleted
-        one's name).
+    def _experiment(self, name: str) -> tuple[str, str | None]:
+        """The experiment ``name`` (experiment_name), created on first use, tagged as model development
+        (EXPERIMENT_TAGS; the MLflow server `up` starts opens it on its runs table, service.mlflow_app); and a note when
+        it was in MLflow's trash and has been restored (MLflow refuses a new experiment of a deleted one's name).
 
         Raises:
             RuntimeError: it is deleted and MLflow refused to restore it (naming it and what to do).
         """
-        name = f"groupscale/{key}"
         exp = self.client.get_experiment_by_name(name)
         if exp is None:
             return self.client.create_experiment(name, tags=EXPERIMENT_TAGS), None
@@ -114,7 +119,7 @@ class Tracking:
     @outside_transaction
     def start_sweep(self, sweep_id: str, spec: SweepSpec, key: str) -> tuple[str, str]:
         """Create the sweep's parent run in the experiment ``groupscale/<key>`` (the sweep's task_key)."""
-        exp_id, note = self._experiment(key)  # the sweep's stored task_key: its data files are not read again
+        exp_id, note = self._experiment(experiment_name(key))  # the sweep's stored task_key: data files not read again
         grid = {k: ",".join(map(str, getattr(spec, k))) for k in ("group_sizes", "samples_per_step", "seeds")}
         params = {**_spec_params(spec), **grid}
         tags = {"groupscale.sweep_id": sweep_id, "groupscale.kind": "sweep", **({"groupscale.note": note} if note else {})}
@@ -190,11 +195,14 @@ class Tracking:
         self.client.update_run(run_id, status="RUNNING")
 
     @outside_transaction
-    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict, kind: str = "probe") -> str:
-        """One run per probe or answer (tag groupscale.kind=probe|answer): params, G* and what it cost, KIND.json."""
+    def log_probe(self, probe_id: str, spec: SweepSpec, result: dict, kind: str = "probe") -> dict[str, str | None]:
+        """One run per probe or answer (tag groupscale.kind=probe|answer): params, G* and what it cost, KIND.json; a
+        probe's in its task's experiment, an answer's in ``<that>/answers`` (experiment_name). Returns where it is:
+        {experiment (name), experiment_id, run_id, url (its page in MLflow's UI)}."""
         section = spec.probe if kind == "probe" else spec.answer
         params = {**_spec_params(spec), **{f"{kind}.{k}": v for k, v in section.model_dump().items()}}
-        exp_id, note = self._experiment(task_key(spec))
+        name = experiment_name(task_key(spec), "answers" if kind == "answer" else None)
+        exp_id, note = self._experiment(name)
         tags = {"groupscale.probe_id": probe_id, "groupscale.kind": kind, **({"groupscale.note": note} if note else {})}
         run_id = self._create_run(exp_id, f"{kind} {spec.name} ({probe_id})", tags, params)
         tags = {}
@@ -210,7 +218,7 @@ class Tracking:
         self.log_values(run_id, values, tags)
         self.client.log_dict(run_id, result, f"{kind}.json")
         self.client.set_terminated(run_id, "FINISHED")
-        return run_id
+        return {"experiment": name, "experiment_id": exp_id, "run_id": run_id, "url": self.run_url(exp_id, run_id)}
 
     @outside_transaction
     def log_values(self, run_id: str, values: dict, tags: dict[str, str] | None = None, step: int = 0) -> None:

@@ -163,6 +163,13 @@ def print_per_prompt(block: dict | None) -> None:
     )
 
 
+def print_where(where: dict | None) -> None:
+    """Where a probe's or an answer's MLflow run is (its result's ``mlflow``: service.tracking.Tracking.log_probe)."""
+    if where:
+        run = where["url"] or f"run {where['run_id']}"
+        out.print(f"MLflow: {run} (experiment {where['experiment']})", highlight=False, soft_wrap=True)
+
+
 def print_answer(answer: dict) -> None:
     """Human summary of `groupscale answer` (sweeps.answer.Answer's JSON); its last line is the answer in words."""
     out.print(f"method: {answer.get('method', 'staged')}", highlight=False)
@@ -189,5 +196,6 @@ def print_answer(answer: dict) -> None:
     out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)
     for stage, why in ((answer.get("stages") or {}).get("plan", {}).get("skipped") or {}).items():
         out.print(f"not run: {stage}: {why}", highlight=False)
+    print_where(answer.get("mlflow"))
     # whole: `| tail -1` reads it
     out.print(f"[bold]{escape(answer['message'])}[/bold]", markup=True, highlight=False, soft_wrap=True)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from service.cli.app import TERMINAL, JsonOpt, UrlOpt, _api, _fail, _print_json, _read_spec, app, err, out
-from service.cli.render import Stages, print_answer, print_ending, print_fit, print_per_prompt
+from service.cli.render import Stages, print_answer, print_ending, print_fit, print_per_prompt, print_where
 from service.cli.tables import Col, print_listing
 from service.client import Client
 from sweeps.exports import EXPORTS, ExportError, get_export
@@ -283,6 +283,7 @@ def probe(
             f"exact: tau2 = {fmt(ex['tau2'])}, sigma2 = {fmt(ex['sigma2'])}, kappa = {fmt(ex['kappa'])}, G* = {fmt(ex['g_star'])}"
         )
     print_per_prompt(result.get("per_prompt"))
+    print_where(result.get("mlflow"))
     out.print(result["message"], highlight=False)
 
 

@@ -290,19 +290,21 @@ class ProbeJob(_TaskJob):
 
     def collect(self, ctx: Context, work: Work, outcome: Outcome) -> None:
         """Log a succeeded probe's MLflow run (before, outside the transaction), then store its status, result and
-        run together: a probe read as succeeded already names its run."""
+        run together: a probe read as succeeded already names its run, and its result says where (``mlflow``:
+        Tracking.log_probe's experiment, experiment_id, run_id and url)."""
         ok = outcome.error is None
-        run_id = None
+        where = None
         self._stored.pop(work.id, None)
         if ctx.tracking and ok:
             with ctx.store.read() as s:
                 row = s.get(Probe, work.id)
                 spec, kind = ctx.store.spec(row), ProbeKind(row.kind)
-            run_id = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value, kind)
+            where = ctx.safe(ctx.tracking.log_probe, work.id, spec, outcome.value, kind)
         with ctx.store.session() as s:
             probe = s.get(Probe, work.id)
-            result = finite_or_none(outcome.value) if ok else None
+            result = finite_or_none({**outcome.value, **({"mlflow": where} if where else {})}) if ok else None
             status = ProbeStatus.SUCCEEDED if ok else ProbeStatus.FAILED
+            run_id = where["run_id"] if where else None
             transition(s, probe, status, error=outcome.error, result=result, mlflow_run_id=run_id)
 
 

@@ -538,3 +538,31 @@ def test_watch_into_a_pipe_prints_a_line_as_each_change_happens(app_client, monk
     assert [chunk[0].split()[-1] for chunk in lines if chunk] == ["0/14", "1/14", "2/14", "3/14"], printed
     assert all("s4 [running]" in chunk[0] for chunk in lines if chunk), printed
     assert capsys.readouterr().out.splitlines() == ["s4 [succeeded] running=0 failed=0 3/14", "s4: succeeded"]
+
+
+def test_answer_says_which_mlflow_experiment_and_run_hold_it(app_client, tmp_path, monkeypatch):
+    """An answer's run has an experiment of its own (``<task's>/answers``): the answer names it and links its run."""
+    from types import SimpleNamespace
+
+    from service.cli import results
+    from service.store import Probe
+    from tests.service.test_mlflow_runs import ANSWER
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps({**_spec("a"), "task": {"name": "bandit"}, "model": {"preset": "tabular"}}))
+    url = "http://127.0.0.1:5000/#/experiments/7/runs/f00d?workflowType=machine_learning"
+    where = {"experiment": "groupscale/bandit/answers", "experiment_id": "7", "run_id": "f00d", "url": url}
+
+    def sleep(_):  # the scheduler's part: the queued answer ends
+        with app_client.app.state.store.session() as s:
+            for job in s.query(Probe).filter_by(status="queued"):
+                job.status, job.result, job.mlflow_run_id = "succeeded", {**ANSWER, "mlflow": where}, "f00d"
+
+    monkeypatch.setattr(results, "time", SimpleNamespace(sleep=sleep))
+    r = run("answer", str(path), "--budget", "5000")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert f"MLflow: {url} (experiment groupscale/bandit/answers)" in lines, r.stdout
+    assert lines[-1] == ANSWER["message"]  # still the last line
+    as_json = run("answer", str(path), "--budget", "5000", "--json")
+    assert json.loads(as_json.stdout)["mlflow"] == where

@@ -208,7 +208,7 @@ class FakeTracking:
     def log_values(self, *a, **k): ...
     def log_decision(self, *a, **k): ...
     def log_probe(self, *a):
-        return "probe-run"
+        return {"experiment": "groupscale/bandit", "experiment_id": "exp", "run_id": "probe-run", "url": None}
 
 
 # Network calls, as on Ray and MLflow: each raises NetworkInTransaction inside a store transaction (tests/conftest.py
