@@ -65,11 +65,12 @@ def require_read_token(request: Request, credentials: Credentials) -> None:
         _refuse()
 
 
-def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None) -> list[str]:
+def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None, processes: int | None = None) -> list[str]:
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
-    422 shape (field path + reason). Returns preflight's warnings and the reward check's notes."""
+    422 shape (field path + reason). Returns preflight's warnings and the reward check's notes. ``processes``: as
+    preflight's (1 for a probe or an answer, which run on one process whatever resources.num_processes says)."""
     try:
-        warnings = preflight(spec, settings, scheduler.cluster.nodes() if scheduler else None)
+        warnings = preflight(spec, settings, scheduler.cluster.nodes() if scheduler else None, processes)
         if scheduler is not None:
             warnings += check_rewards_on_cluster(spec, scheduler.cluster.run_task)
             check_engine_on_cluster(spec, scheduler.cluster.run_task, settings.model_cache_dir)

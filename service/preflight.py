@@ -37,13 +37,16 @@ class SpecError(ValueError):
         self.loc, self.msg = loc, msg
 
 
-def preflight(spec: SweepSpec, settings: Settings, nodes: list[dict[str, float]] | None) -> list[str]:
+def preflight(
+    spec: SweepSpec, settings: Settings, nodes: list[dict[str, float]] | None, processes: int | None = None
+) -> list[str]:
     """Raise SpecError for the first problem found; return the warnings (what is accepted but likely a mistake)
     when the sweep can run.
 
     Args:
         nodes: each alive node's total resources ({"CPU": .., "GPU": ..}), or None when the cluster is unknown
             (the resource check is skipped, as it is with ``settings.autoscaling``).
+        processes: the processes the work runs on, when not resources.num_processes (1: a probe or an answer).
     """
     if spec.n_trials > settings.max_trials:
         raise SpecError(
@@ -57,7 +60,7 @@ def preflight(spec: SweepSpec, settings: Settings, nodes: list[dict[str, float]]
             f"steps={spec.steps}; this server accepts at most {settings.max_steps} steps per trial (GROUPSCALE_MAX_STEPS)",
         )
     if nodes is not None and not settings.autoscaling:  # a shape no node holds would leave a trial pending forever
-        check_fits(spec.resources, nodes)
+        check_fits(spec.resources, nodes, processes)
     if spec.task.name == "jsonl":
         check_under_root(spec.task.path, settings.data_root, ("task", "path"), "data", "GROUPSCALE_DATA_ROOT")
         check_task_file(spec.task.path)
@@ -95,11 +98,13 @@ def check_under_root(path: str, root: Path | None, loc: tuple[str | int, ...], w
     return resolved
 
 
-def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]]) -> None:
+def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]], processes: int | None = None) -> None:
     """A trial's processes fit the alive nodes: one process of ``cpus_per_process`` CPUs and ``gpus_per_process`` GPUs
     on one node (Ray places its bundle there), P of them over the nodes together (a placement group's bundles).
-    Raises SpecError naming the field over the largest node (most GPUs, then CPUs) and that node."""
-    cpus, gpus, p = res.cpus_per_process, res.gpus_per_process, res.num_processes
+    ``processes``: how many the work runs on, when not num_processes (a probe or an answer runs on one).
+    Raises SpecError naming the field over the largest node (most GPUs, then CPUs; by the name the spec gave it,
+    ResourcesSpec.named) and that node."""
+    cpus, gpus, p = res.cpus_per_process, res.gpus_per_process, processes or res.num_processes
     if fits(nodes, p * cpus, p * gpus, p):
         return
     largest = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), default={})
@@ -113,8 +118,9 @@ def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]]) -> None:
             f"{room} such processes; its largest node has {described}); allowed: 1 to {room}, or smaller processes "
             "(GROUPSCALE_AUTOSCALING=1 lets a trial wait for an autoscaler's nodes)",
         )
-    unit = "process" if p > 1 else "trial"
-    field = f"gpus_per_{unit}" if gpus > have_gpus else f"cpus_per_{unit}"
+    unit = "process" if p > 1 or processes else "trial"
+    cpus_name, gpus_name = res.named("cpus"), res.named("gpus")
+    field = gpus_name if gpus > have_gpus else cpus_name
     most = max((n.get("CPU", 0.0) for n in nodes if n.get("GPU", 0.0) >= gpus), default=0.0)
     if field.startswith("cpus"):
         allowed = f"allowed: more than 0 to {most:g}"
@@ -122,7 +128,7 @@ def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]]) -> None:
         allowed = f"allowed: 0 to {have_gpus:g}" if have_gpus else "allowed: 0 (no node of the cluster has a GPU)"
     raise SpecError(
         ("resources", field),
-        f"cpus_per_{unit}={cpus:g} and gpus_per_{unit}={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
+        f"{cpus_name}={cpus:g} and {gpus_name}={gpus:g} fit no node of the cluster ({len(nodes)} alive); its "
         f"largest node has {described}; {allowed} (a {unit} runs on one node; "
         "GROUPSCALE_AUTOSCALING=1 lets it wait for an autoscaler's node)",
     )

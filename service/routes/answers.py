@@ -25,7 +25,7 @@ def create_answer(spec: SweepSpec, store: StoreDep, settings: SettingsDep, sched
         preflight_answer(spec)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
-    preflight_or_422(spec, settings, scheduler)
+    preflight_or_422(spec, settings, scheduler, processes=1)  # it runs on one process (launching.Launcher.launch)
     return queue_job(ProbeKind.ANSWER, spec, store, scheduler, AnswerPublic)
 
 

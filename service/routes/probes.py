@@ -43,7 +43,7 @@ def read_job(kind: ProbeKind, job_id: str, store: Store, public: type[ProbePubli
 def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep) -> ProbePublic:
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
     spec = with_server_paths(spec, settings)
-    preflight_or_422(spec, settings, scheduler)
+    preflight_or_422(spec, settings, scheduler, processes=1)  # it runs on one process (launching.Launcher.launch)
     return queue_job(ProbeKind.PROBE, spec, store, scheduler, ProbePublic)
 
 

@@ -164,6 +164,24 @@ class ResourcesSpec(StrictModel):
                 data[f"{kind}_per_process"], data[f"{kind}_per_trial"] = float(process), float(p * process)
         return data
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _given(cls, data: Any, handler: Any) -> Any:
+        """Runs first (before _per_process): the names _per_process derives are left out of ``model_fields_set``, which
+        then holds the names the spec gave (``named``)."""
+        res = handler(data)
+        if isinstance(data, dict):
+            derived = {f"{k}_per_{u}" for k in ("cpus", "gpus") for u in ("trial", "process")} - set(data)
+            object.__setattr__(res, "__pydantic_fields_set__", res.model_fields_set - derived)
+        return res
+
+    def named(self, kind: str) -> str:
+        """The field a message about a process's ``kind`` ("cpus" or "gpus") names: the per-trial name where the spec
+        gave only that for a one-process trial (the same number there), else the per-process one."""
+        per_trial, per_process = f"{kind}_per_trial", f"{kind}_per_process"
+        given = self.model_fields_set
+        return per_trial if self.num_processes == 1 and (per_trial in given or per_process not in given) else per_process
+
     @field_validator("cpus_per_trial", "gpus_per_trial")
     @classmethod
     def _shares(cls, v: float, info: ValidationInfo) -> float:

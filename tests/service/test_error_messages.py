@@ -11,8 +11,10 @@ from service import lifecycle
 from service.cli import app
 from service.lifecycle import SweepStatus
 from service.main import create_app
+from service.scheduler import Scheduler
 from service.settings import Settings
 from service.store import Sweep
+from sweeps.spec import SweepSpec
 from tests.factories import spec
 from tests.service.test_scheduler import FakeBackend, env, submit, tick  # noqa: F401 - env: the scheduler's fixture
 
@@ -35,11 +37,37 @@ def _error(r):
 # -- resources ----------------------------------------------------------------------------------------------------
 
 
+def test_a_one_process_gpu_refusal_names_gpus_per_process_when_that_is_what_the_user_wrote():
+    """It named gpus_per_trial, a field the spec did not have; a user who wrote gpus_per_trial still reads that."""
+    from service.preflight import SpecError, preflight
+
+    no_gpu = [{"CPU": 4.0, "GPU": 0.0}]
+    for written in ("gpus_per_process", "gpus_per_trial"):
+        with pytest.raises(SpecError) as e:
+            preflight(SweepSpec.model_validate({**SPEC, "resources": {written: 1}}), Settings(), no_gpu)
+        assert e.value.loc == ("resources", written)
+        assert f"{written}=1" in e.value.msg and "allowed: 0 (no node of the cluster has a GPU)" in e.value.msg
+
+
 @pytest.mark.parametrize("value", ["2", 2.5, True, None])
 def test_a_num_processes_of_the_wrong_type_says_the_allowed_range(http, value):
     loc, msg = _error(http.post("/v1/sweeps", json={**SPEC, "resources": {"num_processes": value}}))
     assert loc == ["body", "resources", "num_processes"]
     assert msg.endswith("allowed: an integer from 1 to 512"), msg
+
+
+def test_an_answer_of_a_several_process_spec_is_checked_against_the_one_process_it_runs_on(tmp_path):
+    """An answer (like a probe) runs on one process: a cluster of 2 CPUs takes it although 3 processes of a trial do
+    not fit there; the sweep of the same spec is still refused, naming num_processes."""
+    settings = Settings(data_dir=tmp_path / "state")
+    with TestClient(create_app(settings, run_scheduler=False)) as c:
+        c.app.state.scheduler = Scheduler(c.app.state.store, settings, None, FakeBackend(cpus=2.0))
+        three = {**SPEC, "resources": {"num_processes": 3}, "answer": {"budget": 5000}}
+        r = c.post("/v1/answers", json=three)
+        assert r.status_code == 201, r.text
+        assert c.post("/v1/probes", json=three).status_code == 201
+        loc, msg = _error(c.post("/v1/sweeps", json=three))
+        assert loc == ["body", "resources", "num_processes"] and "allowed: 1 to 2" in msg
 
 
 # -- accelerate configs -------------------------------------------------------------------------------------------
