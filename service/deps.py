@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from service.cluster_checks import check_engine_on_cluster, check_rewards_on_cluster
 from service.preflight import SpecError, preflight
 from service.scheduler import Scheduler
+from service.server_paths import relative_note
 from service.settings import Settings
 from service.store import Store
 from service.tracking import Tracking
@@ -65,18 +66,28 @@ def require_read_token(request: Request, credentials: Credentials) -> None:
         _refuse()
 
 
-def preflight_or_422(spec: SweepSpec, settings: Settings, scheduler: Scheduler | None, processes: int | None = None) -> list[str]:
+def preflight_or_422(
+    spec: SweepSpec,
+    settings: Settings,
+    scheduler: Scheduler | None,
+    processes: int | None = None,
+    relative: dict[tuple[str, ...], str] | None = None,
+) -> list[str]:
     """Run service.preflight (and, with a cluster, the reward check on it) and turn a SpecError into FastAPI's
     422 shape (field path + reason). Returns preflight's warnings and the reward check's notes. ``processes``: as
-    preflight's (1 for a probe or an answer, which run on one process whatever resources.num_processes says)."""
+    preflight's (1 for a probe or an answer, which run on one process whatever resources.num_processes says).
+    ``relative``: the paths resolved against the controller's working directory (service.server_paths), said beside
+    an error at that field, else in the warnings."""
+    relative = relative or {}
     try:
         warnings = preflight(spec, settings, scheduler.cluster.nodes() if scheduler else None, processes)
         if scheduler is not None:
             warnings += check_rewards_on_cluster(spec, scheduler.cluster.run_task)
             check_engine_on_cluster(spec, scheduler.cluster.run_task, settings.model_cache_dir)
     except SpecError as e:
-        raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
-    return warnings
+        msg = f"{e.msg} ({relative[e.loc]})" if e.loc in relative else e.msg
+        raise RequestValidationError([{"loc": ("body", *e.loc), "msg": msg, "type": "value_error"}]) from e
+    return [relative_note(spec, loc, said) for loc, said in relative.items()] + warnings
 
 
 StoreDep = Annotated[Store, Depends(_state("store"))]

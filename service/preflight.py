@@ -24,6 +24,7 @@ from workers.entry import (
     math_verify_available,
     model_config_error,
     read_prompt_answer_lines,
+    term_names,
 )
 
 log = logging.getLogger("groupscale.preflight")
@@ -134,20 +135,6 @@ def check_fits(res: ResourcesSpec, nodes: list[dict[str, float]], processes: int
     )
 
 
-def with_server_paths(spec: SweepSpec, settings: Settings) -> SweepSpec:
-    """The spec with each relative reward FILE resolved against GROUPSCALE_REWARD_ROOT (the only place user
-    code may come from), as it is stored and run. Unchanged without a reward root or a dataset task."""
-    task, root = spec.task, settings.reward_root
-    if task.name != "dataset" or root is None:
-        return spec
-    rewards = []
-    for r in task.rewards:
-        file, _, name = (r.function or "").rpartition(":")
-        relative = bool(file) and not Path(file).expanduser().is_absolute()
-        rewards.append(r.model_copy(update={"function": f"{root.expanduser().resolve() / file}:{name}"}) if relative else r)
-    return spec.model_copy(update={"task": task.model_copy(update={"rewards": rewards})})
-
-
 def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
     """Data files under GROUPSCALE_DATA_ROOT and readable, the columns there, the splits non-empty;
     reward functions enabled, under GROUPSCALE_REWARD_ROOT and binding NAME (found without running the file;
@@ -164,7 +151,7 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
                 "allowed now: exact_match, numeric_match",
             )
     answers = answer_paths([r.model_dump() for r in task.rewards])
-    sizes, warnings = {}, []
+    sizes, warnings = {}, unweighted(task)
     for field in ("path", "eval_path"):
         path = getattr(task, field)
         if path is None:
@@ -194,6 +181,18 @@ def check_dataset_task(task: DatasetTaskSpec, settings: Settings) -> list[str]:
                 "eval_path",
             )
     return warnings
+
+
+def unweighted(task: DatasetTaskSpec) -> list[str]:
+    """A note per reward term of weight 0: accepted, as TRL takes a reward_weights entry of 0 (a term watched, not
+    trained on: its reward/<key> metric is still logged), but it adds nothing to the reward and costs its scoring."""
+    keys = term_names([r.model_dump() for r in task.rewards])
+    return [
+        f"task.rewards[{i}].weight is 0: {name} is scored and logged (metric reward/{key}) but adds nothing to the reward; "
+        "remove the entry if you do not need its metric (scoring it costs time)"
+        for i, (reward, (name, key)) in enumerate(zip(task.rewards, keys, strict=True))
+        if reward.weight == 0
+    ]
 
 
 def check_answers(task: DatasetTaskSpec, rows: list[dict[str, Any]], field: str) -> None:

@@ -19,6 +19,7 @@ from workers.progress import Report, say
 from workers.rewards import math_verify_available  # noqa: F401
 from workers.rewards.loading import answer_paths  # noqa: F401
 from workers.rewards.process import needs_process  # noqa: F401
+from workers.rewards.terms import term_names  # noqa: F401 - a reward term's metric key (reward/<key>)
 from workers.tracking import RetryingClient  # noqa: F401 - the MLflow client both sides log with
 from workers.tune_lr import frozen_trials  # noqa: F401
 from workers.worker import TrialWorker, run_trial, worker_starts  # noqa: F401

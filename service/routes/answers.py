@@ -6,9 +6,10 @@ from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
-from service.preflight import SpecError, preflight_answer, with_server_paths
+from service.preflight import SpecError, preflight_answer
 from service.routes.probes import queue_job, read_job
 from service.schemas import AnswerPublic
+from service.server_paths import with_server_paths
 from service.store import ProbeKind
 from sweeps.spec import SweepSpec
 
@@ -20,12 +21,12 @@ def create_answer(spec: SweepSpec, store: StoreDep, settings: SettingsDep, sched
     """Queue an answer for the grid the spec describes, within ``answer.budget`` sampled completions (default 1% of
     that grid): the probe, a pilot trial and a successive-halving sweep; the result has status, g_star,
     g_star_ci95, recommended_group_size, tie_set, evidence, g_matters, regret_g8, regret_passrate and cost."""
-    spec = with_server_paths(spec, settings)
+    spec, relative = with_server_paths(spec, settings)
     try:
         preflight_answer(spec)
     except SpecError as e:
         raise RequestValidationError([{"loc": ("body", *e.loc), "msg": e.msg, "type": "value_error"}]) from e
-    preflight_or_422(spec, settings, scheduler, processes=1)  # it runs on one process (launching.Launcher.launch)
+    preflight_or_422(spec, settings, scheduler, processes=1, relative=relative)  # on one process (launching.Launcher)
     return queue_job(ProbeKind.ANSWER, spec, store, scheduler, AnswerPublic)
 
 

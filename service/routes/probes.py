@@ -7,9 +7,9 @@ from fastapi import APIRouter, HTTPException
 
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, preflight_or_422
 from service.lifecycle import ProbeStatus
-from service.preflight import with_server_paths
 from service.scheduler import Scheduler
 from service.schemas import ProbePublic
+from service.server_paths import with_server_paths
 from service.store import Probe, ProbeKind, Store
 from sweeps.spec import SweepSpec
 
@@ -42,8 +42,8 @@ def read_job(kind: ProbeKind, job_id: str, store: Store, public: type[ProbePubli
 @router.post("", status_code=201, dependencies=[Authorized])
 def create_probe(spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep) -> ProbePublic:
     """Queue a probe of the spec's task and model (``probe`` section: K prompts, M completions)."""
-    spec = with_server_paths(spec, settings)
-    preflight_or_422(spec, settings, scheduler, processes=1)  # it runs on one process (launching.Launcher.launch)
+    spec, relative = with_server_paths(spec, settings)
+    preflight_or_422(spec, settings, scheduler, processes=1, relative=relative)  # on one process (launching.Launcher)
     return queue_job(ProbeKind.PROBE, spec, store, scheduler, ProbePublic)
 
 

@@ -17,10 +17,10 @@ from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, 
 from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
 from service.lifecycle import SweepStatus
-from service.preflight import with_server_paths
 from service.purge import PurgeRefused, clean_up, purge_sweep
 from service.results import fit_from_trials, latest_job, sweep_public, unreadable_public
 from service.schemas import SweepPublic, TrialPublic
+from service.server_paths import with_server_paths
 from service.store import ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
 from sweeps.report import answer_agreement
@@ -55,12 +55,12 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> SweepPublic:
     """Validate, persist (before answering) and queue a sweep. Replays of an Idempotency-Key return it (200)."""
-    spec = with_server_paths(spec, settings)  # as stored and run: relative reward files under the reward root
+    spec, relative = with_server_paths(spec, settings)  # as stored and run: relative paths resolved here (absolute)
     with store.read() as s:
         replay = _replay(s, spec, idempotency_key, response, store, tracking)
         if replay is not None:
             return replay
-    warnings = preflight_or_422(spec, settings, scheduler)  # outside any transaction: it may read data files a while
+    warnings = preflight_or_422(spec, settings, scheduler, relative=relative)  # outside a transaction: it reads files
     try:
         with store.session() as s:
             sweep = Sweep(

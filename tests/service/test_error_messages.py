@@ -1,6 +1,8 @@
 """What refusals, notes and statuses say (issue 54.7): the field the user wrote, the allowed values, nothing that did not
 happen. At the HTTP layer (no Ray, SQLite store), through the CLI, and on the scheduler's tick with the fake backend."""
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,57 @@ def test_an_accelerate_config_is_refused_only_for_an_ambiguous_value_it_reads(tm
     accelerate.write_text("distributed_type: MULTI_GPU\nnum_processes: 010\n")
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2 and "num_processes (line 2): 010 is 8 to YAML 1.1" in r.output, r.output
+
+
+# -- rewards and paths --------------------------------------------------------------------------------------------
+
+
+def test_a_reward_weight_of_0_is_accepted_with_a_note_saying_it_is_scored_and_logged_only(tmp_path):
+    """TRL users give a term weight 0 to watch it without training on it (its reward/<key> metric is still logged):
+    accepted, and the submit answer says what it does and what it costs."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(BYO / "train.parquet", data / "train.parquet")
+    rewards = [
+        {"name": "numeric_match", "answer_column": "solution"},
+        {"name": "exact_match", "answer_column": "solution", "weight": 0},
+    ]
+    task = {"name": "dataset", "path": str(data / "train.parquet"), "rewards": rewards}
+    body = {**SPEC, "task": task, "model": {"preset": "chat-tiny"}, "group_sizes": [2, 4], "samples_per_step": [8]}
+    with TestClient(create_app(Settings(data_dir=tmp_path / "state"), run_scheduler=False)) as c:
+        r = c.post("/v1/sweeps", json=body)
+        assert r.status_code == 201, r.text
+        assert r.json()["warnings"] == [
+            "task.rewards[1].weight is 0: exact_match is scored and logged (metric reward/exact_match) but adds nothing "
+            "to the reward; remove the entry if you do not need its metric (scoring it costs time)"
+        ]
+
+
+def test_a_relative_task_path_over_http_is_read_from_the_controllers_working_directory_and_said_so(http, tmp_path, monkeypatch):
+    """A spec file's relative paths are the file's folder's (the CLI resolves them); over HTTP there is no file: the
+    controller reads it from its working directory, stores it absolute (the workers read that file) and says so."""
+    monkeypatch.chdir(tmp_path)
+    jsonl = {**SPEC, "model": {"preset": "tiny-llama"}}
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"{i}+1=", "answer": i + 1}) + "\n" for i in range(4))
+    )
+    r = http.post("/v1/sweeps", json={**jsonl, "task": {"name": "jsonl", "path": "tasks/t.jsonl"}})
+    assert r.status_code == 201, r.text
+    where = tmp_path.resolve() / "tasks" / "t.jsonl"
+    assert r.json()["spec"]["task"]["path"] == str(where)
+    assert r.json()["warnings"] == [
+        f"task.path 'tasks/t.jsonl' is relative: read from the controller's working directory {str(tmp_path.resolve())!r}, "
+        f"as {str(where)!r} (stored so); give an absolute path, or submit with the CLI, which reads it from the spec "
+        "file's folder"
+    ]
+    loc, msg = _error(http.post("/v1/sweeps", json={**jsonl, "task": {"name": "jsonl", "path": "tasks/missing.jsonl"}}))
+    missing = tmp_path.resolve() / "tasks" / "missing.jsonl"
+    assert loc == ["body", "task", "path"]
+    assert msg == (
+        f"{str(missing)!r} is not a readable file on the controller (task.path 'tasks/missing.jsonl' is relative: read "
+        f"from the controller's working directory {str(tmp_path.resolve())!r})"
+    )
 
 
 # -- extend -------------------------------------------------------------------------------------------------------
