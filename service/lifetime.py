@@ -10,6 +10,10 @@ Ports. Before it starts a server, `up` checks the port (``claim_port``): free, i
 the MLflow server of its own data dir whose `up` is gone (an orphan of an `up` that could not clean up),
 it stops that server and goes on; held by anything else, it refuses (StackConfigError, exit 2) naming
 the port, the process when it can tell, and the option that picks another port.
+
+Signals. The `up` command first of all makes Ctrl-C and SIGTERM raise KeyboardInterrupt (a background job of a script
+included, which starts with SIGINT ignored), and `up` holds them back while a server starts, until the process it
+started is where its cleanup finds it (``interrupts_held``): a Ctrl-C at any moment stops what had started.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -49,16 +55,50 @@ def mark_environment() -> str:
     return marker
 
 
+class _Held:
+    """What `up` is starting while its handler holds Ctrl-C back (None: nothing), and whether one came meanwhile."""
+
+    starting: str | None = None
+    pending = False
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    if _Held.starting is None:
+        raise KeyboardInterrupt
+    if not _Held.pending:  # os.write: a print here could land inside a print of the code it interrupted
+        _Held.pending = True
+        with contextlib.suppress(OSError, ValueError):
+            os.write(sys.stdout.fileno(), f"groupscale: stopping as soon as {_Held.starting} has started\n".encode())
 
 
-def interrupt_on_ctrl_c_and_sigterm() -> None:
-    """Make SIGINT and SIGTERM raise KeyboardInterrupt in this process, so that a ``finally`` stops what it started.
-    Set explicitly: a process started in the background of a shell inherits SIGINT ignored (no KeyboardInterrupt,
-    so Ctrl-C or ``kill -INT`` did nothing), and SIGTERM's default ends it without running any ``finally``."""
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+def interrupt_on_ctrl_c_and_sigterm() -> dict[int, Any]:
+    """Make SIGINT and SIGTERM raise KeyboardInterrupt in this process, so that a ``finally`` stops what it started
+    (except inside ``interrupts_held``). Returns the handlers it replaced (signal number -> handler).
+
+    Set explicitly: a process started in the background of a shell inherits SIGINT ignored (POSIX: a non-interactive
+    shell starts its ``&`` jobs so), where Ctrl-C or ``kill -INT`` did nothing; `up` honours it all the same. SIGTERM's
+    default ends a process without running any ``finally``."""
+    return {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+@contextlib.contextmanager
+def interrupts_held(what: str) -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back while ``what`` starts, until the block has put the process it started where the
+    cleanup finds it; one that came meanwhile is said at once and raised (KeyboardInterrupt) on leaving the block.
+    Without it, a Ctrl-C inside ``subprocess.Popen`` (after the fork) lost the server it had started.
+
+    The handler holds it, not ``signal.pthread_sigmask``: a mask is per thread, and `up`'s imports start native threads
+    (numpy's, pyarrow's jemalloc) that then take the signal, and Python runs the handler in the main thread regardless. Only
+    interrupt_on_ctrl_c_and_sigterm's handler holds: one that ray.init puts in place (SIGTERM) does not.
+    """
+    _Held.starting, _Held.pending = what, False
+    try:
+        yield
+    finally:
+        _Held.starting = None
+    if _Held.pending:
+        _Held.pending = False
+        raise KeyboardInterrupt
 
 
 def start_watchdog(marker: str) -> subprocess.Popen:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -23,7 +24,7 @@ from service.lifetime import (
     StackConfigError,
     StackError,
     claim_port,
-    interrupt_on_ctrl_c_and_sigterm,
+    interrupts_held,
     mark_environment,
     record_mlflow,
     start_watchdog,
@@ -112,13 +113,15 @@ def start_mlflow(
     backend_store_uri: str | None = None,
     app_name: str | None = MLFLOW_APP,
     env: dict[str, str] | None = None,
+    started: Callable[[subprocess.Popen], object] | None = None,
 ) -> subprocess.Popen:
     """Start ``mlflow server`` and wait for /health: proxied artifacts under data_dir, the backend store at
     backend_store_uri (a SQLAlchemy URL, e.g. postgresql+psycopg://...), by default SQLite under data_dir.
     ``app_name``: MLflow's ``--app-name``: by default groupscale's (service.mlflow_app: the UI opens experiments on
     their runs table; MLflow's own when this install does not register it, said on stdout), ``basic-auth`` (MLflow's
     basic authentication, configured by ``env``'s MLFLOW_AUTH_* and MLFLOW_FLASK_SERVER_SECRET_KEY, as
-    docker/compose.yaml runs it) or None (MLflow's own).
+    docker/compose.yaml runs it) or None (MLflow's own). ``started``: called with the server's process as soon as it
+    exists, with Ctrl-C held back (service.lifetime.interrupts_held): where the caller's cleanup finds it.
 
     Raises:
         StackError: the server exited or did not answer within timeout_s.
@@ -138,15 +141,18 @@ def start_mlflow(
     cmd += ["--host", host, "--port", str(port), "--workers", "1", *(["--app-name", app_name] if app_name else [])]
     # The job runner (huey consumers) serves MLflow's GenAI jobs, which groupscale does not use.
     full_env = {**os.environ, **(env or {}), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
-    url = f"http://{host}:{port}/health"
+    url, proc = f"http://{host}:{port}/health", None
     try:
+        with interrupts_held("the MLflow server"), open(log_path, "ab") as log:  # its own session: Ctrl-C misses it
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+            if started is not None:
+                started(proc)
         if wait_until_up(url, proc, timeout_s, f"the MLflow server (see {log_path})"):
             return proc
         raise StackError(f"the MLflow server did not answer on {url} within {timeout_s:.0f} s; see {log_path}")
     except BaseException:  # it exited, it did not answer, or Ctrl-C while it starts: no server outlives this call
-        stop_process_group(proc)
+        if proc is not None:
+            stop_process_group(proc)
         raise
 
 
@@ -227,6 +233,10 @@ SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told t
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped.
 
+    The caller has made Ctrl-C and SIGTERM raise KeyboardInterrupt (service.lifetime.interrupt_on_ctrl_c_and_sigterm,
+    the first thing the `up` command does). Each server starts with them held back (interrupts_held) until what started
+    is where the ``finally`` below finds it: a Ctrl-C at any moment of the start stops all that had started.
+
     Raises:
         StackConfigError: a port is held by another process, or the stores cannot work (exit 2).
         StackError: a component did not start.
@@ -246,17 +256,16 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     # the user types client commands in, those lines cut into progress bars. The run links are in the API's answers.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
-    interrupt_on_ctrl_c_and_sigterm()  # while starting (ray.init, then uvicorn, install their own later)
-    mlflow_proc, ray_session = None, None
-    serving = failed = False
+    servers: list[subprocess.Popen] = []  # what `up` started itself: start_mlflow puts its server here at once
+    ray_session, serving, failed = None, False, False
     try:
         if not env_uri:
-            mlflow_proc = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend)
-            record_mlflow(data_dir.resolve(), mlflow_proc, mlflow_port)
-        tracking_uri = env_uri or f"http://127.0.0.1:{mlflow_port}"
-        settings = configured.model_copy(update={"mlflow_tracking_uri": tracking_uri})
-        ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
-        print(banner(settings, host, port, own_mlflow=mlflow_proc is not None), flush=True)
+            server = start_mlflow(data_dir, "127.0.0.1", mlflow_port, backend_store_uri=mlflow_backend, started=servers.append)
+            record_mlflow(data_dir.resolve(), server, mlflow_port)
+        settings = configured.model_copy(update={"mlflow_tracking_uri": env_uri or f"http://127.0.0.1:{mlflow_port}"})
+        with contextlib.nullcontext() if settings.ray_address else interrupts_held("the local Ray head"):
+            ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
+        print(banner(settings, host, port, own_mlflow=not env_uri), flush=True)
         app = create_app(settings)
         serving = True
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
@@ -264,16 +273,21 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
         failed = True
         raise
     finally:  # a Ctrl-C or an error while starting ends here too: what started is stopped by up, not left to the watchdog
-        stopping = time.monotonic()
-        if serving:  # uvicorn returned: the API and the scheduler are down
-            print(
-                "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the "
-                "next up); stopping Ray, then MLflow",
-                flush=True,
-            )
-        else:
-            print("groupscale: stopped before the API served; stopping what had started", flush=True)
-        stop_ray(ray_session, failed)
-        if mlflow_proc is not None:
-            stop_process_group(mlflow_proc)
-        print(f"groupscale: stopped in {time.monotonic() - stopping:.1f} s", flush=True)
+        stop_stack(serving, ray_session, failed, servers)
+
+
+def stop_stack(serving: bool, ray_session: Path | None, failed: bool, servers: list[subprocess.Popen]) -> None:
+    """Stop what run_stack started: Ray (its session folder deleted unless ``failed``), then the servers."""
+    stopping = time.monotonic()
+    if serving:  # uvicorn returned: the API and the scheduler are down
+        print(
+            "groupscale: the API and the scheduler stopped (running trials resume from their checkpoints on the "
+            "next up); stopping Ray, then MLflow",
+            flush=True,
+        )
+    else:
+        print("groupscale: stopped before the API served; stopping what had started", flush=True)
+    stop_ray(ray_session, failed)
+    for proc in servers:
+        stop_process_group(proc)
+    print(f"groupscale: stopped in {time.monotonic() - stopping:.1f} s", flush=True)

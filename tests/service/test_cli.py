@@ -463,3 +463,19 @@ def test_a_variable_the_script_never_reads_is_refused_not_ignored():
 
     r = runner.invoke(app, ["spec", "from-verl", str(FIXTURES / "verl" / "run_grpo_8b.sh"), "TRAIN_BATCH_SIZ=512"])
     assert r.exit_code == 2 and "TRAIN_BATCH_SIZ: the script uses no such variable" in r.stderr, r.output
+
+
+def test_up_serves_the_data_dir_that_groupscale_data_dir_names_unless_data_dir_is_given(tmp_path, monkeypatch):
+    """`up` ran on .groupscale (its --data-dir default) although GROUPSCALE_DATA_DIR was set, which the docs list."""
+    from pathlib import Path
+
+    import service.stack
+
+    served = []
+    monkeypatch.setattr(service.stack, "run_stack", lambda host, port, mlflow_port, data_dir: served.append(data_dir))
+    monkeypatch.setenv("GROUPSCALE_DATA_DIR", str(tmp_path / "env"))
+    assert runner.invoke(app, ["up"]).exit_code == 0
+    assert runner.invoke(app, ["up", "--data-dir", str(tmp_path / "option")]).exit_code == 0
+    monkeypatch.delenv("GROUPSCALE_DATA_DIR")
+    assert runner.invoke(app, ["up"]).exit_code == 0
+    assert served == [tmp_path / "env", tmp_path / "option", Path(".groupscale")]

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -63,3 +64,58 @@ def test_storage_where_checkpoints_cannot_be_written_stops_up_before_anything_st
     assert storage.listing(s3_bucket) == {}
     with pytest.raises(StackConfigError, match=r"GROUPSCALE_STORAGE_URI: 's3://no-such-bucket-x': checkpoints cannot be written"):
         stack.check_storage(Settings(data_dir=tmp_path, storage_uri="s3://no-such-bucket-x"))
+
+
+@pytest.fixture
+def up_handlers():
+    """`up`'s SIGINT and SIGTERM handlers (service.lifetime) in this process for the test, the old ones back after."""
+    from service.lifetime import interrupt_on_ctrl_c_and_sigterm
+
+    previous = interrupt_on_ctrl_c_and_sigterm()
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def test_a_ctrl_c_inside_the_popen_of_the_mlflow_server_stops_that_server(tmp_path, monkeypatch, capfd, up_handlers):
+    """A Ctrl-C that lands inside ``subprocess.Popen`` after its fork (here: sent by a Popen that has started its child)
+    raised there, before start_mlflow's ``try``: the server ran on in its own session and nothing stopped it (an e2e
+    test failed 1 of 3 clean runs so). Now it is held until the server is where the cleanup finds it."""
+    real_popen, children = subprocess.Popen, []
+
+    def popen_then_ctrl_c(cmd, **kwargs):
+        children.append(real_popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True))
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, to the process (a thread other than the main one may take it)
+        time.sleep(0.3)  # the handler runs meanwhile
+        return children[-1]
+
+    monkeypatch.setattr(stack.subprocess, "Popen", popen_then_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stack.start_mlflow(tmp_path, "127.0.0.1", 9)
+        assert children[0].poll() is not None, "the server outlived the Ctrl-C"
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    assert "groupscale: stopping as soon as the MLflow server has started" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_held_interrupt_is_raised_when_the_block_ends_and_not_before(signum, up_handlers):
+    """With native threads in the process (numpy's), which a per-thread signal mask would not cover."""
+    import numpy  # noqa: F401  (starts a thread)
+
+    from service.lifetime import interrupts_held
+
+    assert len(os.listdir("/proc/self/task")) > 1
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held("a server"):
+            os.kill(os.getpid(), signum)
+            time.sleep(0.3)
+            reached.append("the end of the block")
+    assert reached == ["the end of the block"]
+    with pytest.raises(KeyboardInterrupt):  # outside a block: at once
+        os.kill(os.getpid(), signum)
+        time.sleep(0.3)
