@@ -58,7 +58,7 @@ def submit(
             soft_wrap=True,
         )
     client = Client(url)
-    sweep = _api(client.submit, spec.model_dump(mode="json"), str(uuid.uuid4()))  # a retry under this key never makes two
+    sweep = _api(client.submit, spec.request(), str(uuid.uuid4()))  # a retry under this key never makes two
     for warning in sweep.get("warnings", []):
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
     if sweep["mlflow"]["url"]:

@@ -56,7 +56,7 @@ def demo(
             _fail(f"{e}; see {log_path}")
         if not up:
             _fail(f"the stack did not answer within 300 s; see {log_path}")
-        sweep = _api(client.submit, spec.model_dump(mode="json"))
+        sweep = _api(client.submit, spec.request())
         err.print(f"submitted sweep {sweep['id']} ({spec.n_trials} trials) over HTTP")
         final = watch_sweep(client, sweep["id"], link_shown=True)  # its link is printed with the answer
         if final["status"] != "succeeded":

@@ -265,7 +265,7 @@ def probe(
         result = _here("probe", lambda show: run_probe_task(cfg.to_dict(), spec.probe.model_dump(), report=show))
     else:
         client = Client(url)
-        job = _api(client.probe, spec.model_dump(mode="json"))
+        job = _api(client.probe, spec.request())
         label = f"{spec.probe.prompts} prompts x {spec.probe.completions} completions"
         result = _wait_for(client.get_probe, job, f"probe {job['id']}: {label}")
     if as_json:
@@ -341,7 +341,7 @@ def answer(
         )
     else:
         client = Client(url)
-        job = _api(client.answer, spec.model_dump(mode="json"))
+        job = _api(client.answer, spec.request())
         result = _wait_for(client.get_answer, job, f"answer {job['id']}: at most {plan.budget} completions")
         if not as_json:
             err.print(

@@ -236,6 +236,14 @@ class SweepSpec(StrictModel):
             model = model.model_copy(update={"path": absolute(model.path)})
         return self.model_copy(update={"task": task, "model": model})
 
+    def request(self) -> dict[str, Any]:
+        """The spec as JSON for the API (the CLI's body): the resources under the names the spec gave, not those
+        derived from them (ResourcesSpec.named: the server's messages name the field the user wrote)."""
+        body = self.model_dump(mode="json")
+        derived = set(ResourcesSpec.model_fields) - self.resources.model_fields_set - {"num_processes"}
+        body["resources"] = {k: v for k, v in body["resources"].items() if k not in derived}
+        return body
+
     @property
     def n_trials(self) -> int:
         """Trials of the sweep proper: the whole grid, or the adaptive trial budget (an upper bound)."""

@@ -51,6 +51,20 @@ def test_a_one_process_gpu_refusal_names_gpus_per_process_when_that_is_what_the_
         assert f"{written}=1" in e.value.msg and "allowed: 0 (no node of the cluster has a GPU)" in e.value.msg
 
 
+def test_the_clis_body_keeps_the_resource_names_the_spec_gave_so_the_refusal_names_them_too():
+    """The CLI sent model_dump(): both names of each pair, so the server read gpus_per_trial as given."""
+    from service.preflight import SpecError, preflight
+
+    for written in ("gpus_per_process", "gpus_per_trial"):
+        loaded = SweepSpec.model_validate({**SPEC, "resources": {written: 1}})
+        body = loaded.request()
+        assert {k for k in body["resources"] if k.startswith("gpus")} == {written}
+        assert SweepSpec.model_validate(body) == loaded  # the server reads the same spec
+        with pytest.raises(SpecError) as e:
+            preflight(SweepSpec.model_validate(body), Settings(), [{"CPU": 4.0, "GPU": 0.0}])
+        assert e.value.loc == ("resources", written)
+
+
 @pytest.mark.parametrize("value", ["2", 2.5, True, None])
 def test_a_num_processes_of_the_wrong_type_says_the_allowed_range(http, value):
     loc, msg = _error(http.post("/v1/sweeps", json={**SPEC, "resources": {"num_processes": value}}))
