@@ -12,9 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO
 
 import httpx
 import uvicorn
@@ -228,6 +230,35 @@ def stop_ray(session: Path | None, failed: bool) -> None:
 
 
 SHUTDOWN_GRACE_S = 30  # open HTTP connections get this long once `up` is told to stop
+RAY_KILL_NOTICE = "killed by `ray.kill`"  # Ray's words for a worker the scheduler stopped (DropLines)
+
+
+class DropLines:
+    """A text stream (`up`'s sys.stdout) less the lines that contain ``needle``. Ray's driver prints, from the error
+    listener thread that ray.init starts whatever log_to_driver says, "(raylet) Task TrialWorker.run failed. There are
+    infinite retries remaining, so the task will be retried. Error: The actor is dead because it was killed by
+    `ray.kill`." each time the scheduler stops a busy worker (a cancel): it is not retried, and nothing failed. Ray's
+    other lines pass (a worker that crashed and is retried, out-of-memory kills)."""
+
+    def __init__(self, stream: TextIO, needle: str) -> None:
+        self.stream, self.needle = stream, needle
+        self._partial: dict[int, str] = {}  # per thread: what it wrote since its last newline (print writes twice)
+
+    def write(self, text: str) -> int:
+        *lines, rest = (self._partial.pop(threading.get_ident(), "") + text).split("\n")
+        if rest:
+            self._partial[threading.get_ident()] = rest
+        if kept := "".join(f"{line}\n" for line in lines if self.needle not in line):
+            self.stream.write(kept)
+        return len(text)
+
+    def flush(self) -> None:
+        if (rest := self._partial.pop(threading.get_ident(), "")) and self.needle not in rest:
+            self.stream.write(rest)
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, ...: the stream's
+        return getattr(self.stream, name)
 
 
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
@@ -255,6 +286,7 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     # MLflow's client prints "View run ... at: URL" on stdout whenever a run ends: in `up`'s terminal, often the one
     # the user types client commands in, those lines cut into progress bars. The run links are in the API's answers.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    sys.stdout = DropLines(sys.stdout, RAY_KILL_NOTICE)
     print(starting_line(host, port, own_mlflow=not env_uri, ray_address=configured.ray_address), flush=True)
     servers: list[subprocess.Popen] = []  # what `up` started itself: start_mlflow puts its server here at once
     ray_session, serving, failed = None, False, False

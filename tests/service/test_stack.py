@@ -119,3 +119,43 @@ def test_a_held_interrupt_is_raised_when_the_block_ends_and_not_before(signum, u
     with pytest.raises(KeyboardInterrupt):  # outside a block: at once
         os.kill(os.getpid(), signum)
         time.sleep(0.3)
+
+
+RETRY = "Task TrialWorker.run failed. There are infinite retries remaining, so the task will be retried. Error: "
+
+
+def test_ups_terminal_leaves_out_rays_notice_of_a_worker_the_scheduler_stopped_and_keeps_its_others(
+    tmp_path, monkeypatch, capsys
+):
+    """Ray's driver printed "(raylet) Task TrialWorker.run failed. There are infinite retries remaining, so the task will
+    be retried. Error: The actor is dead because it was killed by `ray.kill`." in `up`'s terminal at a cancel: its error
+    listener thread (ray.init starts it whatever log_to_driver says) prints what its task manager pushes, here about a
+    worker the scheduler stopped on purpose, which is not retried. The same notice of a worker that crashed stays."""
+    import threading
+
+    from ray._private.worker import print_worker_logs
+
+    from service.lifetime import StackError
+    from tests.ports import free_port
+
+    killed, crashed = RETRY + "The actor is dead because it was killed by `ray.kill`.", RETRY + "A worker died unexpectedly."
+
+    def ray_head_that_prints(settings):  # as Ray's listener thread prints: to sys.stdout as it is then
+        for line in (killed, crashed):
+            data = {"lines": [line], "pid": "raylet", "is_err": False}
+            (t := threading.Thread(target=lambda d=data: print_worker_logs(d, sys.stdout))).start()
+            t.join()
+        raise StackError("stop here")
+
+    monkeypatch.setattr(stack, "connect_ray", ray_head_that_prints)
+    monkeypatch.setattr(stack, "stop_ray", lambda session, failed: None)
+    monkeypatch.setattr(stack, "start_watchdog", lambda marker: None)
+    monkeypatch.setattr(stack, "mark_environment", lambda: "marker")
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # up's own is set back after the test
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # a server of its own: up starts none
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(StackError, match="stop here"):
+        stack.run_stack("127.0.0.1", free_port(), free_port(), tmp_path)
+    out = capsys.readouterr().out
+    assert "killed by `ray.kill`" not in out and "(raylet)" in out and crashed in out, out
+    assert out.splitlines()[0].startswith("groupscale: starting a local Ray head, then the API on")
