@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -23,21 +24,32 @@ def up(
     host: Annotated[str, typer.Option(help="bind address of the API")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     mlflow_port: Annotated[int, typer.Option(min=1, max=65535)] = 5000,
-    data_dir: Annotated[Path, typer.Option(help="SQLite store, MLflow data, model cache")] = Path(".groupscale"),
+    data_dir: Annotated[
+        Path | None, typer.Option(help="SQLite store, MLflow data, model cache [default: $GROUPSCALE_DATA_DIR or .groupscale]")
+    ] = None,
 ) -> None:
     """Run MLflow, a local Ray head and the controller in the foreground (Ctrl-C stops all)."""
-    from service.stack import StackConfigError, StackError, run_stack
+    from service.lifetime import StackConfigError, StackError, interrupt_on_ctrl_c_and_sigterm
 
+    # First of all, before the seconds of imports: Ctrl-C and SIGTERM stop `up` from here on, in the background of a
+    # script too (started with SIGINT ignored; one sent before this line, in Python's own start, is lost).
+    previous = interrupt_on_ctrl_c_and_sigterm()
     try:
-        run_stack(host, port, mlflow_port, data_dir)
+        from service.settings import Settings
+        from service.stack import run_stack
+
+        run_stack(host, port, mlflow_port, data_dir or Settings().data_dir)
     except StackError as e:
         _fail(str(e), 2 if isinstance(e, StackConfigError) else 1)
-    except KeyboardInterrupt:  # Ctrl-C while starting: run_stack has stopped what had started
-        # Ray's driver, interrupted inside ray.init, can crash (SIGSEGV) or exit 0 when the interpreter shuts down
-        # after it: leave now, with Ctrl-C's status.
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run_stack has stopped what had started
+        # The interpreter's shutdown after Ray's driver has crashed (SIGSEGV) or exited 0: leave now, with Ctrl-C's status.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
+    finally:  # `up` run inside another process (tests) leaves its handlers as they were
+        for signum, handler in previous.items():
+            if handler is not None:  # None: not set from Python, and not settable back
+                signal.signal(signum, handler)
 
 
 @app.command()
