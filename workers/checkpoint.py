@@ -14,6 +14,7 @@ never taken for a checkpoint.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -52,9 +53,9 @@ def load_checkpoint(folder: str | Path | None) -> dict[str, Any] | None:
     try:
         if not storage.is_remote(folder):
             return torch.load(Path(folder) / FILE, weights_only=False)
-        with tempfile.TemporaryDirectory() as local:  # one GET: no separate look for the object first
-            storage.download_file(storage.join(folder, FILE), Path(local) / FILE)
-            return torch.load(Path(local) / FILE, weights_only=False)
+        data = storage.read_bytes(storage.join(folder, FILE))  # one GET of the whole object: one version of it (a
+        # ranged download read during a PUT of the next checkpoint gave a file of two versions, a torn checkpoint)
+        return None if data is None else torch.load(io.BytesIO(data), weights_only=False)
     except FileNotFoundError:
         return None
 

@@ -240,8 +240,9 @@ def _callbacks(cfg: TrialConfig, placement: Placement, harness: Harness, rewards
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
             metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float) and math.isfinite(v)}
-            if state.global_step <= harness.state.step:  # training's own summary at its end: not a step
-                harness.report(metrics, state.global_step)
+            if state.global_step <= harness.state.step:  # training's own summary at its end (train_loss over this
+                # start's steps, runtime...): not a step; its epoch is the last step's, logged with it already
+                harness.report({k: v for k, v in metrics.items() if k != "epoch"}, state.global_step)
                 return
             if "completions/clipped_ratio" in metrics:  # the groupscale engine's name for the same share
                 metrics["truncation_rate"] = metrics["completions/clipped_ratio"]
