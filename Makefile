@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all bench lint docs docs-serve mutation clean
+.PHONY: setup demo test test-slow soak test-all bench lint docs docs-serve mutation clean
 
 setup: $(STAMP)
 
@@ -23,11 +23,15 @@ demo: setup
 	$(BIN)/groupscale demo
 
 test: setup
-	$(BIN)/pytest -m "not slow" -q --durations=15
+	$(BIN)/pytest -m "not slow and not soak" -q --durations=15
 
 # The slow suites alone: the e2e reliability suite on PostgreSQL and the fit calibration (CI runs it after `test`).
 test-slow: setup
 	$(BIN)/pytest -m slow -q
+
+# Repeated checks of a race (minutes each, not in CI): run before resolving work on what they repeat.
+soak: setup
+	$(BIN)/pytest -m soak -q
 
 test-all: setup
 	$(BIN)/pytest -q

@@ -280,7 +280,7 @@ def test_ctrl_c_while_up_starts_stops_what_had_started_itself_and_says_so(tmp_pa
         assert "groupscale: stopping as soon as the local Ray head has started" in lines, lines
 
 
-@pytest.mark.slow  # 50 starts of `up`, each stopped at a step of its start: 10m39s on 2 cores shared (load about 3)
+@pytest.mark.soak  # 50 starts of `up`, each stopped at a step of its start: 10m39s on 2 cores shared (load about 3)
 def test_a_ctrl_c_at_any_moment_of_ups_start_leaves_nothing_running_50_times_in_a_row(tmp_path, ray_tmp):
     """Each step of the start in turn, then a delay drawn anew each time (0-0.5 s), 50 times: every time `up` exits 130
     (0 once it serves) and nothing it started is left (processes, ports, Ray's session folder)."""
