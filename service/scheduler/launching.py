@@ -151,14 +151,15 @@ class Launcher:
     def _refused(self, job: TrialJob | ProbeJob | TuningJob, row_id: str, error: Exception) -> None:
         """A launch raised: the row goes back to waiting, as never launched; the failure is counted, logged once with its
         traceback and shown in /v1/health (Faults). Raised LAUNCH_TRIES times in a row over LAUNCH_GRACE_S at least, the
-        row fails with the reason, as a trial that raised on its worker does (its sweep's failure budget counts it)."""
+        row fails with the reason, as a trial that raised on its worker does (its sweep's failure budget counts it), unless
+        the cluster is away (Cluster.healthy): then every launch raises, and the rows wait for it."""
         with self.ctx.store.session() as s:
             unlaunch(s, s.get(job.table, row_id))  # marked running before it raised: waiting again, as never launched
         fault = self.faults.record(f"launching {job.kind} {row_id}", error)
         tries, since = self.refused.get(row_id, (0, time.monotonic()))
         self.refused[row_id] = (tries + 1, since)
-        if tries + 1 < LAUNCH_TRIES or time.monotonic() - since < LAUNCH_GRACE_S:
-            return
+        if tries + 1 < LAUNCH_TRIES or time.monotonic() - since < LAUNCH_GRACE_S or not self.cluster.healthy():
+            return  # a cluster that is away refuses every launch: not this row's failure, it waits for the cluster
         self._launched(job, row_id)
         reason = f"its launch failed {tries + 1} times in a row: {fault.message}"
         with self.ctx.store.session() as s:

@@ -995,6 +995,28 @@ def test_a_launch_refused_once_is_tried_again_and_runs(env):
     assert statuses(store, sid) == [TrialStatus.RUNNING] and len(backend.running()) == 1
 
 
+def test_launches_refused_while_the_cluster_is_away_fail_no_trial(env, monkeypatch):
+    """The Ray head goes away between the tick's look at the resources and the launch: every launch raises, tick after
+    tick, past the grace period. That is the cluster's failure, not the trial's: it waits (pending) and runs once the
+    head is back, instead of failing and spending its sweep's failure budget."""
+    from service.scheduler import launching
+
+    monkeypatch.setattr(launching, "LAUNCH_GRACE_S", 0.0)
+    store, backend, _, sched = env
+    sid = submit(store, group_sizes=[2], seeds=[0])
+    sched.admission.admit()
+    (tid,) = _trial_ids(store, sid)
+    _refusing(backend, trial_actor_name(tid), ConnectionError("the Ray head does not answer"))
+    monkeypatch.setattr(sched.launcher.cluster, "healthy", lambda: False)
+    for _ in range(2 * launching.LAUNCH_TRIES):
+        tick(sched)
+    assert statuses(store, sid) == [TrialStatus.PENDING]
+    monkeypatch.undo()  # the head is back
+    del backend.start_trial
+    tick(sched)
+    assert statuses(store, sid) == [TrialStatus.RUNNING]
+
+
 @pytest.mark.parametrize("kind", ["probe", "tune"])
 def test_a_probe_or_lr_tuning_whose_launch_raises_fails_saying_why_and_a_sweeps_trials_still_run(env, monkeypatch, kind):
     from service.scheduler import launching
