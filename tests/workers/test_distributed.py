@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from sweeps.trial import TrialConfig
+from tests.killed_ranks import processes
 from tests.ports import free_port
 from workers.batch import Batch, sample_batch, setup
 from workers.distributed import rank_groups
@@ -109,7 +109,7 @@ def test_two_processes_take_the_step_one_process_takes_on_the_same_batch(model_c
         max_grad_norm=1e6,  # no clipping: a clipped step has the same size whatever the gradient's scale
         **grpo,
     ).to_dict()
-    ctx = mp.get_context("spawn")
+    ctx = processes()
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     for world_size, out in ((1, one), (2, two)):  # the 1-process step in a process of its own too: same settings
         port = free_port()
@@ -158,7 +158,7 @@ def _trial(rank: int, world_size: int, port: int, config: dict, out: str, crash_
 
 def _spawn(world_size: int, config: dict, out: Path, crash_at: int = 0) -> list[int | None]:
     """Run ``_trial`` on ``world_size`` spawned processes; their exit codes."""
-    ctx, port = mp.get_context("spawn"), free_port()
+    ctx, port = processes(), free_port()
     procs = [ctx.Process(target=_trial, args=(r, world_size, port, config, str(out), crash_at)) for r in range(world_size)]
     for p in procs:
         p.start()
@@ -293,7 +293,7 @@ def test_two_trl_processes_take_the_step_one_trl_process_takes_on_the_same_batch
             checkpoint_every=1,
             num_processes=world_size,
         ).to_dict()
-        ctx, port, out = mp.get_context("spawn"), free_port(), str(tmp_path / f"w{world_size}")
+        ctx, port, out = processes(), free_port(), str(tmp_path / f"w{world_size}")
         procs = [ctx.Process(target=_trl_step, args=(r, world_size, port, config, out)) for r in range(world_size)]
         for p in procs:
             p.start()
