@@ -32,14 +32,18 @@ def _free_port(preferred: int) -> int:
 @app.command()
 def demo(
     keep: Annotated[bool, typer.Option("--keep", help="leave the stack running for browsing")] = False,
-    data_dir: Annotated[Path, typer.Option()] = Path(".groupscale"),
+    data_dir: Annotated[
+        Path | None, typer.Option(help="the stack's data dir [default: $GROUPSCALE_DATA_DIR or .groupscale]")
+    ] = None,
     spec_path: Annotated[Path, typer.Option("--spec")] = EXAMPLES / "arithmetic-tiny.yaml",
 ) -> None:
     """Start the stack, run the example sweep, print the fit, the recommendation and the MLflow URL."""
     from service.lifetime import interrupt_on_ctrl_c_and_sigterm
+    from service.settings import Settings
     from service.stack import StackError, stop_process_group, up_command, wait_until_up
 
     spec = _read_spec(spec_path)  # a bad spec exits 2 before anything starts
+    data_dir = data_dir or Settings().data_dir  # as `up`'s
     interrupt_on_ctrl_c_and_sigterm()  # both end the demo through its `finally`, which stops the stack it started
     port, mlflow_port = _free_port(8000), _free_port(5000)
     data_dir.mkdir(parents=True, exist_ok=True)

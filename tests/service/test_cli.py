@@ -1,4 +1,5 @@
 import json
+import signal
 
 import pytest
 from typer.testing import CliRunner
@@ -479,3 +480,24 @@ def test_up_serves_the_data_dir_that_groupscale_data_dir_names_unless_data_dir_i
     monkeypatch.delenv("GROUPSCALE_DATA_DIR")
     assert runner.invoke(app, ["up"]).exit_code == 0
     assert served == [tmp_path / "env", tmp_path / "option", Path(".groupscale")]
+
+
+def test_demo_runs_its_stack_on_the_data_dir_that_groupscale_data_dir_names(tmp_path, monkeypatch):
+    """`demo` started its `up` on .groupscale although GROUPSCALE_DATA_DIR was set (as `up` did)."""
+    import service.stack
+
+    started = []
+
+    def up_command(port, mlflow_port, data_dir):  # noqa: ANN001, ANN202 - what demo starts, recorded; then it stops
+        started.append(data_dir)
+        raise service.stack.StackError("recorded")
+
+    monkeypatch.setattr(service.stack, "up_command", up_command)
+    monkeypatch.setenv("GROUPSCALE_DATA_DIR", str(tmp_path / "env"))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        runner.invoke(app, ["demo"])
+    finally:  # demo takes Ctrl-C and SIGTERM for the stack it starts: this process's are set back
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert started == [tmp_path / "env"]
