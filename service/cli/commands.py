@@ -136,8 +136,9 @@ def status(
 
 @app.command()
 def watch(sweep_id: Annotated[str, typer.Argument(metavar="ID")], url: UrlOpt = None) -> None:
-    """Progress bar until the sweep ends (exit 0 when it succeeded); into a pipe or a file, a line a change."""
-    final = watch_sweep(Client(url), sweep_id, console=err if out.is_terminal else out)  # piped: the lines are its output
+    """Progress until the sweep ends, on stderr (a bar on a terminal; a line a change into a pipe or a file), then one
+    line on stdout, the sweep's end (exit 0 when it succeeded): a script reads that line alone."""
+    final = watch_sweep(Client(url), sweep_id)
     out.print(f"{final['id']}: {final['status']}" + (f" ({final['error']})" if final["error"] else ""))
     raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 

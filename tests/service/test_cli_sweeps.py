@@ -520,7 +520,7 @@ def test_watch_into_a_pipe_prints_a_line_as_each_change_happens(app_client, monk
     printed = []  # what the watch had printed when its next wait came
 
     def sleep(_):
-        printed.append(capsys.readouterr().out)
+        printed.append(capsys.readouterr().err)  # progress: stderr, stdout keeps the end's line alone
         position = changes.pop(0) if changes else "end"
         with store.session() as s:
             sweep = s.get(Sweep, "s4")
@@ -537,7 +537,8 @@ def test_watch_into_a_pipe_prints_a_line_as_each_change_happens(app_client, monk
     assert [len(chunk) for chunk in lines] == [1, 1, 1, 0, 1], printed  # a line a change, none when nothing changed
     assert [chunk[0].split()[-1] for chunk in lines if chunk] == ["0/14", "1/14", "2/14", "3/14"], printed
     assert all("s4 [running]" in chunk[0] for chunk in lines if chunk), printed
-    assert capsys.readouterr().out.splitlines() == ["s4 [succeeded] running=0 failed=0 3/14", "s4: succeeded"]
+    rest = capsys.readouterr()
+    assert (rest.err.splitlines(), rest.out.splitlines()) == (["s4 [succeeded] running=0 failed=0 3/14"], ["s4: succeeded"])
 
 
 def test_answer_says_which_mlflow_experiment_and_run_hold_it(app_client, tmp_path, monkeypatch):
