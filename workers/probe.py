@@ -116,14 +116,17 @@ def prompt_components(
     return components, np.array([rewards[r].size for r in rows], np.float64)
 
 
-def per_prompt(stats: list[PromptStats], keys: list[str], rewards: np.ndarray, n_boot: int, seed: int) -> dict:
-    """The probe's ``per_prompt`` block (sweeps.allocation.summary): what per-prompt G would save at this policy,
-    its interval from ``n_boot`` resamples of the K prompts (numpy Generator ``seed``)."""
+def per_prompt(
+    stats: list[PromptStats], keys: list[str], rewards: np.ndarray, n_boot: int, seed: int, budget: int | None = None
+) -> dict:
+    """The probe's ``per_prompt`` block (sweeps.allocation.summary): what per-prompt G would save at this policy with
+    no group above ``budget`` (B, completions a step; None: unbounded), its interval from ``n_boot`` resamples of
+    the K prompts (numpy Generator ``seed``)."""
     rng = np.random.default_rng([seed, 1])
     k = len(stats)
     resamples = [prompt_components(stats, keys, rewards, rng.integers(0, k, size=k))[0] for _ in range(n_boot)]
     components, completions = prompt_components(stats, keys, rewards)
-    return allocation.summary(components, resamples, completions)
+    return allocation.summary(components, resamples, completions, allocation.G_MAX if budget is None else float(budget))
 
 
 def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
@@ -292,7 +295,7 @@ def probe_policy(
         "n_parameters": n_params,
         "reward_mean": float(rewards.mean()),
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
-        "per_prompt": per_prompt(stats, [p.key for p in problems], rewards, n_boot, seed),
+        "per_prompt": per_prompt(stats, [p.key for p in problems], rewards, n_boot, seed, cfg.samples_per_step),
         "seconds": time.perf_counter() - start,
         "message": (
             f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2): use G = {rec} (the interval covers the probe's "

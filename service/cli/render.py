@@ -150,14 +150,14 @@ def print_per_prompt(block: dict | None) -> None:
     if block.get("mse_ratio") is None:
         out.print(f"per-prompt G: not estimated ({block.get('reason', 'no ratio')})", highlight=False)
         return
-    ci = block.get("mse_ratio_ci95") or [None, None]
+    ci = lambda key: "[{}, {}]".format(*map(fmt, block.get(key) or [None, None]))  # noqa: E731
     table = ", ".join(
         f"{b['pass_rate'][0]:g}-{b['pass_rate'][1]:g}: G {b['group_size']} ({b['share']:.0%})" for b in block["buckets"]
     )
     out.print(
-        f"per-prompt G (gradient MSE over the best uniform G's): by pass rate [{table}] x {fmt(block['bucket_mse_ratio'])}; "
-        f"each prompt its own G x {fmt(block['mse_ratio'])} (95% CI [{fmt(ci[0])}, {fmt(ci[1])}]); sGPO's G = s/p "
-        f"x {fmt(block['sgpo_mse_ratio'])}. {block['message']}",
+        f"per-prompt G (gradient MSE over the best uniform G's): by pass rate [{table}] x {fmt(block['bucket_mse_ratio'])} "
+        f"(95% CI {ci('bucket_mse_ratio_ci95')}); each prompt its own G x {fmt(block['mse_ratio'])} (95% CI "
+        f"{ci('mse_ratio_ci95')}); sGPO's G = s/p x {fmt(block['sgpo_mse_ratio'])}. {block['message']}",
         highlight=False,
         soft_wrap=False,
     )

@@ -100,3 +100,53 @@ def test_the_bucket_table_gives_each_part_one_whole_g():
 def test_no_ratio_without_a_spread_of_prompt_gradients():
     out = al.summary(al.PromptComponents.of(-0.01, np.ones(3), np.ones(3), np.full(3, 0.5)), [])
     assert out["mse_ratio"] is None and "tau2" in out["reason"]
+
+
+def _spread(k=40, tau2=1e-6, seed=5):
+    """Prompts far apart in sigma2 and kappa, tau2 small: the unbounded optimum gives some prompts hundreds of G."""
+    rng = np.random.default_rng(seed)
+    return al.PromptComponents.of(tau2, rng.uniform(0, 0.3, k), rng.lognormal(0, 2, k), rng.uniform(0, 1, k))
+
+
+def test_no_group_is_larger_than_the_step():
+    """A table at B = 32 proposes no G above 32 (an answer once proposed G = 45 at B = 32), and every ratio compares
+    allocations a B = 32 step can hold."""
+    c = _spread()
+    assert al.optimal_sizes(c).max() > 100 and max(r["group_size"] for r in al.bucket_table(c)[0]) > 32  # unbounded
+    out = al.summary(c, [c] * 20, g_max=32.0)
+    assert max(r["group_size"] for r in out["buckets"]) <= 32
+    assert out["uniform_group_size"] == 32.0 and out["max_group_size"] == 32.0
+    assert al.optimal_sizes(c, 32.0).max() <= 32.0 + 1e-9 and al.sgpo_sizes(c, g_max=32.0).max() <= 32.0 + 1e-9
+    assert al.mse_ratios(c, g_max=32.0)["bucket_mse_ratio"] == pytest.approx(out["bucket_mse_ratio"])
+
+
+def _two_kinds(k=30):
+    """Half the prompts rarely solved and quiet, half at p = 0.5 and noisy: the table saves about a third."""
+    half = lambda a, b: np.r_[np.full(k // 2, a), np.full(k - k // 2, b)]  # noqa: E731
+    return al.PromptComponents.of(0.02, half(0.01, 0.3), half(0.02, 3.0), half(0.05, 0.5))
+
+
+def _alike(c):
+    """Every prompt the same: no allocation beats the uniform G (ratios about 1)."""
+    k = len(c.sigma2)
+    return al.PromptComponents.of(c.tau2, np.full(k, 0.1), np.full(k, 0.2), np.full(k, 0.5))
+
+
+def test_an_interval_holds_its_estimate_when_the_resamples_lie_above_it():
+    """Resamples fitted less closely than the prompts (here: every prompt alike, ratio 1) put the percentiles above
+    the estimate; the interval printed once excluded its own estimate (x 0.253, 95% CI [0.255, 0.78])."""
+    c = _two_kinds()
+    out = al.summary(c, [_alike(c)] * 25)
+    for key in ("mse_ratio", "bucket_mse_ratio"):
+        lo, hi = out[f"{key}_ci95"]
+        assert out[key] < 0.7 and lo == out[key] and hi > 0.99
+
+
+def test_a_saving_is_said_only_when_its_interval_lies_below_one():
+    c = _two_kinds()
+    unsure = al.summary(c, [c] * 10 + [_alike(c)] * 15)["message"]
+    assert "fewer completions" not in unsure and unsure.count("no saving shown (95% CI of the ratio") == 2
+    sure = al.summary(c, [c] * 25)
+    table = 100 * (1 - sure["bucket_mse_ratio"])
+    assert table > 30 and f"the table): {table:.0f}% fewer completions (95% CI {table:.0f}%-{table:.0f}%)" in sure["message"]
+    assert "no saving shown (too few resamples" in al.summary(c, [c] * 19)["message"]

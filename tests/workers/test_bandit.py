@@ -84,6 +84,15 @@ def test_probe_estimates_within_the_stated_tolerances_with_4096_samples(seed):
     assert "current policy" in out["interval_covers"]
 
 
+def test_the_probes_per_prompt_table_fits_in_the_trials_step():
+    """B = 4: no G of the table, of the optimum or of the uniform comparison above 4 (G* = 4.2 unbounded)."""
+    block = run_probe(bandit_cfg(group_size=2, samples_per_step=4), ProbeSpec(prompts=64, completions=8), n_boot=20)["per_prompt"]
+    assert block["max_group_size"] == 4 and block["uniform_group_size"] == 4
+    assert max(row["group_size"] for row in block["buckets"]) <= 4 and block["mean_group_size"] <= 4
+    unbounded = run_probe(bandit_cfg(), ProbeSpec(prompts=64, completions=8), n_boot=20)["per_prompt"]
+    assert unbounded["max_group_size"] == 48 and unbounded["uniform_group_size"] > 4
+
+
 def test_probe_estimators_are_unbiased_on_a_known_kernel():
     """Scores in 1 dimension with r = s: E||h||^2 and friends have closed forms."""
     rng = np.random.default_rng(0)
