@@ -133,8 +133,9 @@ class Client:
     def trials(self, sweep_id: str) -> list[dict]:
         return self._call("GET", f"/v1/sweeps/{sweep_id}/trials")
 
-    def fit(self, sweep_id: str) -> dict:
-        return self._call("GET", f"/v1/sweeps/{sweep_id}/fit")
+    def fit(self, sweep_id: str, answer: str | None = None) -> dict:
+        """The sweep's fit; ``answer``: an answer id its message cites (the server's default: the latest of its spec)."""
+        return self._call("GET", f"/v1/sweeps/{sweep_id}/fit", params={"answer": answer} if answer else None)
 
     def cancel(self, sweep_id: str) -> dict:
         return self._call("DELETE", f"/v1/sweeps/{sweep_id}")

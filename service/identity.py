@@ -1,10 +1,11 @@
-"""What recommendations, MLflow experiments and listings file a sweep under: its task_key and model_key.
+"""What recommendations, MLflow experiments and listings file a sweep under, and which answers speak for its grid.
 
 A built-in task is keyed by its name (with a digest of its options when they differ from the
 defaults); a data task by its content digest (the bytes of its files and the settings that change
 the task: columns, split, rewards), after the user's ``label`` when given; a preset by its name; a
 model folder by its resolved path and the digest of its config.json. So ``recommend`` never answers
-for one dataset or model with another one's sweep.
+for one dataset or model with another one's sweep. ``same_question`` tells whether a cheap answer asked the question a
+sweep's grid measures (its training settings too), so that a fit never cites another spec's answer.
 """
 
 from __future__ import annotations
@@ -65,3 +66,19 @@ def model_key(spec: SweepSpec) -> str:
         return spec.model.preset
     folder = Path(spec.model.path).expanduser().resolve()
     return f"{folder}@{short_digest((folder / 'config.json').read_bytes())}"
+
+
+# What a grid measures beside its task and model: an answer asked with other values of these answers another question.
+QUESTION_FIELDS = frozenset({"samples_per_step", "group_sizes", "steps", "grpo", "eval", "measure", "engine", "trl"})
+
+
+def same_question(a: SweepSpec, b: SweepSpec) -> bool:
+    """Whether two specs ask "which G" of the same task, model and training (QUESTION_FIELDS): a cheap answer of one
+    then speaks for the other's grid. Names, seeds, resources and the probe's and answer's own settings may differ.
+
+    Raises:
+        OSError: a data file or model folder cannot be read (task_key, model_key).
+    """
+    fields = set(QUESTION_FIELDS)
+    same = a.model_dump(mode="json", include=fields) == b.model_dump(mode="json", include=fields)
+    return same and (task_key(a), model_key(a)) == (task_key(b), model_key(b))

@@ -135,7 +135,7 @@ def report(
     from sweeps.report import render_report
 
     client = Client(url)
-    sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id)
+    sweep, fit = _api(client.sweep, sweep_id), _api(client.fit, sweep_id, answer)  # the fit's verdict cites that answer
     probe_result = _api(client.get_probe, probe).get("result") if probe else None
     answer_result = _api(client.get_answer, answer).get("result") if answer else None
     title = f"{sweep['name']} ({sweep_id})"

@@ -11,17 +11,18 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from service import lifecycle
 from service.deps import Authorized, ReadAuthorized, SchedulerDep, SettingsDep, StoreDep, TrackingDep, preflight_or_422
 from service.extend import ExtendRefused, extend_sweep, extended_spec
 from service.identity import model_key, task_key
-from service.lifecycle import SweepStatus
+from service.lifecycle import ProbeStatus, SweepStatus
 from service.purge import PurgeRefused, clean_up, purge_sweep
 from service.results import fit_from_trials, latest_job, sweep_public, unreadable_public
 from service.schemas import SweepPublic, TrialPublic
 from service.server_paths import with_server_paths
-from service.store import ProbeKind, Sweep, Trial
+from service.store import Probe, ProbeKind, Sweep, Trial
 from sweeps.fit import LawFit
 from sweeps.report import answer_agreement
 from sweeps.spec import SweepSpec, unknown_field_message
@@ -230,6 +231,16 @@ def list_trials(sweep_id: str, store: StoreDep) -> list[TrialPublic]:
         return [TrialPublic.model_validate(t) for t in trials]
 
 
+def _named_answer(s: Session, answer_id: str) -> Probe:
+    """The answer ``answer_id`` with its result: 404 when there is no answer of that id, 422 when it has no result."""
+    row = s.get(Probe, answer_id)
+    if row is None or row.kind != ProbeKind.ANSWER:
+        raise HTTPException(404, f"no answer with id {answer_id!r}")
+    if row.result is None or row.status != ProbeStatus.SUCCEEDED:
+        raise HTTPException(422, f"answer: {answer_id!r} has no result (status {row.status}); name a succeeded answer")
+    return row
+
+
 @router.get("/{sweep_id}/fit")
 def get_fit(
     sweep_id: str,
@@ -237,10 +248,18 @@ def get_fit(
     step: Annotated[
         int | None, Query(ge=1, description="an eval checkpoint (eval.every): the fit of the gap at that step")
     ] = None,
+    answer: Annotated[
+        str | None,
+        Query(
+            description="an answer's id: the final fit's message sets it beside the grid (default: the latest answer "
+            "of the same task, model and training settings)"
+        ),
+    ] = None,  # fmt: skip
 ) -> LawFit:
     """The stored fit (the final one, or an adaptive sweep's running fit); otherwise a provisional fit of
     the trials finished so far. With ``step``, the fit at that eval checkpoint (422 naming the checkpoints
-    when it is not one)."""
+    when it is not one). A succeeded grid's fit cites ``answer`` (404 when there is no answer of that id, 422 when
+    it has no result), else the latest answer that asked its question (identity.same_question), else none."""
     with store.read() as s:
         sweep = _get(store, s, sweep_id)
         if step is not None:
@@ -250,10 +269,15 @@ def get_fit(
                 raise HTTPException(422, str(e)) from None
         if sweep.fit is not None:
             fit = LawFit.model_validate(sweep.fit)
-            keys = (sweep.task_name, sweep.model_name)  # a finished grid against a cheap answer of its task and model
-            answer = latest_job(s, store, ProbeKind.ANSWER, keys) if sweep.status == SweepStatus.SUCCEEDED else None
+            if sweep.status != SweepStatus.SUCCEEDED:
+                return fit
+            keys, which = (sweep.task_name, sweep.model_name), "named" if answer else "the latest of this spec"
             if answer is not None:
-                fit.message += f"; answer {answer.id} of this task and model: {answer_agreement(fit, answer.result)}"
+                cited = _named_answer(s, answer)
+            else:  # a finished grid against the latest cheap answer of its spec, never another spec's
+                cited = latest_job(s, store, ProbeKind.ANSWER, keys, like=store.spec(sweep))
+            if cited is not None:
+                fit.message += f"; answer {cited.id} ({which}): {answer_agreement(fit, cited.result)}"
             return fit
         fit = fit_from_trials(sweep.trials, store.spec(sweep), n_boot=50)
         kind = "provisional" if sweep.status not in lifecycle.SWEEP_TERMINAL else "partial"

@@ -567,3 +567,26 @@ def test_answer_says_which_mlflow_experiment_and_run_hold_it(app_client, tmp_pat
     assert lines[-1] == ANSWER["message"]  # still the last line
     as_json = run("answer", str(path), "--budget", "5000", "--json")
     assert json.loads(as_json.stdout)["mlflow"] == where
+
+
+def test_a_report_cites_the_answer_named_with_answer_and_no_other(app_client, tmp_path):
+    """`report ID --answer X` printed X's paragraph beside a verdict citing whichever answer of the task ran last."""
+    from service.store import Probe
+
+    fit = app_client.get("/v1/sweeps/s4/fit").json()
+    with app_client.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.status, sweep.fit = "succeeded", {**fit, "message": "G* = 4"}
+        s.add(Probe(id="named", kind="answer", spec=_spec("s4"), status="succeeded",
+                    result={"recommended_group_size": 16, "evidence": "weak", "g_star_ci95": [9, 20]}))  # fmt: skip
+    with app_client.app.state.store.session() as s:  # a later answer of the same spec
+        s.add(Probe(id="later", kind="answer", spec=_spec("s4"), status="succeeded", result={"recommended_group_size": 4}))
+    html = tmp_path / "r.html"
+    r = run("report", "s4", "--answer", "named", "--out", str(html))
+    assert r.exit_code == 0, r.output
+    text = " ".join(html.read_text().split())
+    assert "answer named (named): Its G = 16" in text and "Answer G* = -" in text and "later" not in text
+    assert run("report", "s4", "--out", str(html)).exit_code == 0
+    assert "answer later (the latest of this spec)" in html.read_text()
+    r = run("report", "s4", "--answer", "nope", "--out", str(html))
+    assert r.exit_code == 2 and "no answer with id 'nope'" in r.output

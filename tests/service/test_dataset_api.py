@@ -251,7 +251,7 @@ def test_a_recommendation_sets_the_latest_probe_of_its_task_and_model_beside_it(
         assert "probe p0: G* = 12" in r["message"] and "do not overlap" in r["message"]
 
 
-def test_a_finished_sweeps_fit_says_when_an_answer_of_its_task_and_model_disagrees_and_whom_to_trust(tmp_path):
+def test_a_finished_sweeps_fit_cites_the_named_answer_or_the_latest_of_its_spec_and_whom_to_trust(tmp_path):
     spec = {"name": "p", "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}, "group_sizes": [2, 4, 8, 16],
             "samples_per_step": [16], "seeds": [0], "steps": 1}  # fmt: skip
     fit = {"status": "ok", "g_star": 4.0, "g_star_ci95": [3.0, 5.0], "recommended_group_size": 4,
@@ -268,9 +268,25 @@ def test_a_finished_sweeps_fit_says_when_an_answer_of_its_task_and_model_disagre
             s.add(Probe(id="a1", kind="answer", spec={**spec, "model": {"preset": "tabular"}}, status="succeeded",
                         result={"recommended_group_size": 4}))  # fmt: skip
         message = c.get("/v1/sweeps/s0/fit").json()["message"]
-        assert "answer a0 of this task and model: Its G = 16 is not among the sweep's best (4)" in message
+        assert "answer a0 (the latest of this spec): Its G = 16 is not among the sweep's best (4)" in message
         assert "the sweep is the one to trust" in message
         assert "answer a0" not in c.get("/v1/sweeps/s1/fit").json()["message"]  # a sweep still running is no reference
+        with c.app.state.store.session() as s:  # later answers of the same task and model, asked of other settings
+            s.add(Probe(id="a2", kind="answer", spec={**spec, "steps": 50}, status="succeeded",
+                        result={"recommended_group_size": 4}))  # fmt: skip
+            s.add(Probe(id="a3", kind="answer", spec={**spec, "name": "other", "seeds": [7]}, status="queued"))
+        message = c.get("/v1/sweeps/s0/fit").json()["message"]  # another spec's answer, or one with no result: not cited
+        assert "answer a0 (the latest of this spec)" in message and "a2" not in message
+        named = c.get("/v1/sweeps/s0/fit", params={"answer": "a2"}).json()["message"]  # the one the user named
+        assert "answer a2 (named): Its G = 4 is among the sweep's best (4)" in named and "a0" not in named
+        r = c.get("/v1/sweeps/s0/fit", params={"answer": "nope"})
+        assert r.status_code == 404 and "no answer with id 'nope'" in r.json()["detail"]
+        r = c.get("/v1/sweeps/s0/fit", params={"answer": "a3"})
+        assert r.status_code == 422 and "answer: 'a3' has no result (status queued)" in r.json()["detail"]
+        with c.app.state.store.session() as s:  # the same question under another name and seeds: its answer speaks
+            s.add(Probe(id="a4", kind="answer", spec={**spec, "name": "again", "seeds": [3, 4]}, status="succeeded",
+                        result={"recommended_group_size": 4}))  # fmt: skip
+        assert "answer a4 (the latest of this spec): Its G = 4" in c.get("/v1/sweeps/s0/fit").json()["message"]
 
 
 def test_recommend_tells_the_byo_figures_story_as_fit_does(tmp_path):
