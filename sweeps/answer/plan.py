@@ -7,7 +7,7 @@ sweeps.answer.cost; ``plan_answer`` fits them into a budget (a method's ``shares
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from sweeps.answer.cost import DEFAULT_FRACTION, eval_completions, grid_cost, halving_cost, trial_cost
@@ -105,9 +105,10 @@ def _plan_pilot(
     pilot_probe_prompts prompts), or None and why not."""
     m, b0, share = probe.completions, min(spec.samples_per_step), int(fraction * x)
     eval_prompts = min(spec.eval.prompts, ANSWER_EVAL_PROMPTS)
+    evals = eval_completions(spec, eval_prompts)
     pilot_g = min(spec.group_sizes, key=lambda g: (abs(math.log(g / TRL_DEFAULT_G)), g))
     pprobe = Probe(max(MIN_PROBE_PROMPTS, min(pilot_probe_prompts, probe.prompts, share // 2 // pilot_probes // m)), m)
-    allowance = share - pilot_probes * pprobe.cost - 2 * eval_completions(spec, eval_prompts)
+    allowance = share - pilot_probes * pprobe.cost - 2 * evals
     # the pilot's B: the smallest budget's, or a share of it (whole groups of pilot_g) to train further for the same
     # completions; G* does not depend on B (the law), so the policy it probes moves as the grid's trials' do
     b_pilot = max(pilot_g, int(pilot_budget_share * b0) // pilot_g * pilot_g)
@@ -115,7 +116,13 @@ def _plan_pilot(
     steps -= steps % pilot_probes  # probes at whole multiples of steps / pilot_probes
     need = max(MIN_TRAIN_STEPS, pilot_probes)
     if steps < need:
-        return None, f"{fraction:.0%} of the budget pays for fewer than {need} steps at B = {b_pilot}"
+        probes = f"{pilot_probes} probe{'s' if pilot_probes > 1 else ''} of {pprobe.cost}"
+        trains = f"{max(allowance, 0)} for training ({steps} steps at B = {b_pilot}"
+        trains += f", in whole multiples of its {pilot_probes} probes)" if pilot_probes > 1 else ")"
+        return None, (
+            f"its {fraction:.0%} of the budget, {share} completions, leaves {trains} after {probes} and 2 evals of "
+            f"{evals}: fewer than the {need} steps a pilot needs"
+        )
     cost = trial_cost(spec, steps, b_pilot, 2, eval_prompts) + pilot_probes * pprobe.cost
     return Pilot(pilot_g, b_pilot, steps, pprobe, pilot_probes, eval_prompts, cost), ""
 
@@ -174,6 +181,48 @@ def plan_answer(
             f"budget {x} completions is below the smallest probe ({MIN_PROBE_PROMPTS} prompts x {m} completions = "
             f"{MIN_PROBE_PROMPTS * m}); the grid costs {grid}: give --budget of at least {MIN_PROBE_PROMPTS * m}"
         )
+
+    def split(y: int) -> AnswerPlan:
+        return _split(spec, y, grid, shares, pilot_probes, pilot_probe_prompts, pilot_budget_share)
+
+    plan = split(x)
+    skipped = dict(plan.skipped)
+    for stage in plan.skipped:
+        if stage == "pilot" and spec.measure.kind != "outcome":
+            continue  # no budget trains a policy that gradient_mse never trains
+        need = _smallest_budget(lambda y: stage not in split(y).skipped, x, grid)  # noqa: B023 (called here, in the loop)
+        skipped[stage] += (
+            f"; a budget of {need} completions ({need / grid:.2%} of the grid) would run it: --budget {need}"
+            if need is not None
+            else f"; no budget up to the grid's {grid} completions runs it"
+        )
+    return AnswerPlan(x, grid, plan.probe, plan.pilot, plan.halving, skipped)
+
+
+def _smallest_budget(runs: Callable[[int], bool], above: int, most: int) -> int | None:
+    """A budget in (above, most] at which ``runs`` holds and one completion fewer it does not (bisection between
+    ``above``, where it does not, and ``most``), or None when even ``most`` does not: the smallest such budget
+    where, as with the stages' shares, a larger budget runs what a smaller one does."""
+    if most <= above or not runs(most):
+        return None
+    lo, hi = above, most  # runs(lo) is False, runs(hi) is True
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if runs(mid) else (mid, hi)
+    return hi
+
+
+def _split(
+    spec: SweepSpec,
+    x: int,
+    grid: int,
+    shares: Mapping[str, float],
+    pilot_probes: int,
+    pilot_probe_prompts: int,
+    pilot_budget_share: float,
+) -> AnswerPlan:
+    """plan_answer's split of ``x`` completions, each skipped stage with why (without the budget it would need)."""
+    m = spec.probe.completions
     probe = Probe(min(spec.probe.prompts, max(MIN_PROBE_PROMPTS, int(shares["probe"] * x) // m)), m)
     left, skipped = x - probe.cost, {}
     outcome = spec.measure.kind == "outcome"
@@ -187,9 +236,19 @@ def plan_answer(
         left -= pilot.cost
     halving = _plan_halving(spec, left, eval_prompts)
     if halving is None:
-        shortest = MIN_TRAIN_STEPS if outcome else MIN_DRAWS
-        skipped["halving"] = (
-            f"the {left} completions left do not pay for {len(_halved(spec))} G x {HALVING_SEEDS} seeds x {shortest} "
-            f"{'steps' if outcome else 'draws'} at B = {min(spec.samples_per_step)}"
-        )
+        skipped["halving"] = _no_halving(spec, left, probe, pilot, eval_prompts)
     return AnswerPlan(x, grid, probe, pilot, halving, skipped)
+
+
+def _no_halving(spec: SweepSpec, left: int, probe: Probe, pilot: Pilot | None, eval_prompts: int) -> str:
+    """Why no halving runs, counting every stage: what the probe and the pilot took and what the smallest halving
+    (one rung of the shortest length, its evals included) costs."""
+    outcome, b0, n = spec.measure.kind == "outcome", min(spec.samples_per_step), len(_halved(spec))
+    shortest = MIN_TRAIN_STEPS if outcome else MIN_DRAWS
+    smallest = halving_cost(spec, n, HALVING_SEEDS, (shortest,), b0, outcome, eval_prompts)
+    taken = f"the probe ({probe.cost})" + (f" and the pilot ({pilot.cost})" if pilot else "")
+    evals = f" with 2 evals of {eval_completions(spec, eval_prompts)} each" if outcome else ""
+    return (
+        f"the {left} completions left after {taken} do not pay for the smallest halving: {n} G x {HALVING_SEEDS} seeds "
+        f"x {shortest} {'steps' if outcome else 'draws'} at B = {b0}{evals}, {smallest} completions"
+    )

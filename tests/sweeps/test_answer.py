@@ -89,6 +89,28 @@ def test_the_default_budget_is_one_percent_of_the_grid_and_too_small_a_budget_is
         plan_answer(s, MIN_PROBE_PROMPTS * 16 - 1)
 
 
+def test_a_skipped_stage_says_what_every_stage_took_and_the_budget_that_would_run_it():
+    """ "A 20% pilot pays for fewer than 2 steps at B = 32" left a user counting 500 / 32 = 15 steps: the probes and
+    evals it left out took most of it. Each figure below adds up by hand."""
+    s = spec(ARITH)
+    plan = plan_answer(s, 1000)
+    # the pilot's 20%: 200 = a probe of 8 x 16 + 2 evals of 32 prompts (exact reward: 1 completion each) + 8 left
+    assert plan.skipped["pilot"].startswith(
+        "its 20% of the budget, 200 completions, leaves 8 for training (0 steps at B = 48) after 1 probe of 128 and "
+        "2 evals of 32: fewer than the 2 steps a pilot needs; a budget of "
+    )
+    # the halving: 1000 - the probe's 288 (0.3 x 1000 // 16 = 18 prompts x 16); 8 G x 2 seeds x (2 x 48 + 2 x 32)
+    assert plan.skipped["halving"].startswith(
+        "the 712 completions left after the probe (288) do not pay for the smallest halving: 8 G x 2 seeds x 2 steps "
+        "at B = 48 with 2 evals of 32 each, 2560 completions; a budget of "
+    )
+    for stage, present in (("pilot", lambda p: p.pilot), ("halving", lambda p: p.halving)):
+        need = int(plan.skipped[stage].rsplit("--budget ", 1)[1])
+        assert present(plan_answer(s, need)) is not None and present(plan_answer(s, need - 1)) is None, stage
+    tiny = spec(ARITH, steps=1)  # a pilot of T = 1 never reaches the 2 steps it needs, whatever the budget
+    assert plan_answer(tiny, 1000).skipped["pilot"].endswith(f"no budget up to the grid's {grid_cost(tiny)} completions runs it")
+
+
 def test_passrate_rule_by_hand():
     grid = [2, 4, 8, 16, 32]
     assert passrate_group_size(0.5, 0.05, grid) == 16  # 1 / (8 x 0.05 x 0.25) = 10
