@@ -235,11 +235,12 @@ def cheap_methods(name: str, quick: bool, rep: int, budget_share: float | None =
 
 
 def covers(method: dict, ref: dict) -> bool:
-    """The method's interval holds the grid's G*, or its recommended G is in the grid's tie set."""
+    """The method's closed interval holds the grid's G*, or its recommended G is in the grid's tie set. An interval
+    open above counts only through its G: ``[1, open)`` holds every G* and says nothing."""
     if method.get("recommended") is None:
         return False
     ci, g = method.get("ci95"), ref["g_star"]
-    inside = bool(ci and g is not None and ci[0] is not None and ci[0] <= g and (ci[1] is None or g <= ci[1]))
+    inside = bool(ci and g is not None and ci[0] is not None and ci[1] is not None and ci[0] <= g <= ci[1])
     return inside or method["recommended"] in ref["tie_set"]
 
 

@@ -48,8 +48,9 @@ def test_the_default_answer_covers_a_bandits_exact_g_star_on_the_quick_suite(nam
 def test_coverage_regret_and_confident_misses_by_hand():
     ref = {"g_star": 4.2, "tie_set": [4, 6], "means": {"2": 0.9, "4": 0.5, "6": 0.6, "16": 1.3}, "best": 4}
     assert calibration.covers({"recommended": 16, "ci95": [3.0, 5.0]}, ref)  # the interval holds G*
-    assert calibration.covers({"recommended": 16, "ci95": [3.0, None]}, ref)  # open above: [3, inf) holds it
-    assert not calibration.covers({"recommended": 16, "ci95": [5.0, None]}, ref)
+    assert not calibration.covers({"recommended": 16, "ci95": [3.0, None]}, ref)  # open above: only its G counts
+    assert not calibration.covers({"recommended": 16, "ci95": [1.0, None]}, ref)  # [1, open) says nothing
+    assert calibration.covers({"recommended": 6, "ci95": [5.0, None]}, ref)  # through its G
     assert calibration.covers({"recommended": 6, "ci95": [7.0, 9.0]}, ref)  # G in the tie set
     assert not calibration.covers({"recommended": 2, "ci95": [1.5, 2.5]}, ref)
     assert not calibration.covers({"recommended": None, "ci95": None}, ref)
