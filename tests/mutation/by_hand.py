@@ -296,6 +296,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_ANSWER,),
     ),
     Mutation(
+        "regret_floor_ddof",
+        RIVALS,
+        "(g.size - 3)",
+        "(g.size - 2)",
+        "the regret's noise floor with N - 2 residual degrees of freedom for the law's 3 parameters",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "regret_floor_g_for_g_minus_1",
+        RIVALS,
+        "1.0 / (x - 1.0)])",
+        "1.0 / x])",
+        "the regret's noise floor with the design's c / G for c / (G - 1)",
+        (T_ANSWER,),
+    ),
+    Mutation(
         "g_matters_inverted",
         ANSWER,
         'if first_fit.evidence != "none":',

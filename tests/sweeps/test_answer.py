@@ -143,6 +143,21 @@ def test_regret_is_the_law_curve_difference_with_a_covering_interval():
     assert regret(_law_rows(a, b, c, 0.002), 4, 4, "gap").value == pytest.approx(0.0, abs=1e-12)
 
 
+def test_a_regret_interval_is_never_narrower_than_the_laws_scatter():
+    """Two seeds a G that happen to agree: resampling seeds within each G sees no noise and gave an interval of zero
+    width, although the G-means scatter about the law by 0.02. The floor: 1.96 s sqrt(d' (X'X)^-1 d) by hand."""
+    a, b, c, grid = 1.0, 0.01, 0.1, (2, 3, 4, 6, 8, 12, 16)
+    scatter = dict(zip(grid, np.random.default_rng(1).normal(0, 0.02, len(grid)), strict=True))
+    rows = [(g, 48, s, float(law_curve(g, a, b, c)) + scatter[g]) for g in grid for s in range(2)]
+    r = regret(rows, 8, 4, "gap")
+    x = np.array([[1.0, g, 1 / (g - 1)] for g, *_ in rows])
+    y = np.array([row[3] for row in rows])
+    resid = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
+    d = np.array([0.0, 8 - 4, 1 / 7 - 1 / 3])
+    half = 1.96 * np.sqrt(resid @ resid / (len(rows) - 3) * d @ np.linalg.inv(x.T @ x) @ d)
+    assert half > 0.005 and r.ci95 == pytest.approx([r.value - half, r.value + half], rel=1e-9)  # the seeds add none
+
+
 def _probe(g_star, lo, hi, reward_mean=0.3):
     return {"g_star": g_star, "g_star_ci95": [lo, hi], "reward_mean": reward_mean, "samples": 128}
 
