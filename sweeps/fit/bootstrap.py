@@ -26,6 +26,10 @@ def bootstrap_ci(data: dict[int, Points], n_boot: int, rng: np.random.Generator)
     standardised seed deviations (y_is - mean_i) / sd_i * sqrt(n_i / (n_i - 1)), rescaled by the
     point's noise-model sd_i. With 3 seeds a point alone has only 10 distinct resamples, which makes
     a per-point bootstrap interval too narrow; pooling the deviations fixes that.
+
+    Where the seed means scatter about the law by more than their seeds say (weighted chi^2 per degree of freedom
+    above 1), every sd is scaled by the Birge ratio sqrt(chi^2 / dof) (``birge_ratio``): seeds that nearly agree
+    otherwise give an interval of no width (G* in [7.29, 7.29]) while the means lie 0.01 off the curve.
     """
     sd = {b: np.sqrt(p.n) / p.w for b, p in data.items()}  # per-seed sd from the noise model (w = 1 / sqrt(var / n))
     pool = np.concatenate(
@@ -43,16 +47,33 @@ def bootstrap_ci(data: dict[int, Points], n_boot: int, rng: np.random.Generator)
         return residual_bootstrap(data, n_boot, rng)
     if np.abs(pool).max() <= 1e-9:
         return None, "; no interval: the seeds gave identical values, so there is no noise to resample", []
+    inflate = birge_ratio(data)  # the deviations' scale, raised to the means' scatter about the law
     draws = []
     for _ in range(n_boot):
         boot = {
-            b: p.with_values([v.mean() + sd[b][i] * rng.choice(pool, size=v.size) for i, v in enumerate(p.values)])
+            b: p.with_values([v.mean() + inflate * sd[b][i] * rng.choice(pool, size=v.size) for i, v in enumerate(p.values)])
             for b, p in data.items()
         }
         v = g_star_raw(boot)
         if v is not None:
             draws.append(v)
-    return (*percentile_ci(draws, n_boot), draws)
+    ci, note = percentile_ci(draws, n_boot)
+    if ci is not None and inflate > 1.0:
+        note += f"; the seeds' noise scaled by {inflate:.3g} to the means' scatter about the law (Birge ratio)"
+    return ci, note, draws
+
+
+def birge_ratio(data: dict[int, Points]) -> float:
+    """sqrt(chi^2 / dof) of the law fitted to each usable budget's seed means with the noise model's weights, the
+    budgets pooled, when above 1; else 1 (no residual degrees of freedom, or scatter within the seeds' noise).
+
+    The scale factor by which measurements' errors are inflated when they scatter more than they claim (Birge,
+    Phys. Rev. 40, 207 (1932); the Particle Data Group's scale factor S, Review of Particle Physics, Introduction)."""
+    rss, dof = 0.0, 0
+    for b, p in data.items():
+        if unusable(b, p) is None:
+            rss, dof = rss + nnls_free_intercept(design(p.g), p.y, p.w)[1], dof + p.g.size - N_PARAMS
+    return math.sqrt(rss / dof) if dof > 0 and rss > dof else 1.0
 
 
 def residual_bootstrap(data: dict[int, Points], n_boot: int, rng: np.random.Generator) -> Interval:

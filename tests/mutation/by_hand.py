@@ -296,6 +296,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_ANSWER,),
     ),
     Mutation(
+        "birge_ratio_without_the_root",
+        "sweeps/fit/bootstrap.py",
+        "return math.sqrt(rss / dof) if dof > 0 and rss > dof else 1.0",
+        "return rss / dof if dof > 0 and rss > dof else 1.0",
+        "the seeds' noise scaled by chi^2 / dof, a variance ratio, for its root",
+        ("tests/sweeps/fit/test_bootstrap.py",),
+    ),
+    Mutation(
         "regret_floor_ddof",
         RIVALS,
         "(g.size - 3)",
