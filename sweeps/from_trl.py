@@ -154,6 +154,8 @@ def spec_from_trl(
         "samples_per_step": [budget],
         "seeds": list(range(seeds)),
         "steps": steps or _steps(config) or 200,
+        # the G the recipe trains with (GRPOConfig's num_generations, 8 by default): an answer keeps it or moves
+        "answer": {"baseline_group_size": _recipe_group_size(config)},
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),  # trials on the recipe's processes
     }
     if keeps_recipe:
@@ -209,6 +211,18 @@ def _other_notes(config: dict[str, Any], group_sizes: list[int], model: str, fro
     if isinstance(recipe_g, int) and recipe_g not in group_sizes:
         notes.append(f"num_generations: {recipe_g} (the recipe's own G is not among --group-sizes; add it to compare)")
     return notes
+
+
+def _recipe_group_size(config: dict[str, Any]) -> int:
+    """The G the recipe trains with: num_generations (GRPOConfig's default 8).
+
+    Raises:
+        ValueError: it is not a whole number >= 2, naming the key.
+    """
+    value = trl_value(config.get("num_generations", 8))
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 2:
+        raise ValueError(f"num_generations: {value!r} is not a group size; allowed: a whole number >= 2")
+    return int(value)
 
 
 _BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size")

@@ -190,6 +190,8 @@ def print_answer(answer: dict) -> None:
                 f"(95% CI [{fmt(ci[0])}, {fmt(ci[1])}])",
                 highlight=False,
             )
+    if answer.get("baseline"):  # the user's own G: keep it or move
+        out.print(f"your G: {answer['baseline']['reason']}", highlight=False, soft_wrap=True)
     print_per_prompt(answer.get("per_prompt"))
     cost = answer["cost"]
     share = f" ({cost['fraction_of_grid']:.2%} of the grid's {cost['grid_completions']})" if cost.get("fraction_of_grid") else ""

@@ -38,7 +38,7 @@ from typing import Any
 
 from sweeps.answer.drift import Drift, extrapolate
 from sweeps.answer.plan import AnswerPlan
-from sweeps.answer.result import Answer, Bound, Cost, PassRate, Piece
+from sweeps.answer.result import Answer, Baseline, Bound, Cost, PassRate, Piece, Regret
 from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regrets
 from sweeps.fit import LawFit, fit_law, recommend_group_size, tie_set
 from sweeps.fit.evidence import WIDE_CI
@@ -224,8 +224,11 @@ def combine(
         "stages": _stages(plan, probe, pilot, halving, drift, first_fit),
     }
     rec, bound = _recommend(source, candidates) if source is not None else (None, None)
-    # the rivals against the recommended G, on one bootstrap of the first rung's law curve
-    common["regret_g8"], common["regret_passrate"] = regrets((halving or {}).get("rows"), (TRL_DEFAULT_G, g_pr), rec, metric)
+    # the rivals and the user's own G against the recommended G, on one bootstrap of the first rung's law curve
+    base = spec.answer.baseline_group_size
+    rivals = regrets((halving or {}).get("rows"), (TRL_DEFAULT_G, g_pr, base), rec, metric)
+    common["regret_g8"], common["regret_passrate"] = rivals[:2]
+    common["baseline"] = None if rec is None else keep_or_move(base, rec, rivals[2], metric)
     if source is None:
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
         message = f"no G* at this budget: {why}; {matters}"
@@ -247,6 +250,26 @@ def combine(
     )
     said = verdict(answer.model_dump(mode="json"))
     return answer.model_copy(update={"message": said if matters in said else f"{said}; {matters}"})
+
+
+def keep_or_move(base: int, rec: int, gain: Regret, metric: str) -> Baseline:
+    """Keep the user's G = ``base`` unless moving to ``rec`` measurably pays: ``gain`` (metric(base) - metric(rec) on
+    the first rung's law curve, a Regret of ``base`` against ``rec``) has a 95% interval above 0, a one-sided test at
+    2.5% that the move is not a loss (THEORY.md, "Keep or move")."""
+    if rec == base:
+        return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=f"G = {base} is the answer's G")
+    ci = gain.ci95
+    if gain.value is None or ci is None:
+        why = gain.reason or "the gain has no interval"
+        said = f"keep G = {base}: whether G = {rec} does better is not measured at this budget ({why})"
+        return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=said)
+    measured = f"{metric} {gain.value:+.3g} at G = {base} against G = {rec}, 95% CI [{ci[0]:.3g}, {ci[1]:.3g}]"
+    if ci[0] > 0:
+        return Baseline(
+            group_size=base, action="move", use_group_size=rec, gain=gain, reason=f"move to G = {rec}: it pays ({measured})"
+        )
+    said = f"keep G = {base}: at this budget no G is measurably better ({measured} includes 0 or favours G = {base})"
+    return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=said)
 
 
 def _cost(plan: AnswerPlan, spent: int, seconds: float) -> Cost:

@@ -33,6 +33,18 @@ class PassRate(BaseModel):
     group_size: int
 
 
+class Baseline(BaseModel):
+    """Keep the G you train with, or move: ``gain`` is metric(baseline) - metric(recommended) on the halving's law curve
+    (positive: the move pays), with its interval; ``move`` only when that interval lies above 0 (THEORY.md, "Keep or
+    move")."""
+
+    group_size: int
+    action: Literal["keep", "move"]
+    use_group_size: int
+    gain: Regret
+    reason: str
+
+
 class Cost(BaseModel):
     completions: int = Field(description="sampled completions the answer spent")
     budget: int = Field(description="completions it was allowed")
@@ -72,6 +84,7 @@ class Answer(BaseModel):
     g_matters_reason: str = ""
     regret_g8: Regret
     regret_passrate: Regret
+    baseline: Baseline | None = Field(None, description="keep answer.baseline_group_size or move (null: no G recommended)")
     passrate: PassRate
     interval_pieces: list[Piece] = Field(default_factory=list)
     cost: Cost

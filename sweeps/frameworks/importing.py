@@ -130,6 +130,7 @@ def spec_from(
         "seeds": list(range(seeds)),
         "steps": steps or budget.steps or 200,
         "grpo": {k: v for k, v in budget.grpo.items() if v is not None},
+        "answer": {"baseline_group_size": budget.group_size},  # the G the config trains with: an answer keeps it or moves
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),
     }
     _valid(spec)

@@ -98,6 +98,13 @@ class AnswerSpec(StrictModel):
     epsilon: float = Field(
         0.05, gt=0, lt=1, description="eps of the pass-rate rule G >= 1 / (8 eps p (1 - p)) (arXiv 2607.00152), for its regret"
     )
+    baseline_group_size: int = Field(
+        8,
+        ge=2,
+        le=4096,
+        description="the G you train with today (TRL's num_generations, verl's rollout.n; the importers fill it): the "
+        "answer says to keep it unless moving measurably pays",
+    )
 
 
 MAX_PROCESSES = 512

@@ -304,6 +304,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/sweeps/fit/test_bootstrap.py",),
     ),
     Mutation(
+        "baseline_moves_on_the_upper_end",
+        ANSWER,
+        "    if ci[0] > 0:\n",
+        "    if ci[1] > 0:\n",
+        "the user's G left whenever the move might pay (the gain's upper end above 0), not when it measurably does",
+        (T_ANSWER,),
+    ),
+    Mutation(
         "regret_floor_ddof",
         RIVALS,
         "(g.size - 3)",

@@ -180,6 +180,28 @@ def test_combine_takes_the_hull_of_the_pieces_and_says_g_matters():
     assert out["cost"]["completions"] == 9000 and out["cost"]["fraction_of_grid"] == 9000 / plan.grid
 
 
+def test_the_answer_keeps_the_users_g_unless_the_move_measurably_pays():
+    """answer.baseline_group_size: move only when metric(baseline) - metric(recommended) on the first rung's law curve
+    has a 95% interval above 0; else keep, saying why (THEORY.md "Keep or move")."""
+    a, b, c = 1.0, 0.01, 0.09  # G* = 4; gap(8) - gap(4) = 0.04 - 0.09 (1/3 - 1/7) = 0.0229
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
+    plan = plan_answer(s, 20_000)
+    moved = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)["baseline"]
+    assert moved["action"] == "move" and moved["group_size"] == 8 and moved["use_group_size"] == 4
+    assert moved["gain"]["value"] == pytest.approx(0.0229, abs=0.003) and moved["gain"]["ci95"][0] > 0
+    assert moved["reason"].startswith("move to G = 4: it pays (grad_mse +0.02")
+    noisy = _law_rows(a, b, c, 0.05)  # gap(6) - gap(4) = 0.0080: hidden in this noise
+    six = spec({**s.model_dump(mode="json"), "answer": {"baseline_group_size": 6}})
+    kept = combine(six, plan, _probe(4.1, 3.9, 4.3), None, _halving(noisy), 9000, 1.0)["baseline"]
+    assert kept["action"] == "keep" and kept["use_group_size"] == 6 and kept["gain"]["ci95"][0] <= 0
+    assert kept["reason"].startswith("keep G = 6: at this budget no G is measurably better")
+    four = spec({**s.model_dump(mode="json"), "answer": {"baseline_group_size": 4}})
+    same = combine(four, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)["baseline"]
+    assert same["action"] == "keep" and same["reason"] == "G = 4 is the answer's G"
+    alone = combine(s, plan, _probe(4.1, 3.9, 4.3), None, None, 500, 1.0)["baseline"]  # the probe alone: no comparison
+    assert alone["action"] == "keep" and "whether G = 4 does better is not measured at this budget" in alone["reason"]
+
+
 def test_combine_says_g_barely_matters_when_the_spread_is_seed_noise():
     s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48])
     plan = plan_answer(s, 20_000)

@@ -81,6 +81,7 @@ def test_a_refused_setting_can_be_dropped_and_the_notes_say_so():
 def test_an_imported_spec_is_a_valid_spec_with_the_files_own_g_among_its_group_sizes():
     spec, notes = spec_from(get_framework("verl"), FIXTURES / "verl" / "run_grpo_8b.sh", [], model="/models/q")
     assert spec["group_sizes"] == [5, 10, 20] and spec["samples_per_step"] == [5120]  # G divides B / k = 1280
+    assert spec["answer"] == {"baseline_group_size": 5}  # the script's rollout.n: an answer keeps it or moves
     parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
     assert (parsed.grpo.steps_per_generation, parsed.grpo.kl_beta, parsed.engine) == (4, 0.001, "groupscale")
     assert notes[:2] == ["read run_grpo_8b.sh as verl (verl-project/verl@1dda039, 0.10.0.dev)",

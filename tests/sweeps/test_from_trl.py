@@ -73,6 +73,9 @@ def test_trls_docs_recipe_gets_trls_defaults():
     recipe = yaml.safe_load(DOCS)
     spec, notes = spec_from_trl(recipe, [2, 4, 8], grpo_fields=FIELDS)
     assert spec["engine"] == "trl" and spec["samples_per_step"] == [8]  # TRL's per-device 8 on one process
+    assert spec["answer"] == {"baseline_group_size": 8}  # GRPOConfig's default num_generations
+    with pytest.raises(ValueError, match=r"num_generations: 'four' is not a group size; allowed: a whole number >= 2"):
+        spec_from_trl({**recipe, "num_generations": "four"}, [2, 4, 8], grpo_fields=FIELDS)
     _trl_section_is_the_recipe(recipe, spec)
     assert spec["trl"] == {}
     assert any(n.startswith("dataset_name:") for n in notes) and any(n.startswith("reward_funcs:") for n in notes)
@@ -84,6 +87,7 @@ def test_an_open_r1_recipe_on_8_processes_keeps_its_settings_and_8192_tokens():
     assert recipe["learning_rate"] == "1e-6" and recipe["beta"] == "4e-2"  # YAML 1.1: strings
     spec, notes = spec_from_trl(recipe, [4, 8, 16], num_processes=8, grpo_fields=FIELDS)
     assert spec["samples_per_step"] == [16 * 8 * 4]  # per-device 16 x 8 processes x accumulation 4: 512
+    assert spec["answer"] == {"baseline_group_size": recipe["num_generations"]}  # the recipe's G: kept unless a move pays
     assert spec["resources"] == {"num_processes": 8}  # each trial trains on the recipe's 8 processes
     _trl_section_is_the_recipe(recipe, spec)
     assert spec["trl"]["max_completion_length"] == 8192 and spec["trl"]["learning_rate"] == "1e-6"
