@@ -249,7 +249,13 @@ def combine(
         **common,
     )
     said = verdict(answer.model_dump(mode="json"))
-    return answer.model_copy(update={"message": said if matters in said else f"{said}; {matters}"})
+    said = said if matters in said else f"{said}; {matters}"
+    base = answer.baseline
+    if base is not None and base.use_group_size != rec:  # the user's question first: keep their G, and why
+        said = f"{base.reason}; the estimate alone would say: {said}"
+    elif base is not None and base.action == "move":
+        said = f"{base.reason}; {said}"
+    return answer.model_copy(update={"message": said})
 
 
 def keep_or_move(base: int, rec: int, gain: Regret, metric: str) -> Baseline:

@@ -36,7 +36,9 @@ def test_on_the_byo_figures_fit_report_and_answer_tell_one_story():
     probe = {"g_star": 3.6, "g_star_ci95": [2.9, 4.8], "reward_mean": 0.35, "samples": plan.probe.cost, "prompts": 8}
     answer = combine(spec, plan, probe, None, None, plan.probe.cost, 1.0)
     assert answer.recommended_group_size == 4 and answer.evidence == "weak" and answer.g_matters is None
-    assert answer.message.startswith("use G = 4, weak evidence") and "not measured" in answer.message
+    # the user's G = 8 is kept: the probe alone does not show that moving pays (the fit's story: no G shown better)
+    assert answer.message.startswith("keep G = 8: whether G = 4 does better is not measured at this budget")
+    assert "; the estimate alone would say: use G = 4, weak evidence" in answer.message
     words = answer_paragraph(fit, answer.model_dump(mode="json"))
     assert "finds no G better than another beyond the seed noise" in words and "G = 4" in words
 
