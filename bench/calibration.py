@@ -224,11 +224,32 @@ def cheap_methods(name: str, quick: bool, rep: int, budget_share: float | None =
             "g_star": ans.g_star,
             "bound": ans.g_star_bound.model_dump() if ans.g_star_bound else None,
         }
+        out[decided(method)] = keep_or_move_run(ans, out[method])
     candidates = sorted(spec.group_sizes)
     out["g8"] = {"recommended": 8 if 8 in candidates else recommend_group_size(8.0, candidates), "cost": 0}
     start = answers[DEFAULT_METHOD]  # the rule on the default method's start probe: its pass rate and what it cost
     out["passrate"] = {"recommended": start.passrate.group_size, "cost": start.stages["probe"]["samples"], "p": start.passrate.p}
     return out
+
+
+def decided(method: str) -> str:
+    """The name under which a method's keep-or-move decision on the user's G (``Answer.baseline``) is scored."""
+    return f"{method}+keep"
+
+
+def keep_or_move_run(ans, run: dict) -> dict:
+    """A method's run as its keep-or-move decision: the G it says to use (the user's unless the move measurably pays),
+    scored through that G alone (no interval), strong evidence only where it moves on strong evidence."""
+    base = ans.baseline
+    moved = base is not None and base.action == "move"
+    use = base.use_group_size if base is not None else run["recommended"]
+    return {
+        **run,
+        "recommended": use,
+        "ci95": None,
+        "evidence": run["evidence"] if moved else "weak",
+        "action": base.action if base is not None else None,
+    }
 
 
 # ---- scoring and the report ----------------------------------------------------------------------------------------
@@ -269,6 +290,8 @@ def _fmt_ci(ci) -> str:
 
 def _per_rep(method: str, run: dict) -> str:
     """A repetition's G; for an answer method also its interval, evidence and whether G matters (yes, no, ?)."""
+    if run.get("action") is not None:
+        return f"{run['recommended']} ({run['action']})"
     if method not in METHODS or run.get("recommended") is None:
         return str(run.get("recommended"))
     matters = {True: "yes", False: "no", None: "?"}[run.get("g_matters")]
@@ -378,7 +401,7 @@ def main() -> None:
             runs[name].append(job.result())
             print(f"  {name} rep {rep}: " + ", ".join(f"{m} G = {runs[name][-1][m]['recommended']}" for m in METHODS), flush=True)
     seconds = time.perf_counter() - t0
-    methods = [*METHODS, "g8", "passrate"]
+    methods = [*METHODS, *map(decided, METHODS), "g8", "passrate"]
     lines, summary = report(refs, runs, methods), score(refs, runs, methods)
     print("\n".join(lines))
     print("\n".join(summary_lines(summary)))

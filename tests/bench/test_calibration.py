@@ -45,6 +45,21 @@ def test_the_default_answer_covers_a_bandits_exact_g_star_on_the_quick_suite(nam
     assert out.cost.completions <= round(0.01 * calibration.grid_cost(spec))  # the default budget: 1% of the grid
 
 
+def test_a_keep_or_move_decision_is_scored_through_the_g_it_says_to_use():
+    from types import SimpleNamespace
+
+    ref = {"g_star": 4.2, "tie_set": [4, 6], "means": {"4": 0.5, "8": 0.7, "16": 1.3}, "best": 4}
+    run = {"recommended": 4, "ci95": [3.0, 5.0], "evidence": "strong", "cost": 10}
+    keep = SimpleNamespace(baseline=SimpleNamespace(action="keep", use_group_size=8))
+    kept = calibration.keep_or_move_run(keep, run)
+    assert kept["recommended"] == 8 and not calibration.covers(kept, ref) and not calibration.confident_miss(kept, ref)
+    assert calibration.regret(kept, ref) == pytest.approx(0.2 / 0.8) and kept["cost"] == 10
+    move = SimpleNamespace(baseline=SimpleNamespace(action="move", use_group_size=4))
+    moved = calibration.keep_or_move_run(move, run)
+    assert moved["recommended"] == 4 and calibration.covers(moved, ref) and moved["evidence"] == "strong"
+    assert calibration.decided("staged") == "staged+keep"
+
+
 def test_coverage_regret_and_confident_misses_by_hand():
     ref = {"g_star": 4.2, "tie_set": [4, 6], "means": {"2": 0.9, "4": 0.5, "6": 0.6, "16": 1.3}, "best": 4}
     assert calibration.covers({"recommended": 16, "ci95": [3.0, 5.0]}, ref)  # the interval holds G*
