@@ -20,7 +20,8 @@ router = APIRouter(prefix="/v1/answers", tags=["answers"], dependencies=[ReadAut
 def create_answer(spec: SweepSpec, store: StoreDep, settings: SettingsDep, scheduler: SchedulerDep) -> AnswerPublic:
     """Queue an answer for the grid the spec describes, within ``answer.budget`` sampled completions (default 1% of
     that grid): the probe, a pilot trial and a successive-halving sweep; the result has status, g_star,
-    g_star_ci95, recommended_group_size, tie_set, evidence, g_matters, regret_g8, regret_passrate and cost."""
+    g_star_ci95, recommended_group_size, tie_set, evidence, g_matters, baseline (keep ``answer.baseline_group_size`` or
+    move), regret_g8, regret_passrate and cost."""
     spec, relative = with_server_paths(spec, settings)
     try:
         preflight_answer(spec)
