@@ -27,6 +27,8 @@ from (``follow``: the drift fit read at the spec's T, else the start probe):
   in log G (sweeps.fit's WIDE_CI rule) and the stages agree; weak otherwise.
 - regret of G = 8 and of the pass-rate rule (arXiv 2607.00152: G >= 1 / (8 eps p (1 - p))) against the
   recommended G, in the metric's units, on the first rung's law curve, with a bootstrap interval over seeds.
+- keep or move (``keep_or_move``): the user's G (``answer.baseline_group_size``) is kept unless the gain of the
+  recommended G over it, on the same curve, has a 95% interval above 0; the message leads with that decision.
 """
 
 from __future__ import annotations
