@@ -154,8 +154,7 @@ def spec_from_trl(
         "samples_per_step": [budget],
         "seeds": list(range(seeds)),
         "steps": steps or _steps(config) or 200,
-        # the G the recipe trains with (GRPOConfig's num_generations, 8 by default): an answer keeps it or moves
-        "answer": {"baseline_group_size": _recipe_group_size(config)},
+        "answer": {"baseline_group_size": _recipe_group_size(config)},  # an answer keeps the recipe's G or moves
         **({"resources": {"num_processes": num_processes}} if num_processes > 1 else {}),  # trials on the recipe's processes
     }
     if keeps_recipe:

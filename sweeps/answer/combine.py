@@ -214,7 +214,6 @@ def combine(
     source = _estimate(follow, spans)
     g_matters, matters = _matters(first_fit, spec, plan)
     passrate = _passrate(spec, probe, candidates)
-    g_pr = passrate.group_size
     common: dict[str, Any] = {  # every answer's fields but the estimate's
         "method": method,
         "g_matters": g_matters,
@@ -226,11 +225,7 @@ def combine(
         "stages": _stages(plan, probe, pilot, halving, drift, first_fit),
     }
     rec, bound = _recommend(source, candidates) if source is not None else (None, None)
-    # the rivals and the user's own G against the recommended G, on one bootstrap of the first rung's law curve
-    base = spec.answer.baseline_group_size
-    rivals = regrets((halving or {}).get("rows"), (TRL_DEFAULT_G, g_pr, base), rec, metric)
-    common["regret_g8"], common["regret_passrate"] = rivals[:2]
-    common["baseline"] = None if rec is None else keep_or_move(base, rec, rivals[2], metric)
+    common |= _against(spec, (halving or {}).get("rows"), passrate.group_size, rec)
     if source is None:
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
         message = f"no G* at this budget: {why}; {matters}"
@@ -250,14 +245,30 @@ def combine(
         evidence_reason=why,
         **common,
     )
+    return answer.model_copy(update={"message": _message(answer, matters)})
+
+
+def _message(answer: Answer, matters: str) -> str:
+    """The answer's last line: the user's question first (keep their G, or move, and why) where the decision is not
+    simply the estimate's G, then the verdict in words with whether G matters."""
     said = verdict(answer.model_dump(mode="json"))
     said = said if matters in said else f"{said}; {matters}"
     base = answer.baseline
-    if base is not None and base.use_group_size != rec:  # the user's question first: keep their G, and why
-        said = f"{base.reason}; the estimate alone would say: {said}"
-    elif base is not None and base.action == "move":
-        said = f"{base.reason}; {said}"
-    return answer.model_copy(update={"message": said})
+    if base is not None and base.use_group_size != answer.recommended_group_size:
+        return f"{base.reason}; the estimate alone would say: {said}"
+    return f"{base.reason}; {said}" if base is not None and base.action == "move" else said
+
+
+def _against(spec: SweepSpec, rows: list | None, passrate_g: int, rec: int | None) -> dict[str, Any]:
+    """regret_g8, regret_passrate and baseline: the rivals and the user's own G against the recommended G, on one
+    bootstrap of the first rung's law curve (``rows``; none without a halving)."""
+    base = spec.answer.baseline_group_size
+    g8, passrate, own = regrets(rows, (TRL_DEFAULT_G, passrate_g, base), rec, spec.measure.metric)
+    return {
+        "regret_g8": g8,
+        "regret_passrate": passrate,
+        "baseline": None if rec is None else keep_or_move(base, rec, own, spec.measure.metric),
+    }
 
 
 def keep_or_move(base: int, rec: int, gain: Regret, metric: str) -> Baseline:
