@@ -97,14 +97,20 @@ def _install_kill(engine: str, rank: int, kill: tuple[int, str, int]) -> None:
         groupscale.all_gather = gathering
 
 
-def run_rank(rank: int, port: int, config: dict, out: str, kill: tuple | None, mlflow: tuple[str, str]) -> None:
+def run_rank(
+    rank: int, port: int, config: dict, out: str, kill: tuple | None, mlflow: tuple[str, str], env: dict[str, str]
+) -> None:
     """Spawned: rank ``rank`` of 2 runs the trial (rank 0 logging to the MLflow run as a restarted worker does);
-    ``kill``: (rank, phase, step) at which one rank dies."""
+    ``kill``: (rank, phase, step) at which one rank dies; ``env``: the test's environment at the start (the fork server
+    holds the one of its own start, which an earlier test may have made, without this test's S3 endpoint)."""
     from workers.distributed import join, leave
     from workers.engines.base import Placement
     from workers.measures import run_measure
     from workers.tracking import RunLogger
 
+    for key in set(os.environ) - set(env):
+        del os.environ[key]
+    os.environ.update(env)
     torch.set_num_threads(1)
     cfg = TrialConfig(**config)
     if kill is not None:
@@ -129,7 +135,8 @@ def processes() -> Any:
 def attempt(config: dict, out: str, kill: tuple | None, mlflow: tuple[str, str]) -> list[int | None]:
     """One start of the trial on 2 processes; their exit codes."""
     ctx, port = processes(), free_port()
-    procs = [ctx.Process(target=run_rank, args=(r, port, config, out, kill, mlflow)) for r in (0, 1)]
+    env = dict(os.environ)  # this test's, with its S3 endpoint: the fork server's may be an earlier test's
+    procs = [ctx.Process(target=run_rank, args=(r, port, config, out, kill, mlflow, env)) for r in (0, 1)]
     for p in procs:
         p.start()
     for p in procs:
