@@ -15,6 +15,7 @@ import numpy as np
 
 from sweeps.answer.result import Regret
 from sweeps.fit import fit_law, law_curve
+from sweeps.fit.curve import design
 
 TRL_DEFAULT_G = 8  # GRPOConfig.num_generations
 N_BOOT = 200
@@ -39,7 +40,6 @@ def noise_floor(rows: Sequence[tuple[int, int, int, float]], group_sizes: Sequen
     g = np.array([r[0] for r in rows], dtype=float)
     if g.size < 4 or np.unique(g).size < 3:
         return [0.0] * len(group_sizes)
-    design = lambda x: np.column_stack([np.ones_like(x), x, 1.0 / (x - 1.0)])  # noqa: E731
     x, y = design(g), np.array([r[3] for r in rows], dtype=float)
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     s2 = float(((y - x @ coef) ** 2).sum()) / (g.size - 3)

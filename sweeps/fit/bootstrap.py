@@ -69,21 +69,25 @@ def birge_ratio(data: dict[int, Points]) -> float:
 
     The scale factor by which measurements' errors are inflated when they scatter more than they claim (Birge,
     Phys. Rev. 40, 207 (1932); the Particle Data Group's scale factor S, Review of Particle Physics, Introduction)."""
-    rss, dof = 0.0, 0
-    for b, p in data.items():
-        if unusable(b, p) is None:
-            rss, dof = rss + nnls_free_intercept(design(p.g), p.y, p.w)[1], dof + p.g.size - N_PARAMS
+    _, rss, dof = _law_residuals({b: p for b, p in data.items() if unusable(b, p) is None})
     return math.sqrt(rss / dof) if dof > 0 and rss > dof else 1.0
+
+
+def _law_residuals(usable: dict[int, Points]) -> tuple[dict[int, np.ndarray], float, int]:
+    """The law fitted to each budget's seed means with the noise model's weights: the fitted means per budget, the
+    weighted residual sum of squares and the residual degrees of freedom, the budgets pooled."""
+    fitted, rss, dof = {}, 0.0, 0
+    for b, p in usable.items():
+        coef, r = nnls_free_intercept(design(p.g), p.y, p.w)
+        fitted[b], rss, dof = design(p.g) @ coef, rss + r, dof + p.g.size - N_PARAMS
+    return fitted, rss, dof
 
 
 def residual_bootstrap(data: dict[int, Points], n_boot: int, rng: np.random.Generator) -> Interval:
     """Parametric bootstrap at each usable budget's fitted curve with the pooled residual variance
     (THEORY.md "Evidence and units": with one seed per point only the residuals estimate the noise)."""
     usable = {b: p for b, p in data.items() if unusable(b, p) is None}
-    fitted, rss, dof = {}, 0.0, 0
-    for b, p in usable.items():
-        coef, r = nnls_free_intercept(design(p.g), p.y, p.w)
-        fitted[b], rss, dof = design(p.g) @ coef, rss + r, dof + p.g.size - N_PARAMS
+    fitted, rss, dof = _law_residuals(usable)
     if dof <= 0:
         return None, "; no interval: one seed per point and no residual degrees of freedom (add seeds or group sizes)", []
     sigma = math.sqrt(rss / dof)  # in weighted units: a point's noise sd is sigma / w

@@ -320,11 +320,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_ANSWER,),
     ),
     Mutation(
-        "regret_floor_g_for_g_minus_1",
+        "regret_floor_versus_row_dropped",
         RIVALS,
-        "1.0 / (x - 1.0)])",
-        "1.0 / x])",
-        "the regret's noise floor with the design's c / G for c / (G - 1)",
+        "- design(np.array([float(versus)]))",
+        "- 0.0",
+        "the regret's noise floor of metric(G) alone, not of the difference metric(G) - metric(versus)",
         (T_ANSWER,),
     ),
     Mutation(
