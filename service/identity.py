@@ -4,7 +4,7 @@ A built-in task is keyed by its name (with a digest of its options when they dif
 defaults); a data task by its content digest (the bytes of its files and the settings that change
 the task: columns, split, rewards), after the user's ``label`` when given; a preset by its name; a
 model folder by its resolved path and the digest of its config.json. So ``recommend`` never answers
-for one dataset or model with another one's sweep. ``same_question`` tells whether a cheap answer asked the question a
+for one dataset or model with another one's sweep. ``question`` tells whether a cheap answer asked the question a
 sweep's grid measures (its training settings too), so that a fit never cites another spec's answer.
 """
 
@@ -72,13 +72,8 @@ def model_key(spec: SweepSpec) -> str:
 QUESTION_FIELDS = frozenset({"samples_per_step", "group_sizes", "steps", "grpo", "eval", "measure", "engine", "trl"})
 
 
-def same_question(a: SweepSpec, b: SweepSpec) -> bool:
-    """Whether two specs ask "which G" of the same task, model and training (QUESTION_FIELDS): a cheap answer of one
-    then speaks for the other's grid. Names, seeds, resources and the probe's and answer's own settings may differ.
-
-    Raises:
-        OSError: a data file or model folder cannot be read (task_key, model_key).
-    """
-    fields = set(QUESTION_FIELDS)
-    same = a.model_dump(mode="json", include=fields) == b.model_dump(mode="json", include=fields)
-    return same and (task_key(a), model_key(a)) == (task_key(b), model_key(b))
+def question(spec: SweepSpec) -> dict:
+    """The training a spec asks "which G" of (QUESTION_FIELDS), beside its task_key and model_key: a cheap answer
+    whose spec has the same keys and question speaks for the other's grid. Names, seeds, resources and the probe's
+    and answer's own settings may differ. Reads no file (the keys do)."""
+    return spec.model_dump(mode="json", include=set(QUESTION_FIELDS))

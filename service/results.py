@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.identity import model_key, same_question, task_key
+from service.identity import model_key, question, task_key
 from service.lifecycle import TRIAL_USABLE, TUNING_TERMINAL, ProbeStatus, TrialStatus
 from service.schemas import MlflowLinks, Progress, SweepPublic, TrialPublic
 from service.store import Probe, ProbeKind, Store, Sweep, Trial
@@ -130,13 +130,14 @@ def latest_job(
     s: Session, store: Store, kind: ProbeKind, keys: tuple[str, str], latest: int = 50, like: SweepSpec | None = None
 ) -> Probe | None:
     """The latest succeeded probe or answer (of the ``latest`` most recent of ``kind``) whose spec has these
-    (task_key, model_key), and with ``like`` asks its question too (identity.same_question: another spec's answer
-    is not this grid's)."""
+    (task_key, model_key), and with ``like`` asks its question too (identity.question: another spec's answer is not
+    this grid's)."""
     done = select(Probe).where(Probe.kind == kind, Probe.status == ProbeStatus.SUCCEEDED, Probe.result.is_not(None))
+    asked = None if like is None else question(like)
     for job in s.scalars(done.order_by(Probe.created_at.desc()).limit(latest)):
         try:
             spec = store.spec(job)
-            if (task_key(spec), model_key(spec)) == keys and (like is None or same_question(spec, like)):
+            if (asked is None or question(spec) == asked) and (task_key(spec), model_key(spec)) == keys:
                 return job
         except (OSError, ValueError):  # its data files moved or changed: it cannot be matched
             continue

@@ -259,7 +259,7 @@ def get_fit(
     """The stored fit (the final one, or an adaptive sweep's running fit); otherwise a provisional fit of
     the trials finished so far. With ``step``, the fit at that eval checkpoint (422 naming the checkpoints
     when it is not one). A succeeded grid's fit cites ``answer`` (404 when there is no answer of that id, 422 when
-    it has no result), else the latest answer that asked its question (identity.same_question), else none."""
+    it has no result), else the latest answer that asked its question (identity.question), else none."""
     with store.read() as s:
         sweep = _get(store, s, sweep_id)
         if step is not None:
