@@ -70,12 +70,9 @@ def has_checkpoint(folder: str | Path | None) -> bool:
 
 
 def sha256(path: str | Path) -> str:
-    """The SHA-256 of the file's bytes, hex (read in 1 MiB blocks: a checkpoint need not fit in memory)."""
-    digest = hashlib.sha256()
+    """The SHA-256 of the file's bytes, hex (hashlib.file_digest reads it in blocks: a checkpoint need not fit in memory)."""
     with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def checksums(folder: Path, files: list[str]) -> dict[str, str]:
