@@ -163,20 +163,24 @@ def _ratios(
     c: PromptComponents, best: np.ndarray, table: np.ndarray, completions: np.ndarray | None, g_max: float
 ) -> dict[str, float]:
     """mse_ratios given the optimal allocation ``best`` and the table's per-prompt G ``table`` (each (K,))."""
-    uniform = scaled_mse(c, np.full(len(c.sigma2), best_uniform(c, g_max)))
+    ratio = _over_uniform(c, g_max)
     return {
-        "mse_ratio": float(scaled_mse(c, best) / uniform),
-        "sgpo_mse_ratio": float(scaled_mse(c, sgpo_sizes(c, completions, g_max)) / uniform),
-        "bucket_mse_ratio": float(scaled_mse(c, table) / uniform),
+        "mse_ratio": ratio(best),
+        "sgpo_mse_ratio": ratio(sgpo_sizes(c, completions, g_max)),
+        "bucket_mse_ratio": ratio(table),
     }
+
+
+def _over_uniform(c: PromptComponents, g_max: float):  # noqa: ANN202 - (K,) sizes -> float
+    """sizes -> scaled_mse(c, sizes) over the best uniform G's (at most ``g_max``)."""
+    uniform = scaled_mse(c, np.full(len(c.sigma2), best_uniform(c, g_max)))
+    return lambda sizes: float(scaled_mse(c, sizes) / uniform)
 
 
 def _resampled(c: PromptComponents, g_max: float) -> tuple[float, float]:
     """(the optimum's ratio, the table's ratio) at one resample of the prompts, each allocation fitted to it."""
-    uniform = scaled_mse(c, np.full(len(c.sigma2), best_uniform(c, g_max)))
-    return float(scaled_mse(c, optimal_sizes(c, g_max)) / uniform), float(
-        scaled_mse(c, bucket_table(c, g_max=g_max)[1]) / uniform
-    )
+    ratio = _over_uniform(c, g_max)
+    return ratio(optimal_sizes(c, g_max)), ratio(bucket_table(c, g_max=g_max)[1])
 
 
 def _interval(draws: np.ndarray, estimate: float) -> list[float | None]:
