@@ -28,7 +28,7 @@ class VarianceComponents:
         """1 + sqrt(kappa / tau2); inf when tau2 <= 0 (larger G always better), 1 when kappa <= 0."""
         return g_star_of(self.tau2, self.kappa)
 
-    def gradient_mse(self, group_size: int, samples_per_step: int) -> float:
+    def gradient_mse(self, group_size: float, samples_per_step: float) -> float:
         """The law's E||g_hat - g||^2 at (G, B). Raises ValueError for G < 2 (no leave-one-out baseline)."""
         g = group_size
         if g < 2:

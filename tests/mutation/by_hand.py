@@ -312,6 +312,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_ANSWER,),
     ),
     Mutation(
+        "dynamic_sampling_share_at_g_2",
+        "sweeps/dynamic_sampling.py",
+        "p**g + (1.0 - p) ** g",
+        "p**2.0 + (1.0 - p) ** 2.0",
+        "dynamic sampling's informative share q taken at G = 2 for every G (issue 55's planted bug)",
+        ("tests/sweeps/test_dynamic_sampling.py",),
+    ),
+    Mutation(
+        "dynamic_sampling_count_term_sign",
+        "sweeps/dynamic_sampling.py",
+        "(q * self.law(g) - (1.0 - q) * g * self.grad_norm2) / samples_per_step",
+        "(q * self.law(g) + (1.0 - q) * g * self.grad_norm2) / samples_per_step",
+        "the filtered step's MSE with the count term's sign flipped (a ratio estimator's covariance term)",
+        ("tests/sweeps/test_dynamic_sampling.py",),
+    ),
+    Mutation(
         "regret_floor_ddof",
         RIVALS,
         "(g.size - 3)",

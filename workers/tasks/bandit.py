@@ -23,6 +23,7 @@ import torch
 
 from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
+from sweeps.dynamic_sampling import FilteredLaw
 from workers.models.tabular import TabularPolicy
 from workers.tasks.base import ExactTask, Problem
 
@@ -61,6 +62,18 @@ def exact_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0
     return VarianceComponents(tau2=c.tau2, sigma2=float(c.weight @ c.sigma2), kappa=float(c.weight @ c.kappa))
 
 
+def exact_filtered_law(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> FilteredLaw:
+    """The law's terms with ||g||^2 and the pass rates V(x), for the law under dynamic sampling
+    (sweeps.dynamic_sampling). g's row x is w_x g_x = pi_x (p_x - V(x)) / (M T): the contexts' rows are orthogonal."""
+    c = exact_prompt_components(logits, p, temperature)
+    z = logits / temperature
+    pi = np.exp(z - z.max(axis=1, keepdims=True))
+    pi /= pi.sum(axis=1, keepdims=True)
+    rows = pi * (p - c.pass_rate[:, None]) / temperature * c.weight[:, None]
+    law = VarianceComponents(tau2=c.tau2, sigma2=float(c.weight @ c.sigma2), kappa=float(c.weight @ c.kappa))
+    return FilteredLaw(law, float((rows**2).sum()), c.pass_rate, c.weight)
+
+
 @dataclass(frozen=True)
 class BanditTask(ExactTask):
     contexts: int = 20
@@ -89,6 +102,10 @@ class BanditTask(ExactTask):
     def exact_prompt_components(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> PromptComponents:
         """Each context's terms of the law at ``logits`` (default: the starting policy's): the per-prompt check."""
         return exact_prompt_components(self.initial_logits if logits is None else logits, self._tables[1], temperature)
+
+    def exact_filtered_law(self, logits: np.ndarray | None = None, temperature: float = 1.0) -> FilteredLaw:
+        """The law under dynamic sampling at ``logits`` (default: the starting policy's)."""
+        return exact_filtered_law(self.initial_logits if logits is None else logits, self._tables[1], temperature)
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]:
         return [Problem(str(int(x)), "") for x in rng.integers(0, self.contexts, size=n)]
