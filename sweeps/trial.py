@@ -9,6 +9,7 @@ so their names and defaults live in sweeps.spec alone.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
@@ -72,7 +73,7 @@ class TrialConfig:
                 unknown = set(value) - set(model.model_fields)
                 if unknown:
                     raise TypeError(f"unknown {name} fields {sorted(unknown)}; valid: {', '.join(model.model_fields)}")
-                object.__setattr__(self, name, model.model_construct(**value))
+                object.__setattr__(self, name, _construct(model, value))
 
     @classmethod
     def flat(cls, **kwargs: Any) -> TrialConfig:
@@ -134,6 +135,18 @@ class TrialConfig:
         """The trial a grid sweep runs first (sweeps.planner.plan_trials: the largest G at the smallest B, the first seed):
         what a probe or a check at submit sets its task, model and sampling from."""
         return cls.for_trial(spec, max(spec.group_sizes), min(spec.samples_per_step), spec.seeds[0], cache_dir)
+
+
+def _construct(model: type[BaseModel], value: dict[str, Any]) -> BaseModel:
+    """``model`` of trusted plain data, not validated (model_construct), a nested section's dict as its model
+    (``grpo.dynamic_sampling``), so that model_dump gives the same data back."""
+    out = dict(value)
+    for key, v in value.items():
+        kinds = typing.get_args(model.model_fields[key].annotation) or (model.model_fields[key].annotation,)
+        sub = next((t for t in kinds if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if isinstance(v, dict) and sub is not None:
+            out[key] = _construct(sub, v)
+    return model.model_construct(**out)
 
 
 def _plain(section: Any) -> Any:

@@ -17,14 +17,40 @@ if TYPE_CHECKING:
 
 def flat_steps(grpo: GRPOSpec, tabular: bool = False) -> dict[str, str]:
     """sweeps.metrics.flat_by_construction under groupscale's trainer: with k > 1 the mini-batches after a generation's
-    first are trained off-policy (their ratio is not 1), so the clip fractions and the loss move."""
+    first are trained off-policy (their ratio is not 1), so the clip fractions and the loss move; under
+    grpo.dynamic_sampling no trained group has equal rewards."""
     flat = flat_by_construction(grpo, tabular)
     if grpo.steps_per_generation > 1:
         for key in ("clip_frac_low", "clip_frac_high", "loss"):
             flat.pop(key, None)
         if "momentum_overshoot_frac" in flat:
             flat["momentum_overshoot_frac"] = "one pass (inner_steps 1): no optimizer step follows on the same mini-batch"
+    if grpo.dynamic_sampling is not None:  # the trained groups: their share of those sampled is logged instead
+        why = "dynamic sampling trains groups of differing rewards only (see dynamic_sampling/informative_share)"
+        flat |= dict.fromkeys(("zero_variance_group_frac", "frac_groups_all_wrong", "frac_groups_all_right"), why)
     return flat
+
+
+def check_dynamic_sampling(grpo: GRPOSpec, measure: Any) -> None:
+    """grpo.dynamic_sampling with what keeps it DAPO's filter: an advantage under which a group of equal rewards has zero
+    advantage (all but oracle: r - V(x) is not 0 there, so dropping it would change the gradient's direction), uniform
+    groups (per_prompt's G follows pass rates the filter would bias) and measure outcome (gradient_mse measures the
+    unfiltered estimator). Raises ValueError naming the field and the allowed values."""
+    if grpo.advantage == "oracle":
+        raise ValueError(
+            "grpo.dynamic_sampling: advantage oracle gives a group of equal rewards a non-zero advantage r - V(x), so "
+            "dropping it would change the gradient; grpo.advantage allowed: loo, mean, mean_std, loo_std"
+        )
+    if grpo.allocation != "uniform":
+        raise ValueError(
+            "grpo.dynamic_sampling: grpo.allocation per_prompt draws each prompt's G from pass rates the filter would "
+            "bias, and fills B with groups of several sizes; grpo.allocation allowed: uniform"
+        )
+    if measure is not None and measure.kind != "outcome":
+        raise ValueError(
+            f"grpo.dynamic_sampling: measure.kind {measure.kind} measures the unfiltered gradient of one batch; "
+            "measure.kind allowed: outcome"
+        )
 
 
 @register_engine
@@ -43,6 +69,8 @@ class GroupscaleEngine(Engine):
         values."""
         super().check_sections(data)
         grpo, measure, resources = data.get("grpo"), data.get("measure"), data.get("resources")
+        if grpo is not None and grpo.dynamic_sampling is not None:
+            check_dynamic_sampling(grpo, measure)
         if grpo is None or grpo.steps_per_generation == 1:
             return
         k = grpo.steps_per_generation
@@ -85,5 +113,7 @@ class GroupscaleEngine(Engine):
         ]
 
     def sampled(self, spec: SweepSpec, steps: int, samples_per_step: int) -> int:
-        """A generation of B every k steps: ceil(T / k) generations (T B / k when k divides T)."""
+        """A generation of B every k steps: ceil(T / k) generations (T B / k when k divides T). Under
+        grpo.dynamic_sampling this is the least: each generation may spend up to max_batches of B (the trial logs
+        ``sampled_completions``)."""
         return math.ceil(steps / spec.grpo.steps_per_generation) * samples_per_step

@@ -57,6 +57,11 @@ class TrlEngine(Engine):
             (isinstance(task, BanditTaskSpec), "task bandit (a tabular policy; TRL trains language models)"),
             (measure is not None and measure.kind != "outcome", "measure.kind gradient_mse (it measures groupscale's estimator)"),
             (data.get("tune_lr") is not None, "tune_lr (set learning_rate in trl:)"),
+            (
+                grpo is not None and grpo.dynamic_sampling is not None,
+                "grpo.dynamic_sampling (TRL's GRPOTrainer has no group filter: it trains every sampled group; use engine "
+                "groupscale)",
+            ),
             (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
         ]
         for bad, what in refused:

@@ -22,6 +22,21 @@ TRL_ALIASES = {
 TRL_LOSS_TYPES = {"grpo": "seq_mean_token_mean", "dapo": "token_mean", "bnpo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
 # TRL's scale_rewards -> our advantage (True and False are TRL's older spellings of group and none).
 TRL_SCALE_REWARDS = {"group": "mean_std", True: "mean_std", "none": "mean", False: "mean"}
+MAX_DYNAMIC_BATCHES = 1024  # grpo.dynamic_sampling.max_batches: generations one step may spend
+
+
+class DynamicSamplingSpec(StrictModel):
+    """``grpo.dynamic_sampling``: DAPO's dynamic sampling (Yu et al., arXiv 2503.14476, sec. 3.2; verl's recipe/dapo
+    ``algorithm.filter_groups``): groups whose G rewards are all equal are dropped and generations of N = B / G prompts
+    are sampled until N informative groups are kept or ``max_batches`` generations are spent (workers.dynamic_sampling).
+    """
+
+    max_batches: int = Field(
+        ge=1,
+        le=MAX_DYNAMIC_BATCHES,
+        description="generations of N = B / G prompts one step may sample (verl's max_num_gen_batches; >= 1); a step that "
+        "keeps fewer than N informative groups by then trains those it has, and none: no update",
+    )
 
 
 class GRPOSpec(StrictModel):
@@ -110,3 +125,9 @@ class GRPOSpec(StrictModel):
         None, ge=1, le=MAX_SAMPLES_PER_STEP, description="completions per generate() call; default all of B"
     )
     gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
+    dynamic_sampling: DynamicSamplingSpec | None = Field(
+        None,
+        description="DAPO's dynamic sampling, {max_batches: n}: drop the groups whose rewards are all equal and sample "
+        "again until N = B / G informative groups (engine groupscale; advantage loo, mean, mean_std or loo_std; allocation "
+        "uniform; the filled B is then split into the k = steps_per_generation mini-batches); default off",
+    )

@@ -211,3 +211,14 @@ def test_a_sweep_failed_past_its_budget_says_which_trials_were_cancelled_only_wh
             "1 trial failed, more than max_failed_trials=0; the 3 left were cancelled. First causes: ValueError: CUDA out "
             "of memory"
         )
+
+
+def test_engine_trl_with_dynamic_sampling_is_refused_naming_the_field_over_http_and_by_the_cli(http, tmp_path):
+    """TRL's GRPOTrainer has no group filter: 422 at the HTTP layer, exit 2 from `submit` before any request."""
+    body = spec(engine="trl", grpo={"dynamic_sampling": {"max_batches": 4}})
+    loc, msg = _error(http.post("/v1/sweeps", json=body))
+    assert loc == ["body", "trl"] and "engine trl does not take grpo.dynamic_sampling" in msg, (loc, msg)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(body))
+    r = CliRunner().invoke(app, ["submit", str(path), "--url", "http://127.0.0.1:9"])
+    assert r.exit_code == 2 and "grpo.dynamic_sampling" in r.output, r.output

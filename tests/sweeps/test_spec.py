@@ -319,6 +319,22 @@ def test_chat_template_kwargs_are_template_variables_only():
         ({"probe": {"parameters": "lora"}}, ("probe",), "probe.parameters lora takes scores over the adapter: set model.lora"),
         ({"model": {"preset": "tiny-llama", "lora": {"r": 0}}}, ("model", "lora", "r"), "greater than or equal to 1"),
         ({"grpo": {"max_new_tokens": 200_000}}, ("grpo", "max_new_tokens"), "less than or equal to 131072"),
+        (
+            {"engine": "trl", "grpo": {"dynamic_sampling": {"max_batches": 4}}},
+            ("trl",),
+            "engine trl does not take grpo.dynamic_sampling (TRL's GRPOTrainer has no group filter",
+        ),
+        (
+            {"grpo": {"dynamic_sampling": {"max_batches": 4}, "advantage": "oracle"}},
+            ("trl",),
+            "grpo.dynamic_sampling: advantage oracle gives a group of equal rewards a non-zero advantage",
+        ),
+        (
+            {"grpo": {"dynamic_sampling": {"max_batches": 4}, "allocation": "per_prompt"}},
+            ("trl",),
+            "grpo.allocation allowed: uniform",
+        ),
+        ({"grpo": {"dynamic_sampling": {"max_batches": 0}}}, ("grpo", "dynamic_sampling", "max_batches"), "greater than or"),
     ],
 )
 def test_engine_trl_and_lora_errors_name_the_setting(over, loc, words):
@@ -373,3 +389,13 @@ def test_per_prompt_allocation_is_refused_where_groups_must_be_uniform(extra, fi
         SweepSpec(**spec)
     assert [err["loc"][0] for err in e.value.errors()] == [field] and "grpo.allocation" in str(e.value)
     assert SweepSpec(**{**spec, **{k: {} for k in extra}}).grpo.allocation == "per_prompt"
+
+
+def test_dynamic_sampling_is_refused_with_a_measure_of_the_unfiltered_gradient_and_kept_in_the_dump():
+    from tests.factories import bandit_mse_spec
+
+    (err,) = errors(bandit_mse_spec(grpo={"dynamic_sampling": {"max_batches": 4}}))
+    assert err["loc"] == ("trl",) and "measure.kind allowed: outcome" in err["msg"], err
+    ok = SweepSpec.model_validate(spec(grpo={"dynamic_sampling": {"max_batches": 4}, "steps_per_generation": 2}))
+    assert ok.grpo.dynamic_sampling.max_batches == 4
+    assert SweepSpec.model_validate(ok.model_dump()) == ok and SweepSpec.model_validate(spec()).grpo.dynamic_sampling is None
