@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 STEP: dict[str, str] = {
     "reward_mean": "mean reward of the step's B completions (the learning signal)",
     "zero_variance_group_frac": "share of groups whose G rewards are all equal (they carry no gradient)",
-    "prompts_with_signal": "N x (1 - zero_variance_group_frac): prompts that taught something this step",
+    "prompts_with_signal": "N x (1 - zero_variance_group_frac): prompts that taught something this step (grpo.dynamic_sampling: "
+    "the kept groups over k)",
     "loss": "the PPO-clip loss (with one inner step it is taken at ratio 1, so near 0 by construction)",
     "kl": "k3 estimate of KL(pi || pi_ref) (0 without kl_beta)",
     "grad_norm": "norm of the step's gradient before clipping",
@@ -48,6 +49,12 @@ STEP: dict[str, str] = {
     "parameters_trainable": "trainable parameters (step 0; the LoRA adapter's with model.lora)",
     "parameters_total": "all parameters of the model (step 0)",
     "resumed_from_step": "the checkpoint step a restarted trial continued from",
+    "dynamic_sampling/batches": "grpo.dynamic_sampling: generations of N prompts the step's generation spent (at its first "
+    "step; workers/dynamic_sampling.py)",
+    "dynamic_sampling/kept_groups": "grpo.dynamic_sampling: informative groups the generation trains (N, or fewer when "
+    "max_batches ran out; 0: no update)",
+    "dynamic_sampling/informative_share": "grpo.dynamic_sampling: share of the sampled groups whose rewards were not all equal",
+    "sampled_completions": "grpo.dynamic_sampling: completions sampled for the generation (all its generations of B)",
 }
 EVAL: dict[str, str] = {
     "gap": "max reward - expected reward on the held-out prompts: the metric the law is fitted to (lower is better)",

@@ -200,6 +200,7 @@ def sample_batch(
     log_history: list[dict] | None = None,
     allocation: PerPromptG | None = None,
     placement: Placement = ALONE,
+    draw: int = 0,
 ) -> Batch:
     """Sample N = B/G prompts, G completions each, score them and compute group advantages.
 
@@ -211,7 +212,8 @@ def sample_batch(
 
     Generation runs ``generation_batch_size`` completions at a time (rounded down to whole groups).
     ``step`` is the optimizer step this batch is for (1-based); reward functions see ``step - 1`` steps done
-    and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL.
+    and ``log_history`` (the trainer's reported metrics) in their trainer_state, as in TRL. ``draw``: the step's
+    generation (grpo.dynamic_sampling samples several; 0 the first), so each has rank-local draws of its own.
 
     Raises:
         workers.groups.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
@@ -226,7 +228,7 @@ def sample_batch(
     else:  # one process (sweeps.spec): prompts drawn until their G fill B
         problems, sizes = allocation.layout(task.sample_train(cfg.samples_per_step // 2, rng), cfg.samples_per_step)
     # a rank's own draws (a stochastic task's rewards) come from a generator of its own, so the shared one stays shared
-    draws = rng if world_size == 1 else np.random.default_rng([cfg.seed, step, rank])
+    draws = rng if world_size == 1 else np.random.default_rng([cfg.seed, step, rank] + ([draw] if draw else []))
     expanded = [p for p, g in zip(problems, sizes) for _ in range(g)]
     hint = cfg.group_size if allocation is None else 1  # rows come in groups of G (a sampler may share their prompt)
     t0 = time.perf_counter()

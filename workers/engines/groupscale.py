@@ -22,7 +22,7 @@ import torch
 
 from sweeps.engines.groupscale import flat_steps
 from sweeps.trial import TrialConfig, TrialResult
-from workers import algos, groups
+from workers import algos, dynamic_sampling, groups
 from workers.batch import Batch, Generation, sample_batch, setup
 from workers.checkpoint import load_checkpoint, save_checkpoint
 from workers.distributed import all_gather, all_sum, reduce_metrics, seed_rank, sum_gradients
@@ -278,23 +278,23 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
         tags = {"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))}
         harness.report.set_tags(tags)
     allocation = _start(cfg, placement, harness, opt, rng)
-    gen, k = None, cfg.grpo.steps_per_generation
+    gen, summary, sampling, k = None, None, {}, cfg.grpo.steps_per_generation
     for step in harness.steps:
         t0, i = time.perf_counter(), (step - 1) % k  # i: the step's place in its generation (a resume starts at 0)
         with harness.guarded(Phase(f"step {step}", step, step - 1)):
             if i == 0:
-                batch = sample_batch(policy, harness.task, cfg, rng, step, harness.state.log_history, allocation, placement)
-                old = _logprobs(policy, batch, _parts(batch.all_rows, cfg), cfg.grpo.temperature) if k > 1 else None
-                gen = Generation.of(batch, cfg, old)  # k > 1: every mini-batch's ratio is against the sampling policy
-            assert gen is not None, "a trial resumes where a generation starts (Harness.checkpoint_due)"
+                gen, summary, sampling = _generation(policy, harness, cfg, rng, step, allocation, placement)
+            assert summary is not None, "a trial resumes where a generation starts (Harness.checkpoint_due)"
             t1 = time.perf_counter()
-            upd = grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)
-        if allocation is not None:  # the pass rates the next steps' G follow
+            upd = None if gen is None else grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)
+        if allocation is not None and gen is not None:  # the pass rates the next steps' G follow
             allocation.update(gen.batch.problems, [r.numpy() for r in gen.batch.reward_groups()])
-        view = gen.view(i)
-        metrics = reduce_metrics(_step_metrics(cfg, view, upd, (t0, t1, time.perf_counter())), view.rewards.numel())
+        metrics = (sampling if i == 0 else {}) | _signal(sampling, k)  # dynamic sampling's, else none
+        if gen is not None and upd is not None:  # else dynamic sampling kept no group: no update
+            view = gen.view(i)
+            metrics = reduce_metrics(_step_metrics(cfg, view, upd, (t0, t1, time.perf_counter())), view.rewards.numel()) | metrics
         if i == 0:
-            harness.generation(*_generation_summary(gen.batch))
+            harness.generation(*summary)
         harness.after_step(step, metrics)
         if harness.checkpoint_due(step):
             rngs = all_gather(torch.get_rng_state())  # each rank's sampling RNG (the model and optimizer are the same)
@@ -304,6 +304,38 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
                 saved |= {} if allocation is None else {"allocation": allocation.to_state()}  # the pass rates so far
                 save_checkpoint(cfg.checkpoint_dir, saved)
     return harness.finish()
+
+
+def _generation(
+    policy: Policy,
+    harness: Harness,
+    cfg: TrialConfig,
+    rng: np.random.Generator,
+    step: int,
+    allocation: PerPromptG | None,
+    placement: Placement,
+) -> tuple[Generation | None, tuple[bool, float, float], dict[str, float]]:
+    """The generation the k steps from ``step`` train (None: dynamic sampling kept no group), what the harness counts
+    of it (Harness.generation) and, under grpo.dynamic_sampling, its metrics (workers.dynamic_sampling.fill)."""
+    sample = partial(sample_batch, policy, harness.task, cfg, rng, step, harness.state.log_history, allocation, placement)
+    cap, k = dynamic_sampling.max_batches(cfg.grpo), cfg.grpo.steps_per_generation
+    if cap is None:
+        batch: Batch | None = sample()
+        summary, metrics = _generation_summary(batch), {}
+    else:
+        filled = dynamic_sampling.fill(sample, cap, k)
+        batch, summary, metrics = filled.batch, filled.summary, filled.metrics
+    if batch is None:
+        return None, summary, metrics
+    old = _logprobs(policy, batch, _parts(batch.all_rows, cfg), cfg.grpo.temperature) if k > 1 else None
+    return Generation.of(batch, cfg, old), summary, metrics  # k > 1: every mini-batch's ratio against the sampling policy
+
+
+def _signal(sampling: dict[str, float], k: int) -> dict[str, float]:
+    """Under dynamic sampling every trained group has signal: prompts_with_signal is the kept groups over the k steps
+    (0 for a step without update); {} otherwise (the step's metrics count it)."""
+    kept = sampling.get("dynamic_sampling/kept_groups")
+    return {} if kept is None else {"prompts_with_signal": kept / k}
 
 
 def _generation_summary(batch: Batch) -> tuple[bool, float, float]:
