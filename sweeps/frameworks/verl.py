@@ -73,12 +73,7 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
     if group_size < 2:
         raise Refused(rollout + "n", group_size, "GRPO samples G >= 2 completions per prompt; set it to the G you train")
     prompts = config.number(data + "train_batch_size", minimum=1)
-    if config.get("algorithm.filter_groups.enable", False) is True:
-        raise Refused(
-            "algorithm.filter_groups.enable", True, "dynamic sampling drops the groups whose rewards are all equal and "
-            "samples again, so the prompts that train each step depend on G, which groupscale's trainer does not do; "
-            "--drop algorithm.filter_groups.enable measures G without it (every sampled group trains)",
-        )  # fmt: skip
+    dynamic = filter_groups(config) if config.get("algorithm.filter_groups.enable", False) is True else None
     gen = config.number("data.gen_batch_size")
     if gen is not None and gen != prompts:
         raise Refused("data.gen_batch_size", gen, f"samples {gen} prompts to train {prompts} (DAPO's oversampling); "
@@ -109,6 +104,8 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
         "temperature": config.number(rollout + "temperature", kind=float),
         "max_new_tokens": config.number(data + "max_response_length"),
     }
+    if dynamic is not None:
+        grpo["dynamic_sampling"] = dynamic
     if level == "sequence":  # verl's gspo aggregates so whatever loss_agg_mode says
         grpo["loss_aggregation"] = "seq_mean_token_mean"
     if config.number(actor + "entropy_coeff", 0, float):
@@ -122,6 +119,46 @@ def verl_budget(config: Config, prefix: tuple[str, str, str] = ("data.", A, R)) 
         data=config.first_file(data + "train_files"), prompts={"prompt_column": str(config.get(data + "prompt_key"))},
         rewards=_rewards(config),
     )  # fmt: skip
+
+
+FILTER_METRICS = ("seq_reward", "seq_final_reward", "score", "acc")  # verl's filter_groups.metric names groupscale reads
+
+
+def filter_groups(config: Config) -> dict[str, int]:
+    """verl's DAPO dynamic sampling (``algorithm.filter_groups``, enable true; volcengine/verl at b178a3cd,
+    verl/trainer/config/algorithm.py ``FilterGroupsConfig`` and docs/algo/dapo.md) as grpo.dynamic_sampling:
+    ``{max_batches: max_num_gen_batches}``.
+
+    groupscale filters on the reward it trains. verl's ``seq_reward`` and ``score`` are that reward (the token-level
+    scores summed), and so is ``seq_final_reward`` here (the rewards after a KL penalty in the reward, which verl_budget
+    refuses); ``acc`` is the accuracy the reward function returns beside its score: read as the reward, said in the
+    notes (the same groups for a 0/1 reward without shaping, such as DAPO's overlong penalty). verl's
+    max_num_gen_batches <= 0 (its default) samples without end until the batch is full; a trial must end, so it is
+    refused rather than replaced by a cap groupscale would choose. Where verl raises once the cap is spent, groupscale
+    trains the informative groups it kept (workers/dynamic_sampling.py), also said in the notes.
+
+    Raises:
+        Refused: filter_groups.metric not one of FILTER_METRICS; max_num_gen_batches not a positive whole number.
+    """
+    key = "algorithm.filter_groups."
+    metric = config.get(key + "metric")
+    if metric not in FILTER_METRICS:
+        raise Refused(
+            key + "metric", metric, f"groupscale filters groups on the reward it trains; allowed: {', '.join(FILTER_METRICS)}"
+        )
+    cap = config.number(key + "max_num_gen_batches", 0)
+    if cap <= 0:
+        raise Refused(
+            key + "max_num_gen_batches", cap, "verl's <= 0 samples without limit until the batch is full, and a trial must "
+            f"end: give a cap of generations per step (DAPO's recipe: 10), e.g. {key}max_num_gen_batches=10",
+        )  # fmt: skip
+    if metric == "acc":
+        config.note(f"{key}metric acc read as the reward groupscale trains (the same groups for a 0/1 reward without shaping)")
+    config.note(
+        f"{key}max_num_gen_batches {cap}: a step short of train_batch_size informative groups after {cap} generations "
+        "trains those it kept (verl raises)"
+    )
+    return {"max_batches": cap}
 
 
 def _rewards(config: Config) -> list[dict[str, Any]]:

@@ -54,7 +54,7 @@ def test_verls_gspo_script_and_a_yaml_config_keep_their_objective():
 @pytest.mark.parametrize(
     ("override", "refused"),
     [
-        ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable: True: dynamic sampling"),
+        ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric: None: .*allowed: seq_reward, seq_final_reward"),
         ("data.gen_batch_size=3072", "data.gen_batch_size: 3072: samples 3072 prompts to train 1024"),
         ("algorithm.adv_estimator=gae", "algorithm.adv_estimator: 'gae': .*allowed: grpo, rloo"),
         ("algorithm.use_kl_in_reward=true", "use_kl_in_reward"),
@@ -67,6 +67,28 @@ def test_verls_gspo_script_and_a_yaml_config_keep_their_objective():
 def test_a_setting_that_changes_the_budget_or_the_objective_is_refused_naming_it(override, refused):
     with pytest.raises(Refused, match=refused):
         budget("verl", "run_grpo_8b.sh", override)
+
+
+def test_verls_filter_groups_is_dynamic_sampling_with_its_cap_and_an_unlimited_one_is_refused():
+    """DAPO's recipe: filter_groups on a reward metric with max_num_gen_batches 10 -> grpo.dynamic_sampling; acc is read
+    as the trained reward and said; verl's 0 (no limit) is refused naming the key."""
+    path, on = FIXTURES / "verl" / "run_grpo_8b.sh", "algorithm.filter_groups.enable=true"
+    spec, notes = spec_from(get_framework("verl"), path, [on, "algorithm.filter_groups.metric=acc",
+                                                           "algorithm.filter_groups.max_num_gen_batches=10"])  # fmt: skip
+    assert spec["grpo"]["dynamic_sampling"] == {"max_batches": 10} and spec["samples_per_step"] == [5120]
+    assert any("metric acc read as the reward groupscale trains" in n for n in notes), notes
+    assert any("max_num_gen_batches 10: a step short" in n for n in notes), notes
+    parsed = SweepSpec.model_validate({**spec, "task": {"name": "arithmetic"}, "model": {"preset": "tiny-llama"}})
+    assert parsed.grpo.dynamic_sampling.max_batches == 10
+    assert budget("verl", "run_grpo_8b.sh").grpo.get("dynamic_sampling") is None  # off unless enabled
+    got = budget(
+        "verl", "run_grpo_8b.sh", on, "algorithm.filter_groups.metric=seq_reward", "algorithm.filter_groups.max_num_gen_batches=3"
+    )
+    assert got.grpo["dynamic_sampling"] == {"max_batches": 3}
+    with pytest.raises(Refused, match=r"algorithm.filter_groups.max_num_gen_batches: 0: verl's <= 0 samples without limit"):
+        budget("verl", "run_grpo_8b.sh", on, "algorithm.filter_groups.metric=score")
+    with pytest.raises(Refused, match=r"algorithm.filter_groups.metric: 'entropy': .*allowed: seq_reward"):
+        budget("verl", "run_grpo_8b.sh", on, "algorithm.filter_groups.metric=entropy")
 
 
 def test_a_refused_setting_can_be_dropped_and_the_notes_say_so():
