@@ -20,9 +20,8 @@ from (``follow``: the drift fit read at the spec's T, else the start probe):
 - One-sided: when the estimate is open above (no finite G*, or its interval has no upper end, or the first rung's
   fit puts G* beyond the grid) the answer is the grid's largest G with ``g_star_bound`` "G* is at least lo";
   below the grid likewise with the smallest G. Never dropped, never an interval of point estimates.
-- g_matters: the first rung's F-test of the law against a constant on seed means (sweeps.fit evidence). True
-  when it shows G mattering; False ("barely matters") only when the rung reached MATTERS_MIN_SHARE of the
-  spec's T (``gradient_mse``: of its draws); else None, "not seen yet at this budget".
+- g_matters (sweeps.answer.matters): True when the first rung's F-test shows G mattering; False ("barely matters")
+  only when a long enough rung bounds the spread across G within a tenth of the metric's scale; else None, why.
 - evidence: none when G does not matter; strong when it does, the interval is closed, spans at most half the grid
   in log G (sweeps.fit's WIDE_CI rule) and the stages agree; weak otherwise.
 - regret of G = 8 and of the pass-rate rule (arXiv 2607.00152: G >= 1 / (8 eps p (1 - p))) against the
@@ -39,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sweeps.answer.drift import Drift, extrapolate
+from sweeps.answer.matters import whether_g_matters
 from sweeps.answer.plan import AnswerPlan
 from sweeps.answer.result import Answer, Baseline, Bound, Cost, PassRate, Piece, Regret
 from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regrets
@@ -47,7 +47,6 @@ from sweeps.fit.evidence import WIDE_CI
 from sweeps.spec import SweepSpec
 from sweeps.verdict import verdict
 
-MATTERS_MIN_SHARE = 0.25  # a rung shorter than this share of the spec's T (or draws) cannot say "G barely matters"
 INF = math.inf
 
 
@@ -122,26 +121,6 @@ def _estimate(follow: bool, spans: list[_Span]) -> _Span | None:
     return next((sp for kind in order for sp in spans if sp.kind == kind), None)
 
 
-def _matters(first_fit: LawFit | None, spec: SweepSpec, plan: AnswerPlan) -> tuple[bool | None, str]:
-    """Whether G matters (see the module docstring), in words that say how long the rung was against the spec."""
-    metric = spec.measure.metric
-    if first_fit is None or plan.halving is None:
-        return None, "whether G matters was not measured at this budget (no training sweep fitted in it)"
-    unit, full = ("steps", spec.steps) if plan.halving.resume else ("draws", spec.measure.repeats)
-    length = plan.halving.lengths[0]
-    at = f"after {length} of the spec's {full} {unit}"
-    why = f" ({first_fit.evidence_reason})" if first_fit.evidence_reason else ""
-    if first_fit.evidence != "none":
-        return True, f"G matters here: {metric} varies across G more than across seeds {at}"
-    if length >= MATTERS_MIN_SHARE * full:
-        return False, f"G barely matters here: the spread of {metric} across G is within the seed noise {at}{why}"
-    need = math.ceil(MATTERS_MIN_SHARE * full)
-    return None, (
-        f"whether G matters is not seen yet at this budget: {length} of the spec's {full} {unit} show no difference "
-        f"beyond the seed noise, and it takes at least {need} {unit} ({MATTERS_MIN_SHARE:.0%}) to say it barely matters"
-    )
-
-
 def _disagree(spans: list[_Span]) -> str | None:
     """The first two stages whose intervals do not overlap, in words; None when all overlap."""
     for i, a in enumerate(spans):
@@ -157,7 +136,7 @@ def _span(lo: float, hi: float) -> str:
 
 def _evidence(g_matters: bool | None, matters: str, closed: bool, narrow: bool, disagree: str | None) -> tuple[str, str]:
     if g_matters is False:
-        return "none", "the halving's F-test does not show G mattering beyond seed noise"
+        return "none", "the spread of the metric across G is bounded within a tenth of its scale (sweeps.answer.matters)"
     weak = [disagree] if disagree else []
     if not closed:
         weak.append("the interval of G* is open above")
@@ -212,7 +191,7 @@ def combine(
     drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot)) if outcome else None
     spans = _spans(plan, probe, pilot, first_fit, drift)
     source = _estimate(follow, spans)
-    g_matters, matters = _matters(first_fit, spec, plan)
+    g_matters, matters = whether_g_matters(first_fit, spec, plan, halving)
     passrate = _passrate(spec, probe, candidates)
     common: dict[str, Any] = {  # every answer's fields but the estimate's
         "method": method,

@@ -169,7 +169,7 @@ def _halving(rows):
 def test_combine_takes_the_hull_of_the_pieces_and_says_g_matters():
     s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
     plan = plan_answer(s, 20_000)
-    a, b, c = 1.0, 0.01, 0.09  # G* = 1 + sqrt(9) = 4
+    a, b, c = 0.0, 0.01, 0.09  # G* = 1 + sqrt(9) = 4
     out = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)
     pieces = [p["ci95"] for p in out["interval_pieces"]]
     assert len(pieces) == 2 and out["g_star_ci95"] == [min(p[0] for p in pieces), max(p[1] for p in pieces)]
@@ -183,7 +183,7 @@ def test_combine_takes_the_hull_of_the_pieces_and_says_g_matters():
 def test_the_answer_keeps_the_users_g_unless_the_move_measurably_pays():
     """answer.baseline_group_size: move only when metric(baseline) - metric(recommended) on the first rung's law curve
     has a 95% interval above 0; else keep, saying why (THEORY.md "Keep or move")."""
-    a, b, c = 1.0, 0.01, 0.09  # G* = 4; gap(8) - gap(4) = 0.04 - 0.09 (1/3 - 1/7) = 0.0229
+    a, b, c = 0.0, 0.01, 0.09  # G* = 4; gap(8) - gap(4) = 0.04 - 0.09 (1/3 - 1/7) = 0.0229
     s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
     plan = plan_answer(s, 20_000)
     moved = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)["baseline"]
@@ -202,13 +202,32 @@ def test_the_answer_keeps_the_users_g_unless_the_move_measurably_pays():
     assert alone["action"] == "keep" and "whether G = 4 does better is not measured at this budget" in alone["reason"]
 
 
-def test_combine_says_g_barely_matters_when_the_spread_is_seed_noise():
+def test_g_barely_matters_only_where_the_data_bound_the_spread_within_a_tenth_of_the_scale():
+    """THEORY.md "When G barely matters": False needs the 95% bound U of the law curve's spread over the grid at most
+    0.1 of the metric's scale (gradient_mse: its level, 1.0 here). Flat rows with seed noise 0.03 bound it at 0.078:
+    False; with noise 0.05 the F-test still sees nothing, but U = 0.13 (0.093 of it above the best G, 0.037 below):
+    the budget could not tell, None."""
     s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48])
     plan = plan_answer(s, 20_000)
-    flat = _law_rows(1.0, 0.0, 0.0, 0.05)  # the same gap at every G, plus noise
-    out = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(flat), 9000, 1.0)
-    assert out["g_matters"] is False and out["evidence"] == "none"
-    assert "G barely matters here" in out["message"] and "any G in the grid does about as well" in out["message"]
+    tight = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(1.0, 0.0, 0.0, 0.03)), 9000, 1.0)
+    assert tight["g_matters"] is False and tight["evidence"] == "none"
+    assert "G barely matters here: every G from 2 to 16 is within 0.0" in tight["message"]
+    assert "any G in the grid does about as well" in tight["message"]
+    noisy = combine(s, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(1.0, 0.0, 0.0, 0.05)), 9000, 1.0)
+    assert noisy["g_matters"] is None and "could not be told at this budget" in noisy["g_matters_reason"]
+    assert "the data bound it at 0.13 (95%), more than 0.0991 (10% of grad_mse's level)" in noisy["g_matters_reason"]
+
+
+def test_the_scale_of_barely_mattering_is_how_far_training_moved_the_metric():
+    """With the trials' metric at step 0 (``initial``) the scale is |mean at the rung - initial|: the same spread
+    (U = 0.078) is within 0.1 of a move of 1.0 but not of a move of 0.2."""
+    s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48])
+    plan = plan_answer(s, 20_000)
+    rows = _law_rows(1.0, 0.0, 0.0, 0.03)
+    far = combine(s, plan, _probe(4.1, 3.9, 4.3), None, {**_halving(rows), "initial": 2.0}, 9000, 1.0)
+    near = combine(s, plan, _probe(4.1, 3.9, 4.3), None, {**_halving(rows), "initial": 1.2}, 9000, 1.0)
+    assert far["g_matters"] is False and "10% of how far training moved grad_mse" in far["g_matters_reason"]
+    assert near["g_matters"] is None and "more than 0.0205 (10% of how far training moved grad_mse)" in near["g_matters_reason"]
 
 
 def test_combine_without_any_interior_estimate_says_so():
@@ -241,7 +260,7 @@ def test_what_else_is_as_good_names_the_grids_tied_g_as_they_are(ties, words):
 def test_stages_that_disagree_widen_the_interval_and_are_never_strong():
     s = spec(ARITH, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], steps=20)
     plan = plan_answer(s, 40_000)
-    rows = _law_rows(1.0, 0.01, 0.09, 0.001)  # the first rung: G* = 4, clear
+    rows = _law_rows(0.0, 0.01, 0.09, 0.001)  # the first rung: G* = 4, clear
     agree = combine(s, plan, _probe(4.1, 3.9, 4.3), {"steps": 5, "probe_g_star": 4.2}, _halving(rows), 9000, 1.0)
     moved = combine(s, plan, _probe(4.1, 3.9, 4.3), {"steps": 5, "probe_g_star": 12.0}, _halving(rows), 9000, 1.0)
     assert agree["evidence"] == "strong"
@@ -268,7 +287,7 @@ def test_an_interval_open_above_is_kept_as_a_lower_bound_with_the_largest_g():
 
 def test_a_first_rung_that_puts_g_star_below_the_grid_gives_its_smallest_g_and_an_upper_bound():
     s = spec(BANDIT, group_sizes=[2, 3, 4, 6, 8, 12, 16], samples_per_step=[48], measure={"kind": "gradient_mse"})
-    rising = _law_rows(1.0, 0.05, 0.0, 0.001)  # c = 0: the gap only grows with G, so G* lies below the grid
+    rising = _law_rows(0.0, 0.05, 0.0, 0.001)  # c = 0: the gap only grows with G, so G* lies below the grid
     no_probe = {"g_star": None, "g_star_ci95": [None, None], "samples": 128}
     out = combine(s, plan_answer(s, 20_000), no_probe, None, _halving(rising), 9000, 1.0)
     assert out["recommended_group_size"] == 2 and out["g_star_bound"] == {"side": "below", "value": 2.0, "group_size": 2}

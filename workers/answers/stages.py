@@ -100,11 +100,13 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
     survivor's seeds to the rung's length, reports the seed mean to Optuna, and lets its pruner halve them.
 
     Returns:
-        {rows: (G, B, seed, metric) of the first rung, rungs: [{length, group_sizes, means}], best, spent}.
+        {rows: (G, B, seed, metric) of the first rung, initial: the metric's mean at step 0 over them (None without),
+        rungs: [{length, group_sizes, means}], best, spent}.
     """
     metric, resume, b = spec.measure.metric, plan.resume, plan.samples_per_step
     study, trials = _halving_study(plan)
     alive, rungs, rows, spent, before = list(plan.group_sizes), [], [], 0, 0
+    initial: list = []  # the first rung's trials' metric at step 0 (none for gradient_mse)
     seeds = spec.seeds[: plan.seeds] + [max(spec.seeds) + 1 + i for i in range(plan.seeds - len(spec.seeds[: plan.seeds]))]
     runs, ran = sum(plan.survivors) * len(seeds), 0  # at most: the plan's survivors bound each rung
     unit = "steps" if resume else "gradient draws"
@@ -126,6 +128,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                         values.append(float(value))
                         if r == 0:
                             rows.append((g, b, seed, float(value)))
+                            initial.append(result.metrics.get(f"{metric}_initial"))
                 means[g] = float(np.mean(values)) if values else None
                 if means[g] is not None:
                     trials[g].report(means[g], length)
@@ -143,7 +146,14 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
     for g in alive:
         study.tell(trials[g], rungs[-1]["means"][g])
     last = {g: v for g, v in rungs[-1]["means"].items() if v is not None}
-    return {"rows": rows, "rungs": rungs, "best": min(last, key=last.get) if last else None, "spent": spent}
+    start = [float(v) for v in initial if v is not None and np.isfinite(v)]
+    return {
+        "rows": rows,
+        "initial": float(np.mean(start)) if start else None,
+        "rungs": rungs,
+        "best": min(last, key=last.get) if last else None,
+        "spent": spent,
+    }
 
 
 def _halving_study(plan: Halving) -> tuple[optuna.Study, dict[int, optuna.Trial]]:
