@@ -35,6 +35,7 @@ T_ALGOS, T_LAW, T_PROBE = "tests/workers/test_algos.py", "tests/sweeps/fit/test_
 T_ADAPTIVE, T_TRAINER = "tests/sweeps/test_adaptive.py", "tests/workers/test_trainer.py"
 T_OBJECTIVES = "tests/workers/test_objectives.py"
 ANSWER, RIVALS, ANSWER_COST = "sweeps/answer/combine.py", "sweeps/answer/rivals.py", "sweeps/answer/cost.py"
+MATTERS = "sweeps/answer/matters.py"
 T_ANSWER, T_ANSWER_RUN, T_VERDICT = "tests/sweeps/test_answer.py", "tests/workers/test_answer.py", "tests/sweeps/test_verdict.py"
 DRIFT, PAIRED, T_DRIFT, T_PAIRED = (
     "sweeps/answer/drift.py",
@@ -345,19 +346,35 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "g_matters_inverted",
-        ANSWER,
-        'if first_fit.evidence != "none":',
-        'if first_fit.evidence == "none":',
+        MATTERS,
+        'if first_fit.evidence != "none":\n        return True, shown\n    if scale <= 0:',
+        'if first_fit.evidence == "none":\n        return True, shown\n    if scale <= 0:',
         "'G matters' read from the F-test the wrong way round",
         (T_ANSWER,),
     ),
     Mutation(
         "g_barely_matters_from_any_rung",
-        ANSWER,
-        "if length >= MATTERS_MIN_SHARE * full:",
-        "if length >= 0:",
+        MATTERS,
+        "if length < MATTERS_MIN_SHARE * full:",
+        "if length < 0:",
         "'G barely matters' said from a rung too short to see it",
         (T_ANSWER_RUN,),
+    ),
+    Mutation(
+        "g_barely_matters_bound_one_sided",
+        MATTERS,
+        "+ max(0.0, max(-ci[0] for ci in ends))",
+        "",
+        "the spread's bound from above the rung's best G only (curve(r) - min curve left out: r need not be the best)",
+        (T_ANSWER,),
+    ),
+    Mutation(
+        "g_barely_matters_scale_from_zero",
+        MATTERS,
+        "abs(level - initial) if initial is not None else abs(level)",
+        "abs(level)",
+        "the metric's scale taken as its level, not how far training moved it",
+        (T_ANSWER,),
     ),
     Mutation(
         "disagreeing_stages_stay_strong",
