@@ -69,10 +69,21 @@ def _bandit(contexts: int, arms: int, seed: int, temperature: float, **grid) -> 
     return {**BANDIT, **grid, "task": task, "grpo": {"advantage": "loo", "temperature": temperature}}
 
 
-def _trained(contexts: int, arms: int, seed: int, temperature: float, lr: float, steps: int = 100) -> dict:
-    """A tabular bandit trained for ``steps`` steps (measure outcome): its G* moves with the policy."""
+def _trained(
+    contexts: int, arms: int, seed: int, temperature: float, lr: float, steps: int = 100, grpo: dict | None = None, **grid
+) -> dict:
+    """A tabular bandit trained for ``steps`` steps (measure outcome): its G* moves with the policy. ``grpo``: settings
+    beside the advantage, temperature and lr (inner_steps, steps_per_generation, dynamic_sampling); ``grid``: the
+    group sizes or budgets in place of BANDIT_GRID's."""
     task = {"name": "bandit", "contexts": contexts, "arms": arms, "seed": seed}
-    return {**TRAINED, "steps": steps, "task": task, "grpo": {"advantage": "loo", "temperature": temperature, "lr": lr}}
+    settings = {"advantage": "loo", "temperature": temperature, "lr": lr, **(grpo or {})}
+    return {**TRAINED, **grid, "steps": steps, "task": task, "grpo": settings}
+
+
+K4_GRID = {"group_sizes": [2, 3, 4, 6, 8, 12, 16, 24, 48], "samples_per_step": [192, 384]}  # k = 4 divides every B / G
+SMALL_GRID = {"group_sizes": [2, 3, 4, 6, 8, 12, 24], "samples_per_step": [24, 48]}
+NEAR_GRID = {"group_sizes": [3, 4, 6, 8]}  # around the starting G* (4.0-4.2): the outcome may not tell them apart
+DS = {"dynamic_sampling": {"max_batches": 4}}
 
 
 def _arith(max_operand: int, lr: float) -> dict:
@@ -124,7 +135,27 @@ TASKS = {
         "held-out",
         "the byo chat task trained by TRL on a recipe",
     ),  # fmt: skip
+    # added 2026-12-06 with issue 55, the split fixed here before any grid or method ran on them: the settings users
+    # train (mu epochs, k steps a generation, DAPO's dynamic sampling), small budgets, a G* chosen to rise with training
+    # (under exact gradient ascent: 4.9 -> 37 and 4.1 -> 30 over 100 steps) and an outcome grid around the optimum.
+    "up-a": Task(_trained(8, 6, 1, 1.0, 0.1), 4.94, "dev", "G* chosen to rise with training (start 4.9)"),
+    "mu2-a": Task(_trained(20, 6, 0, 1.0, 0.1, grpo={"inner_steps": 2}), 4.21, "dev", "mu = 2 epochs a generation"),
+    "k4-a": Task(
+        _trained(10, 40, 1, 2.0, 0.1, grpo={"steps_per_generation": 4}, **K4_GRID), 9.99, "dev", "k = 4 steps a generation"
+    ),
+    "ds-a": Task(_trained(20, 2, 0, 1.0, 0.1, grpo=DS), 3.12, "dev", "dynamic sampling (max_batches 4)"),
+    "small-a": Task(_trained(20, 6, 0, 1.0, 0.1, **SMALL_GRID), 4.21, "dev", "small budgets (B 24, 48)"),
+    "near-a": Task(_trained(20, 6, 0, 1.0, 0.1, **NEAR_GRID), 4.21, "dev", "outcome grid around the optimum (G 3-8)"),
+    "up-b": Task(_trained(4, 4, 2, 1.0, 0.1), 4.10, "held-out", "G* chosen to rise with training (start 4.1)"),
+    "mu4-b": Task(_trained(50, 4, 1, 0.5, 0.1, grpo={"inner_steps": 4}), 4.00, "held-out", "mu = 4 epochs a generation"),
+    "k4-b": Task(
+        _trained(10, 80, 0, 4.0, 0.1, grpo={"steps_per_generation": 4}, **K4_GRID), 15.55, "held-out", "k = 4 steps a generation"
+    ),
+    "ds-b": Task(_trained(8, 2, 3, 0.25, 0.1, grpo=DS), 2.79, "held-out", "dynamic sampling (max_batches 4)"),
+    "small-b": Task(_trained(20, 4, 0, 0.5, 0.1, **SMALL_GRID), 3.77, "held-out", "small budgets (B 24, 48)"),
+    "near-b": Task(_trained(50, 4, 1, 0.5, 0.1, **NEAR_GRID), 4.00, "held-out", "outcome grid around the optimum (G 3-8)"),
 }
+NEW_KINDS = ("up-a", "mu2-a", "k4-a", "ds-a", "small-a", "near-a", "up-b", "mu4-b", "k4-b", "ds-b", "small-b", "near-b")
 HALVES = ("dev", "held-out")
 QUICK = {  # per measure: a few-minute smoke run
     "gradient_mse": {"seeds": [0, 1, 2], "measure": {"kind": "gradient_mse", "repeats": 100}},
