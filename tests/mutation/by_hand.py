@@ -119,8 +119,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "mini_batches_ignored",
         TRAINER,
-        "upd = grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)",
-        "upd = grpo_update(policy, ref, opt, gen.batch, cfg)",
+        "grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)",
+        "grpo_update(policy, ref, opt, gen.batch, cfg)",
         "grpo.steps_per_generation's mini-batches ignored: each of the k steps trains the whole generation on-policy",
         (T_OBJECTIVES,),
     ),
@@ -311,6 +311,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if ci[1] > 0:\n",
         "the user's G left whenever the move might pay (the gain's upper end above 0), not when it measurably does",
         (T_ANSWER,),
+    ),
+    Mutation(
+        "dynamic_sampling_keeps_silent_groups",
+        "workers/dynamic_sampling.py",
+        "take = informative_groups(batch.rewards).nonzero()",
+        "take = torch.ones_like(informative_groups(batch.rewards)).nonzero()",
+        "the engine's dynamic sampling keeps the groups whose rewards are all equal (no filter at all)",
+        ("tests/workers/test_dynamic_sampling.py",),
     ),
     Mutation(
         "dynamic_sampling_share_at_g_2",
