@@ -385,6 +385,26 @@ def report(refs: dict, runs: dict, methods: list[str]) -> list[str]:
     return lines
 
 
+def matters_lines(refs: dict, runs: dict) -> list[str]:
+    """Issue 55's two checks of "G barely matters", per half and answer method: on grids that cannot tell G apart
+    (evidence none) the runs that keep the user's G or say g_matters false; on grids where G = 8's regret exceeds 0.1
+    of the spread, the runs that say g_matters false (never allowed)."""
+    lines = []
+    for half in HALVES:
+        names = [n for n in refs if TASKS[n].half == half]
+        for m in METHODS:
+            flat = [r for n in names if refs[n]["evidence"] == "none" for r in runs[n] if m in r]
+            quiet = sum(r[decided(m)].get("action") == "keep" or r[m].get("g_matters") is False for r in flat)
+            apart = [r for n in names for r in runs[n] if m in r and (regret(r["g8"], refs[n]) or 0.0) > 0.1]
+            false = sum(r[m].get("g_matters") is False for r in apart)
+            if flat or apart:
+                lines.append(
+                    f"{half} {m}: grids that cannot tell G apart: keep or g_matters false in {quiet}/{len(flat)} runs; "
+                    f"G = 8's regret > 0.1: g_matters false in {false}/{len(apart)} runs"
+                )
+    return lines
+
+
 def summary_lines(summary: dict) -> list[str]:
     lines = []
     for half, per in summary.items():
@@ -436,6 +456,7 @@ def main() -> None:
     lines, summary = report(refs, runs, methods), score(refs, runs, methods)
     print("\n".join(lines))
     print("\n".join(summary_lines(summary)))
+    print("\n".join(matters_lines(refs, runs)))
     if args.out:
         text = args.out.read_text() if args.out.exists() else ""
         start, end = "<!-- calibration:start -->", "<!-- calibration:end -->"
@@ -444,7 +465,7 @@ def main() -> None:
                  f"Produced by `{command}` in {seconds / 60:.1f} minutes on 2 cores, {time.strftime('%Y-%m-%d')}; "
                  f"{args.reps} repetitions of each cheap method per task (other seeds each), grids from the cache. "
                  "The methods were tuned on the dev half only; README quotes the held-out half.", "",
-                 *[f"- {line}" for line in summary_lines(summary)], *lines, end]  # fmt: skip
+                 *[f"- {line}" for line in summary_lines(summary) + matters_lines(refs, runs)], *lines, end]  # fmt: skip
         if start in text:
             text = text[: text.index(start)] + "\n".join(block) + text[text.index(end) + len(end) :]
         else:

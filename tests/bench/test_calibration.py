@@ -75,3 +75,29 @@ def test_coverage_regret_and_confident_misses_by_hand():
     assert calibration.regret({"recommended": 2}, ref) == pytest.approx((0.9 - 0.5) / (1.3 - 0.5))
     assert calibration.regret({"recommended": 5}, ref) == pytest.approx(0.1 / 0.8)  # nearest grid G in log: 6
     assert calibration.regret({"recommended": 12}, ref) == pytest.approx(1.0)  # nearest in log is 16
+
+
+def test_issue_55s_kinds_are_on_both_sides_of_the_split():
+    for kind in ("epochs a generation", "k = 4", "dynamic sampling", "small budgets", "rise with training", "around the optimum"):
+        halves = {t.half for t in calibration.TASKS.values() if kind in t.what}
+        assert halves == set(calibration.HALVES), kind
+    assert set(calibration.NEW_KINDS) <= set(calibration.TASKS)
+
+
+def test_the_g_matters_checks_by_hand(monkeypatch):
+    """Grids that cannot tell G apart count the runs that keep or say false; where G = 8's regret exceeds 0.1 of the
+    spread, the runs that say false."""
+    monkeypatch.setattr(calibration, "METHODS", ("staged",))
+    flat = {"evidence": "none", "means": {"4": 0.51, "8": 0.50, "16": 0.505}, "best": 8}  # G = 8 the best: regret 0
+    steep = {"evidence": "strong", "means": {"4": 0.5, "8": 0.9, "16": 1.0}, "best": 4}
+    refs = {"near-b": flat, "up-b": steep}
+
+    def run(action, matters):
+        return {"staged": {"g_matters": matters}, "staged+keep": {"action": action}, "g8": {"recommended": 8}}
+
+    runs = {"near-b": [run("keep", None), run("move", False), run("move", None)], "up-b": [run("move", False), run("move", True)]}
+    (line,) = calibration.matters_lines(refs, runs)
+    assert line == (
+        "held-out staged: grids that cannot tell G apart: keep or g_matters false in 2/3 runs; "
+        "G = 8's regret > 0.1: g_matters false in 1/2 runs"
+    )
