@@ -173,7 +173,11 @@ def task_spec(name: str, quick: bool = False) -> SweepSpec:
         return SweepSpec.model_validate({**base, **task.spec, "name": f"calibration-{name}"})
     spec = {"name": f"calibration-{name}", **task.spec}
     if quick:
-        spec.update(QUICK[spec.get("measure", {}).get("kind", "outcome")])
+        quick_spec = QUICK[spec.get("measure", {}).get("kind", "outcome")]
+        spec.update(quick_spec)
+        if "group_sizes" in quick_spec:  # the quick G that fit every budget of the task (small budgets keep fewer)
+            budgets = spec.get("samples_per_step", [])
+            spec["group_sizes"] = [g for g in quick_spec["group_sizes"] if all(b % g == 0 for b in budgets)]
     return SweepSpec.model_validate(spec)
 
 
