@@ -10,7 +10,8 @@ few steps t_1 < ... < t_k; with the start probe's G*(0) these points are fitted 
 (log(G* - 1) = log sqrt(kappa / tau2): a ratio of moments, so a log scale), and the fit is read at t = T with a
 95% prediction interval (Student t, n - 2 degrees of freedom). The residual variance is floored at the start
 probe's own sampling variance scaled to the pilot probes' fewer prompts, so that points that happen to lie on a
-line do not give a falsely tight interval.
+line do not give a falsely tight interval. An upper end beyond G_MAX (4096 completions a group, more than any
+budget holds) is open above: inf, which the answer serves as null with "G* is at least lo".
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from sweeps.allocation import G_MAX
+
 LOG_FLOOR = 1e-3  # G* - 1 below this (kappa ~ 0) is read as this: log(0) is -inf
 
 
 @dataclass(frozen=True)
 class Drift:
-    """G* read at ``at`` steps from the drift fit: ``g_star`` with 95% prediction interval ``ci95``; ``slope`` is
-    d log(G* - 1) / d(t / T) with its 95% interval (0 outside it: G* moves)."""
+    """G* read at ``at`` steps from the drift fit: ``g_star`` with 95% prediction interval ``ci95`` (upper end inf:
+    open above); ``slope`` is d log(G* - 1) / d(t / T) with its 95% interval (0 outside it: G* moves)."""
 
     at: int
     g_star: float
@@ -71,7 +74,7 @@ def extrapolate(points: Sequence[tuple[int, float]], at: int, noise_floor: float
     return Drift(
         at=at,
         g_star=1.0 + math.exp(pred),
-        ci95=(1.0 + math.exp(lo), 1.0 + math.exp(min(hi, 700.0))),
+        ci95=(1.0 + math.exp(lo), 1.0 + math.exp(hi) if hi < math.log(G_MAX - 1.0) else math.inf),
         slope=float(coef[1]),
         slope_ci95=(float(coef[1] - q * se_slope), float(coef[1] + q * se_slope)),
         points=n,

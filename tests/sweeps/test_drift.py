@@ -44,3 +44,12 @@ def test_too_few_points_give_no_drift_and_a_flat_series_does_not_move():
     assert not flat.moves and flat.ci95[0] < 5.0 < flat.ci95[1]
     falling = extrapolate([(t, 1 + 30 * math.exp(-3 * t / 100)) for t in (0, 25, 50, 75)], 100, noise_floor=0.01)
     assert falling.moves and falling.slope < 0
+
+
+def test_an_upper_end_past_any_group_is_open_above():
+    """Scattered points read far beyond them: the calibration printed G* in [1.00, 1.5e111]; past G_MAX (4096) the
+    interval is open above (inf, served as null), the lower end and the estimate kept."""
+    wild = extrapolate([(0, 3.0), (5, 40.0), (10, 2.5), (15, 60.0)], 100)
+    assert math.isinf(wild.ci95[1]) and 1.0 <= wild.ci95[0] < wild.g_star < math.inf
+    tame = extrapolate([(0, 3.0), (5, 3.2), (10, 2.9), (15, 3.1)], 100)
+    assert tame.ci95[1] < 4096
