@@ -1,6 +1,6 @@
 """`groupscale answer`: which G for a fraction of a grid's cost, as a family of methods with one typed result.
 
-- ``methods``: the registry (``answer.method`` in the spec picks one; ``staged`` by default);
+- ``methods``: the registry (``answer.method`` in the spec picks one; ``tracking`` by default);
 - ``plan`` and ``cost``: how a budget of sampled completions is split and what each stage and the grid cost;
 - ``combine`` and ``drift``: how the stages' measurements become an ``Answer`` (``result``);
 - ``rivals``: TRL's default G and the pass-rate rule, with their regret.

@@ -64,7 +64,7 @@ METHODS: Mapping[str, AnswerMethod] = MappingProxyType(
         ),
     }
 )
-DEFAULT_METHOD = "staged"
+DEFAULT_METHOD = "tracking"  # chosen on the dev half (docs/RESULTS.md, 2026-12-06): coverage, then regret
 
 
 def get_method(name: str) -> AnswerMethod:

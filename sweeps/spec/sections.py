@@ -91,7 +91,9 @@ class ProbeSpec(StrictModel):
 class AnswerSpec(StrictModel):
     """``groupscale answer``: the budget of the cheap answer (sweeps.answer) and the pass-rate rule it is compared with."""
 
-    method: AnswerMethodName = Field("staged", description="the answer method (sweeps.answer.METHODS): staged or tracking")
+    method: AnswerMethodName = Field(
+        "tracking", description="the answer method (sweeps.answer.METHODS): tracking (the default) or staged"
+    )
     budget: int | None = Field(
         None, ge=1, le=10**12, description="sampled completions it may spend (default: 1% of the grid this spec describes)"
     )

@@ -279,7 +279,7 @@ def test_answer_over_http_and_cli(stack):
     run = MlflowClient(stack.mlflow_uri).get_run(answer["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.tags["groupscale.kind"] == "answer"
     assert run.data.metrics["recommended_group_size"] == answer["result"]["recommended_group_size"]
-    assert run.data.tags["groupscale.answer_method"] == answer["result"]["method"] == "staged"  # the default method
+    assert run.data.tags["groupscale.answer_method"] == answer["result"]["method"] == "tracking"  # the default method
     bad = stack.http.post("/v1/answers", json={**spec, "answer": {"method": "oracle"}})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["answer", "method"], bad.text
     assert "staged" in bad.json()["detail"][0]["msg"] and "tracking" in bad.json()["detail"][0]["msg"]

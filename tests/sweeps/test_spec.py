@@ -360,7 +360,7 @@ def test_answer_method_is_a_registered_name_and_an_unknown_one_lists_them():
     from sweeps.answer import DEFAULT_METHOD, METHODS
 
     base = spec()
-    assert SweepSpec.model_validate(base).answer.method == DEFAULT_METHOD == "staged"  # the spec's default, the registry's
+    assert SweepSpec.model_validate(base).answer.method == DEFAULT_METHOD == "tracking"  # the spec's default, the registry's
     for name in METHODS:
         assert SweepSpec.model_validate({**base, "answer": {"method": name}}).answer.method == name
     with pytest.raises(ValidationError) as e:
