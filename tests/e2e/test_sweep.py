@@ -299,9 +299,9 @@ def test_a_first_answer_says_what_it_builds_and_each_stage_as_it_starts(stack, t
     said = [line for line in out.stderr.splitlines() if line.split(":")[0] in ("data", "model", "probe", "pilot", "halving")]
     assert said == [
         f"model: building the preset tiny-llama, a supervised warm start: once, then cached in {cache}",
-        "probe: 56 prompts x 16 completions (896 samples)",
-        "pilot: a trial at G = 8, B = 16 for 15 steps, probed as it trains",
-        "halving: 4 G x 2 seeds at B = 16, rungs of 4, 8 steps, about half the G kept after each rung",
+        "probe: 28 prompts x 16 completions (448 samples)",  # the default method, tracking: the pilot gets most
+        "pilot: a trial at G = 8, B = 8 for 20 steps, probed as it trains",
+        "halving: 4 G x 2 seeds at B = 16, rungs of 3, 6 steps, about half the G kept after each rung",
     ], out.stderr
     answer_id = out.stderr.split("(set it beside a sweep")[0].split()[-1]
     answer = stack.http.get(f"/v1/answers/{answer_id}").json()
