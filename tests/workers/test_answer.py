@@ -57,8 +57,8 @@ def test_it_covers_the_bandit_check_instance_within_its_default_budget(tmp_path,
 
 def test_it_says_g_barely_matters_where_the_grid_sits_at_the_bottom_of_the_law(tmp_path):
     """THEORY.md "When G barely matters": the bandit's gradient MSE over G 3..6 spans 4.4% of its level (L(3), L(4),
-    L(5), L(6) = 0.280, 0.269, 0.271, 0.279); a rung of 412 draws bounds that spread below 10%: False. Over G 2..16
-    it spans 57%: True."""
+    L(5), L(6) = 0.280, 0.269, 0.271, 0.279); a rung of 412 draws bounds that spread below 10%: False (over G 2..16
+    it spans 57%: the check instance's answer above says True)."""
     spec = SweepSpec.model_validate(
         {
             "name": "flat",
@@ -74,8 +74,6 @@ def test_it_says_g_barely_matters_where_the_grid_sits_at_the_bottom_of_the_law(t
     assert out["stages"]["plan"]["halving"]["lengths"][0] >= 0.25 * 1000  # long enough to tell (MATTERS_MIN_SHARE)
     assert out["g_matters"] is False and out["evidence"] == "none"
     assert "G barely matters here: every G from 3 to 6 is within" in out["message"]
-    wide = spec.model_copy(update={"group_sizes": [2, 4, 8, 16], "samples_per_step": [48]})
-    assert run_answer(wide, tmp_path, budget=60_000)["g_matters"] is True
 
 
 def test_it_does_not_say_g_barely_matters_where_training_went_nowhere_or_the_rung_was_short(tmp_path):
