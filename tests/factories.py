@@ -50,3 +50,14 @@ def bandit_spec(**over: Any) -> dict[str, Any]:
 def bandit_mse_spec(**over: Any) -> dict[str, Any]:
     """The bandit's gradient-MSE spec (tabular, G 2 and 4, B 8, two seeds, 10 draws) with ``over`` replacing fields."""
     return {**BANDIT_MSE, **over}
+
+
+def tiny_arithmetic_lm(folder):
+    """A tiny-llama (seed 0) with the arithmetic character tokenizer, saved to ``folder`` and loaded as an LMPolicy."""
+    from workers.models.loading import load_lm
+    from workers.models.presets import build_char_tokenizer, tiny_llama
+
+    tok = build_char_tokenizer("0123456789+=")
+    tiny_llama(tok, 0).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return load_lm(folder)

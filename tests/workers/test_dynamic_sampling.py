@@ -6,13 +6,12 @@ import torch
 
 import workers.engines.groupscale as trainer
 from sweeps import metrics as registry
+from tests.factories import tiny_arithmetic_lm
 from workers import algos, dynamic_sampling
 from workers.batch import Batch
 from workers.checkpoint import load_checkpoint
 from workers.dynamic_sampling import fill
 from workers.engines.groupscale import TrialConfig, make_optimizer, train_trial
-from workers.models.loading import load_lm
-from workers.models.presets import build_char_tokenizer, tiny_llama
 from workers.rollout import Rollout
 
 BANDIT = {"name": "bandit", "contexts": 20, "arms": 6, "seed": 0}
@@ -104,11 +103,7 @@ def test_a_rank_samples_while_another_is_short_and_a_short_step_keeps_the_fewest
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    tok = build_char_tokenizer("0123456789+=")
-    tiny_llama(tok, 0).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return load_lm(folder)
+    return tiny_arithmetic_lm(tmp_path_factory.mktemp("tiny"))
 
 
 def _gradient(policy, batch: Batch, aggregation: str) -> torch.Tensor:

@@ -19,14 +19,10 @@ def test_shared_prefix_scoring_equals_full_scoring(tmp_path):
     """Scoring each group's prompt once (group_size G) gives the same log-probs and gradients."""
     from dataclasses import replace
 
-    from workers.models.loading import load_lm
-    from workers.models.presets import build_char_tokenizer, tiny_llama
+    from tests.factories import tiny_arithmetic_lm
     from workers.rollout import completion_logprobs
 
-    tok = build_char_tokenizer("0123456789+=")
-    tiny_llama(tok, 0).save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
-    policy = load_lm(tmp_path)
+    policy = tiny_arithmetic_lm(tmp_path)
     prompts = [p for p in ("1+2=", "17+25=", "3+44=") for _ in range(4)]
     torch.manual_seed(0)
     grouped = policy.sample(prompts, max_new_tokens=5, temperature=1.0, group_size=4)

@@ -9,21 +9,16 @@ import numpy as np
 import pytest
 import torch
 
+from tests.factories import tiny_arithmetic_lm
 from workers import algos
 from workers.engines.groupscale import Batch, TrialConfig, grpo_update, make_optimizer
 from workers.head import head_stats
-from workers.models.loading import load_lm
-from workers.models.presets import build_char_tokenizer, tiny_llama
 from workers.rollout import completion_logprobs, completion_logprobs_entropy, position_ids_from_mask
 
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    tok = build_char_tokenizer("0123456789+=")
-    tiny_llama(tok, 0).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return load_lm(folder)
+    return tiny_arithmetic_lm(tmp_path_factory.mktemp("tiny"))
 
 
 def _batch(policy, g=4, n=4, seed=0):
