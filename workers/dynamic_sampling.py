@@ -55,27 +55,9 @@ def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
 
 def select_groups(batch: Batch, groups: list[int]) -> Batch:
     """The groups ``groups`` (indices into a uniform batch's N, in that order): their problems, completions, rewards
-    and advantages."""
-    g, ro = batch.rewards.shape[1], batch.rollout
-    rows = torch.tensor([r for i in groups for r in range(i * g, (i + 1) * g)], dtype=torch.long)
-    at = rows.to(ro.input_ids.device)
-    rollout = Rollout(
-        ro.input_ids[at],
-        ro.attention_mask[at],
-        ro.completion_mask[at],
-        ro.prompt_len,
-        [ro.texts[r] for r in rows.tolist()],
-        ro.truncated[rows.to(ro.truncated.device)],
-        ro.group_size,
-    )
-    return replace(
-        batch,
-        problems=[batch.problems[i] for i in groups] if batch.problems else [],
-        rollout=rollout,
-        rewards=batch.rewards[torch.tensor(groups, dtype=torch.long)],
-        advantages=batch.advantages[rows.to(batch.advantages.device)],
-        group_sizes=[batch.group_sizes[i] for i in groups] if batch.group_sizes else [],
-    )
+    and advantages (each group Batch.rows, joined by concat)."""
+    g = batch.rewards.shape[1]
+    return concat([batch.rows(slice(i * g, (i + 1) * g)) for i in groups])
 
 
 def concat(parts: list[Batch]) -> Batch:
