@@ -26,8 +26,9 @@ from (``follow``: the drift fit read at the spec's T, else the start probe):
   in log G (sweeps.fit's WIDE_CI rule) and the stages agree; weak otherwise.
 - regret of G = 8 and of the pass-rate rule (arXiv 2607.00152: G >= 1 / (8 eps p (1 - p))) against the
   recommended G, in the metric's units, on the first rung's law curve, with a bootstrap interval over seeds.
-- keep or move (``keep_or_move``): the user's G (``answer.baseline_group_size``) is kept unless the gain of the
-  recommended G over it, on the same curve, has a 95% interval above 0; the message leads with that decision.
+- keep or move (sweeps.answer.baseline): the user's G (``answer.baseline_group_size``) is kept unless the gain of
+  the recommended G over it, on the same curve, has a 95% interval above 0, or, not measured, the interval of G* at
+  T puts a grid G below it on the law for every G* in it; the message leads with that decision.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sweeps.answer.baseline import keep_or_move
 from sweeps.answer.drift import Drift, extrapolate
 from sweeps.answer.matters import whether_g_matters
 from sweeps.answer.plan import AnswerPlan
 from sweeps.answer.result import Answer, Baseline, Bound, Cost, PassRate, Piece, Regret
-from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regrets
+from sweeps.answer.rivals import TRL_DEFAULT_G, passrate_group_size, regret, regrets
 from sweeps.fit import LawFit, fit_law, recommend_group_size, tie_set
 from sweeps.fit.evidence import WIDE_CI
 from sweeps.spec import SweepSpec
@@ -134,6 +136,12 @@ def _span(lo: float, hi: float) -> str:
     return f"[{lo:.3g}, {hi:.3g}]" if math.isfinite(hi) else f"at least {lo:.3g}"
 
 
+def _narrow(lo: float, hi: float, closed: bool, candidates: list[int]) -> bool:
+    """A closed interval spanning at most WIDE_CI of the grid in log G (sweeps.fit's rule)."""
+    span = math.log(candidates[-1] / candidates[0])
+    return closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
+
+
 def _evidence(g_matters: bool | None, matters: str, closed: bool, narrow: bool, disagree: str | None) -> tuple[str, str]:
     if g_matters is False:
         return "none", "the spread of the metric across G is bounded within a tenth of its scale (sweeps.answer.matters)"
@@ -204,15 +212,16 @@ def combine(
         "stages": _stages(plan, probe, pilot, halving, drift, first_fit),
     }
     rec, bound = _recommend(source, candidates) if source is not None else (None, None)
-    common |= _against(spec, (halving or {}).get("rows"), passrate.group_size, rec)
+    rows = (halving or {}).get("rows")
+    rivals, own = _against(spec, rows, passrate.group_size, rec)
+    common |= rivals
     if source is None:
         why = "neither the probe, the pilot nor the halving bounded G* (tau2 <= 0 everywhere, and no law fit)"
         message = f"no G* at this budget: {why}; {matters}"
         return Answer(status="no_estimate", evidence="none", evidence_reason=why, message=message, **common)
     lo, hi, closed = _hull(spans)
-    span = math.log(candidates[-1] / candidates[0])
-    narrow = closed and span > 0 and math.log(hi / lo) <= WIDE_CI * span
-    evidence, why = _evidence(g_matters, matters, closed, narrow, _disagree(spans))
+    evidence, why = _evidence(g_matters, matters, closed, _narrow(lo, hi, closed, candidates), _disagree(spans))
+    at_t = (lo, hi) if closed and _read_at_t(spec, follow, drift) else None
     answer = Answer(
         status="boundary" if bound else "ok",
         g_star=source.g,
@@ -222,6 +231,7 @@ def combine(
         tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
+        baseline=_baseline(spec, rows, rec, own, at_t),
         **common,
     )
     return answer.model_copy(update={"message": _message(answer, matters)})
@@ -238,36 +248,32 @@ def _message(answer: Answer, matters: str) -> str:
     return f"{base.reason}; {said}" if base is not None and base.action == "move" else said
 
 
-def _against(spec: SweepSpec, rows: list | None, passrate_g: int, rec: int | None) -> dict[str, Any]:
-    """regret_g8, regret_passrate and baseline: the rivals and the user's own G against the recommended G, on one
-    bootstrap of the first rung's law curve (``rows``; none without a halving)."""
-    base = spec.answer.baseline_group_size
-    g8, passrate, own = regrets(rows, (TRL_DEFAULT_G, passrate_g, base), rec, spec.measure.metric)
-    return {
-        "regret_g8": g8,
-        "regret_passrate": passrate,
-        "baseline": None if rec is None else keep_or_move(base, rec, own, spec.measure.metric),
-    }
+def _against(spec: SweepSpec, rows: list | None, passrate_g: int, rec: int | None) -> tuple[dict[str, Any], Regret]:
+    """regret_g8 and regret_passrate, and the gain of the recommended G over the user's: the rivals and the user's own
+    G against the recommended G, on one bootstrap of the first rung's law curve (``rows``; none without a halving)."""
+    g8, passrate, own = regrets(rows, (TRL_DEFAULT_G, passrate_g, spec.answer.baseline_group_size), rec, spec.measure.metric)
+    return {"regret_g8": g8, "regret_passrate": passrate}, own
 
 
-def keep_or_move(base: int, rec: int, gain: Regret, metric: str) -> Baseline:
-    """Keep the user's G = ``base`` unless moving to ``rec`` measurably pays: ``gain`` (metric(base) - metric(rec) on
-    the first rung's law curve, a Regret of ``base`` against ``rec``) has a 95% interval above 0, a one-sided test at
-    2.5% that the move is not a loss (THEORY.md, "Keep or move")."""
-    if rec == base:
-        return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=f"G = {base} is the answer's G")
-    ci = gain.ci95
-    if gain.value is None or ci is None:
-        why = gain.reason or "the gain has no interval"
-        said = f"keep G = {base}: whether G = {rec} does better is not measured at this budget ({why})"
-        return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=said)
-    measured = f"{metric} {gain.value:+.3g} at G = {base} against G = {rec}, 95% CI [{ci[0]:.3g}, {ci[1]:.3g}]"
-    if ci[0] > 0:
-        return Baseline(
-            group_size=base, action="move", use_group_size=rec, gain=gain, reason=f"move to G = {rec}: it pays ({measured})"
-        )
-    said = f"keep G = {base}: at this budget no G is measurably better ({measured} includes 0 or favours G = {base})"
-    return Baseline(group_size=base, action="keep", use_group_size=base, gain=gain, reason=said)
+def _read_at_t(spec: SweepSpec, follow: bool, drift: Drift | None) -> bool:
+    """Whether the answer's interval is one of G* at the spec's T: followed there (``tracking``'s drift fit), or a
+    measure that does not train; never under dynamic sampling, whose optimum is not the unfiltered law's (THEORY.md
+    "Dynamic sampling")."""
+    at_t = (follow and drift is not None) or spec.measure.kind == "gradient_mse"
+    return at_t and spec.grpo.dynamic_sampling is None
+
+
+def _baseline(
+    spec: SweepSpec, rows: list | None, rec: int | None, own: Regret, at_t: tuple[float, float] | None
+) -> Baseline | None:
+    """The keep-or-move decision on the user's G (sweeps.answer.baseline; None without a recommended G); a modelled
+    move to another G than the recommended one measures its gain on the same rows."""
+    if rec is None:
+        return None
+    base, metric = spec.answer.baseline_group_size, spec.measure.metric
+    return keep_or_move(
+        base, rec, lambda r: own if r == rec else regret(rows, base, r, metric), metric, at_t, sorted(spec.group_sizes)
+    )
 
 
 def _cost(plan: AnswerPlan, spent: int, seconds: float) -> Cost:

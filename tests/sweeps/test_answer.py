@@ -198,8 +198,15 @@ def test_the_answer_keeps_the_users_g_unless_the_move_measurably_pays():
     four = spec({**s.model_dump(mode="json"), "answer": {"baseline_group_size": 4}})
     same = combine(four, plan, _probe(4.1, 3.9, 4.3), None, _halving(_law_rows(a, b, c, 0.001)), 9000, 1.0)["baseline"]
     assert same["action"] == "keep" and same["reason"] == "G = 4 is the answer's G"
-    alone = combine(s, plan, _probe(4.1, 3.9, 4.3), None, None, 500, 1.0)["baseline"]  # the probe alone: no comparison
-    assert alone["action"] == "keep" and "whether G = 4 does better is not measured at this budget" in alone["reason"]
+    # the probe alone: nothing measured; gradient_mse does not train, so its interval [3.9, 4.3] is G* at T, and the
+    # law puts G = 4 below 8 for every G* in it (sweeps.answer.baseline): a modelled move
+    alone = combine(s, plan, _probe(4.1, 3.9, 4.3), None, None, 500, 1.0)["baseline"]
+    assert alone["action"] == "move" and alone["use_group_size"] == 4 and alone["gain"]["value"] is None
+    assert alone["reason"].startswith("move to G = 4: for every G* in its 95% interval [3.9, 4.3] at T the law puts")
+    # an outcome spec read at the start (staged): the probe's interval is G* at step 0, not at T: keep
+    arith = spec(ARITH)
+    start = combine(arith, plan_answer(arith, 3000), _probe(4.1, 3.9, 4.3), None, None, 500, 1.0)["baseline"]
+    assert start["action"] == "keep" and "whether G = 4 does better is not measured at this budget" in start["reason"]
 
 
 def test_g_barely_matters_only_where_the_data_bound_the_spread_within_a_tenth_of_the_scale():
