@@ -276,31 +276,26 @@ def decided(method: str) -> str:
 
 
 def keep_or_move_run(ans, run: dict) -> dict:
-    """A method's run as its keep-or-move decision: the G it says to use (the user's unless the move measurably pays),
-    scored through that G alone (no interval), strong evidence only where it moves on strong evidence."""
+    """A method's run as the answer a user reads: its estimate (interval, G, evidence) scored for coverage as the
+    method's, and the G it says to use (the user's unless a move pays: ``Answer.baseline``) scored for regret."""
     base = ans.baseline
-    moved = base is not None and base.action == "move"
     use = base.use_group_size if base is not None else run["recommended"]
-    return {
-        **run,
-        "recommended": use,
-        "ci95": None,
-        "evidence": run["evidence"] if moved else "weak",
-        "action": base.action if base is not None else None,
-    }
+    return {**run, "recommended": use, "estimate": run["recommended"], "action": base.action if base is not None else None}
 
 
 # ---- scoring and the report ----------------------------------------------------------------------------------------
 
 
 def covers(method: dict, ref: dict) -> bool:
-    """The method's closed interval holds the grid's G*, or its recommended G is in the grid's tie set. An interval
-    open above counts only through its G: ``[1, open)`` holds every G* and says nothing."""
-    if method.get("recommended") is None:
+    """The method's closed interval holds the grid's G*, or its estimate's G (``estimate``; else ``recommended``) is in
+    the grid's tie set. An interval open above counts only through its G: ``[1, open)`` holds every G* and says
+    nothing. A keep-or-move run is covered as its estimate: the decision's G is scored by its regret."""
+    g_est = method.get("estimate", method.get("recommended"))
+    if g_est is None:
         return False
     ci, g = method.get("ci95"), ref["g_star"]
     inside = bool(ci and g is not None and ci[0] is not None and ci[1] is not None and ci[0] <= g <= ci[1])
-    return inside or method["recommended"] in ref["tie_set"]
+    return inside or g_est in ref["tie_set"]
 
 
 def confident_miss(method: dict, ref: dict) -> bool:

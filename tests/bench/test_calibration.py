@@ -45,18 +45,20 @@ def test_the_default_answer_covers_a_bandits_exact_g_star_on_the_quick_suite(nam
     assert out.cost.completions <= round(0.01 * calibration.grid_cost(spec))  # the default budget: 1% of the grid
 
 
-def test_a_keep_or_move_decision_is_scored_through_the_g_it_says_to_use():
+def test_a_keep_or_move_decision_is_covered_as_its_estimate_and_scored_through_the_g_it_says_to_use():
     from types import SimpleNamespace
 
     ref = {"g_star": 4.2, "tie_set": [4, 6], "means": {"4": 0.5, "8": 0.7, "16": 1.3}, "best": 4}
     run = {"recommended": 4, "ci95": [3.0, 5.0], "evidence": "strong", "cost": 10}
     keep = SimpleNamespace(baseline=SimpleNamespace(action="keep", use_group_size=8))
     kept = calibration.keep_or_move_run(keep, run)
-    assert kept["recommended"] == 8 and not calibration.covers(kept, ref) and not calibration.confident_miss(kept, ref)
+    assert kept["recommended"] == 8 and calibration.covers(kept, ref) and not calibration.confident_miss(kept, ref)
     assert calibration.regret(kept, ref) == pytest.approx(0.2 / 0.8) and kept["cost"] == 10
-    move = SimpleNamespace(baseline=SimpleNamespace(action="move", use_group_size=4))
-    moved = calibration.keep_or_move_run(move, run)
-    assert moved["recommended"] == 4 and calibration.covers(moved, ref) and moved["evidence"] == "strong"
+    wrong = calibration.keep_or_move_run(keep, {**run, "ci95": [9.0, 12.0], "recommended": 12})
+    assert not calibration.covers(wrong, ref) and calibration.confident_miss(wrong, ref)  # the estimate missed, strong
+    move = SimpleNamespace(baseline=SimpleNamespace(action="move", use_group_size=6))
+    moved = calibration.keep_or_move_run(move, {**run, "ci95": [9.0, 12.0], "recommended": 12})
+    assert moved["recommended"] == 6 and not calibration.covers(moved, ref)  # its G in the tie set: not the estimate's
     assert calibration.decided("staged") == "staged+keep"
 
 
