@@ -125,16 +125,43 @@ def postgres_env(server) -> dict[str, str]:  # tests.postgres.PostgresServer
 ON_POSTGRES = pytest.param("postgres", marks=pytest.mark.slow)  # `make test-all`, and CI after `make test`
 
 
-@pytest.fixture(scope="module", params=["sqlite", ON_POSTGRES])
-def stack(request, tmp_path_factory):
-    """The real stack, once with SQLite (the default) and once with PostgreSQL as the controller's
-    store and MLflow's backend: the whole e2e reliability suite runs on both (the PostgreSQL round
-    is marked slow to keep `make test` under 20 minutes on 2 cores)."""
+SHARED: list[Stack] = []  # the session's stacks (fixture ``stack``), stopped when the e2e tests are done
+E2E = Path(__file__).parent
+
+
+def running_stack(request, tmp_path_factory, shared: bool = False):
+    """A started Stack on ``request.param``'s store ("sqlite" or "postgres"), stopped after its fixture's scope."""
     env = postgres_env(request.getfixturevalue("postgres")) if request.param == "postgres" else {}
     s = Stack(tmp_path_factory.mktemp(f"stack-{request.param}"), env)
     s.start()
+    if shared:
+        SHARED.append(s)
     yield s
     s.stop()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After the last e2e test (the e2e folder is collected before the others, and only its tests can ask for
+    ``stack``) the session's stacks stop, so their idle servers do not share the CPUs with the tests after them."""
+    if nextitem is None or not Path(nextitem.path).is_relative_to(E2E):
+        while SHARED:
+            SHARED.pop().stop()
+
+
+@pytest.fixture(scope="session", params=["sqlite", ON_POSTGRES])
+def stack(request, tmp_path_factory):
+    """The real stack, once with SQLite (the default) and once with PostgreSQL as the controller's store and MLflow's
+    backend: the whole e2e reliability suite runs on both (the PostgreSQL round is marked slow to keep `make test` under
+    20 minutes on 2 cores). One per store for the session, shared by the modules (a start costs about 15 s): a test
+    leaves no sweep running and the stack as it found it; a module that stops a part of it has a stack of its own
+    (``module_stack``)."""
+    yield from running_stack(request, tmp_path_factory, shared=True)
+
+
+@pytest.fixture(scope="module", params=["sqlite", ON_POSTGRES])
+def module_stack(request, tmp_path_factory):
+    """A stack of the module's own, on either store, for a module that stops its parts (its MLflow server)."""
+    yield from running_stack(request, tmp_path_factory)
 
 
 def assert_fit_of(trials: list[dict], fit: dict) -> None:

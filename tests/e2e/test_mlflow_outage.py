@@ -26,6 +26,12 @@ def _stop_mlflow(stack) -> None:
 
 
 @pytest.fixture(scope="module")
+def stack(module_stack):
+    """A stack of this module's own: its tests stop and replace the stack's MLflow server."""
+    return module_stack
+
+
+@pytest.fixture(scope="module")
 def restarted_servers():
     """MLflow servers a test started in place of the stack's; stopped with the module."""
     procs: list[subprocess.Popen] = []
