@@ -46,7 +46,10 @@ class Baseline(BaseModel):
 
 
 class Cost(BaseModel):
-    completions: int = Field(description="sampled completions the answer spent")
+    completions: int = Field(
+        description="sampled completions the answer spent (under grpo.dynamic_sampling with those its steps sampled "
+        "again beyond B, which the budget's plan cannot foresee)"
+    )
     budget: int = Field(description="completions it was allowed")
     grid_completions: int = Field(description="completions of the full grid the spec describes")
     fraction_of_grid: float | None

@@ -329,6 +329,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/sweeps/test_baseline.py",),
     ),
     Mutation(
+        "answer_cost_leaves_out_resampling",
+        "workers/answers/stages.py",
+        'spent += plan.pilot.cost + pilot["resampled"]',
+        "spent += plan.pilot.cost",
+        "the pilot's completions sampled again under dynamic sampling left out of the answer's cost",
+        (T_ANSWER_RUN,),
+    ),
+    Mutation(
         "dynamic_sampling_keeps_silent_groups",
         "workers/dynamic_sampling.py",
         "take = informative_groups(batch.rewards).nonzero()",

@@ -100,8 +100,11 @@ def test_it_does_not_say_g_barely_matters_where_training_went_nowhere_or_the_run
     assert "not seen yet at this budget" in short["g_matters_reason"] and "barely" not in short["message"].split(";")[0]
 
 
-@pytest.mark.parametrize("method", list(METHODS))
-def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method):
+@pytest.mark.parametrize("method, dynamic", [("staged", False), ("tracking", True)])
+def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method, dynamic):
+    """Within the budget and counted exactly; under dynamic sampling (the tracking run here) the steps sample again
+    past the plan's B a step, and the answer's cost counts those completions too (workers.answers.stages)."""
+    assert set(METHODS) == {"staged", "tracking"}  # a new method joins the parameters
     spec = SweepSpec.model_validate(
         {
             "name": "arith",
@@ -112,6 +115,7 @@ def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method):
             "seeds": [0, 1, 2],
             "steps": 40,
             "eval": {"prompts": 64},
+            "grpo": {"dynamic_sampling": {"max_batches": 4}} if dynamic else {},
         }
     )
     budget = 3000
@@ -121,4 +125,9 @@ def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method):
     assert plan["pilot"] is not None and plan["halving"] is not None  # every stage ran
     rungs = 2 if method == "staged" else 1  # tracking gives its pilot most of the budget: one rung here
     assert len(out["stages"]["halving"]["rungs"]) == len(plan["halving"]["lengths"]) >= rungs
-    assert sampled["n"] == out["cost"]["completions"] <= budget  # its bookkeeping is exact, and within the budget
+    assert sampled["n"] == out["cost"]["completions"]  # its bookkeeping is exact
+    if dynamic:  # silent groups were sampled again, beyond what the plan counts, and they are in the cost
+        stages = out["stages"]
+        assert stages["pilot"]["resampled"] > 0 and stages["halving"]["resampled"] > 0, stages
+    else:
+        assert out["cost"]["completions"] <= budget

@@ -2,7 +2,9 @@
 
 Each stage runs the real worker code in this process (workers.probe, workers.measures.run_measure); the
 completions it sampled are counted as it goes, so the answer reports what it spent, never more than
-the plan (sweeps.answer.AnswerPlan.cost <= the budget). The halving feeds its rungs' seed-mean metric
+the plan (sweeps.answer.AnswerPlan.cost <= the budget) but under dynamic sampling (``grpo.dynamic_sampling``), whose
+steps sample again until B is filled: the plan counts B a step, and what the steps sampled beyond it (their
+``sampled_completions``) is added to the answer's cost as it was spent. The halving feeds its rungs' seed-mean metric
 to Optuna's SuccessiveHalvingPruner (reduction factor 2), which decides the survivors.
 """
 
@@ -32,7 +34,7 @@ def run_stages(
     each stage as it runs (workers.progress: data, model, probe, pilot, halving).
 
     Returns:
-        sweeps.answer.Answer (cost.completions <= the budget).
+        sweeps.answer.Answer (cost.completions <= the budget, but under dynamic sampling: the module docstring).
     Raises:
         sweeps.answer.BudgetTooSmall: the budget does not pay for the smallest probe.
         ValueError, OSError: a task, model or data file that cannot be used.
@@ -48,7 +50,7 @@ def run_stages(
     pilot = None
     if plan.pilot is not None:
         pilot = _pilot(base, plan.pilot, report)
-        spent += plan.pilot.cost
+        spent += plan.pilot.cost + pilot["resampled"]
     halving = None
     if plan.halving is not None:
         halving = _halving(spec, base, plan.halving, report)
@@ -62,9 +64,11 @@ def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> d
     probes: dict[int, float | None] = {}
     label = f"a trial at G = {pilot.group_size}, B = {pilot.samples_per_step} for {pilot.steps} steps, probed as it trains"
     say(progress, "pilot", label, 0, pilot.steps, "steps")
+    resampled = Resampled(pilot.samples_per_step)
 
     def report(metrics: dict, step: int) -> None:
         say(progress, "pilot", label, step, pilot.steps, "steps")
+        resampled(metrics, step)
         seen.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         if "probe_tau2" in metrics:  # a probe ran at this step; no probe_g_star when tau2 <= 0 (G* beyond reach)
             probes[step] = float(metrics["probe_g_star"]) if "probe_g_star" in metrics else None
@@ -92,7 +96,21 @@ def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> d
         "probe_g_star": probes.get(pilot.steps),
         "reward_mean": result.metrics.get("reward_mean", seen.get("reward_mean")),
         "gap": result.metrics.get("gap"),
+        "resampled": resampled.completions,
     }
+
+
+@dataclasses.dataclass
+class Resampled:
+    """A trial's report that counts the completions its steps sampled beyond ``samples_per_step`` (B): dynamic
+    sampling's ``sampled_completions`` a step (every rank's) minus B; 0 for a trial without it."""
+
+    samples_per_step: int
+    completions: int = 0
+
+    def __call__(self, metrics: dict, step: int) -> None:
+        if "sampled_completions" in metrics:
+            self.completions += max(0, int(metrics["sampled_completions"]) - self.samples_per_step)
 
 
 def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report | None = None) -> dict:
@@ -101,11 +119,13 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
 
     Returns:
         {rows: (G, B, seed, metric) of the first rung, initial: the metric's mean at step 0 over them (None without),
-        rungs: [{length, group_sizes, means}], best, spent}.
+        rungs: [{length, group_sizes, means}], best, spent, resampled (of spent, the completions sampled beyond B a
+        step)}.
     """
     metric, resume, b = spec.measure.metric, plan.resume, plan.samples_per_step
     study, trials = _halving_study(plan)
     alive, rungs, rows, spent, before = list(plan.group_sizes), [], [], 0, 0
+    resampled = Resampled(b)  # every rung's trials' completions beyond B a step (dynamic sampling)
     initial: list = []  # the first rung's trials' metric at step 0 (none for gradient_mse)
     seeds = spec.seeds[: plan.seeds] + [max(spec.seeds) + 1 + i for i in range(plan.seeds - len(spec.seeds[: plan.seeds]))]
     runs, ran = sum(plan.survivors) * len(seeds), 0  # at most: the plan's survivors bound each rung
@@ -121,7 +141,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                     rung = f"rung {r + 1} of {len(plan.lengths)}, {length} {unit}, G = {g}, seed {seed}"
                     say(report, "halving", label, ran, runs, "runs (at most)", rung)
                     ran += 1
-                    result = run_measure(_rung_config(base, plan, g, seed, length, work))
+                    result = run_measure(_rung_config(base, plan, g, seed, length, work), resampled)
                     spent += rung_cost(spec, before, length, b, resume, plan.eval_prompts)
                     value = result.metrics.get(metric)
                     if result.status is TrialOutcome.SUCCEEDED and value is not None and np.isfinite(value):
@@ -152,7 +172,8 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
         "initial": float(np.mean(start)) if start else None,
         "rungs": rungs,
         "best": min(last, key=last.get) if last else None,
-        "spent": spent,
+        "spent": spent + resampled.completions,
+        "resampled": resampled.completions,
     }
 
 
