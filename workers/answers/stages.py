@@ -153,16 +153,7 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                 if means[g] is not None:
                     trials[g].report(means[g], length)
             rungs.append({"length": length, "group_sizes": list(alive), "means": means})
-            survivors = []
-            for g in alive:
-                trial = trials[g]
-                if means[g] is None or (r + 1 < len(plan.lengths) and trial.should_prune()):
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                else:
-                    survivors.append(g)
-            if r + 1 < len(plan.lengths):  # ties can promote more than n // 2: the plan's count bounds the cost
-                survivors = sorted(survivors, key=lambda g: means[g])[: plan.survivors[r + 1]]
-            alive, before = survivors, length
+            alive, before = _survivors(plan, r, study, {g: trials[g] for g in alive}, means), length
     for g in alive:
         study.tell(trials[g], rungs[-1]["means"][g])
     last = {g: v for g, v in rungs[-1]["means"].items() if v is not None}
@@ -175,6 +166,20 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
         "spent": spent + resampled.completions,
         "resampled": resampled.completions,
     }
+
+
+def _survivors(plan: Halving, r: int, study: optuna.Study, trials: dict[int, optuna.Trial], means: dict) -> list[int]:
+    """The G of rung ``r`` (``trials``, their seed-mean ``means``) that go on: those Optuna's pruner keeps, at most the
+    plan's count (ties can promote more than n // 2, and the plan's count bounds the cost); the others told pruned."""
+    survivors = []
+    for g, trial in trials.items():
+        if means[g] is None or (r + 1 < len(plan.lengths) and trial.should_prune()):
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            survivors.append(g)
+    if r + 1 < len(plan.lengths):
+        survivors = sorted(survivors, key=lambda g: means[g])[: plan.survivors[r + 1]]
+    return survivors
 
 
 def _halving_study(plan: Halving) -> tuple[optuna.Study, dict[int, optuna.Trial]]:
