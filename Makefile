@@ -27,7 +27,7 @@ test: setup
 
 # The slow suites alone: the e2e reliability suite on PostgreSQL and the fit calibration (CI runs it after `test`).
 test-slow: setup
-	$(BIN)/pytest -m slow -q
+	$(BIN)/pytest -m slow -q --durations=15
 
 # Repeated checks of a race (minutes each, not in CI): run before resolving work on what they repeat.
 soak: setup
