@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from scipy.special import softmax
 
 from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
@@ -28,18 +29,11 @@ from workers.models.tabular import TabularPolicy
 from workers.tasks.base import ExactTask, Problem
 
 
-def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """(M, K) pi(a | x) = softmax(logits / T) row by row."""
-    z = logits / temperature
-    pi = np.exp(z - z.max(axis=1, keepdims=True))
-    return pi / pi.sum(axis=1, keepdims=True)
-
-
 def exact_prompt_components(logits: np.ndarray, p: np.ndarray, temperature: float = 1.0) -> PromptComponents:
     """Enumerate tau2 and each context's sigma2_x, kappa_x and pass rate V(x) for the softmax policy ``logits``
     (M, K) and success rates p (M, K); contexts are uniform (sweeps.allocation: the per-prompt law)."""
     m, k = logits.shape
-    pi = _softmax(logits, temperature)
+    pi = softmax(logits / temperature, axis=1)  # (M, K) pi(a | x), row by row
     grads = np.zeros((m, k))
     sigma2, kappa, value = np.zeros(m), np.zeros(m), np.zeros(m)
     off_diag = 1.0 - np.eye(k)
@@ -71,7 +65,7 @@ def exact_filtered_law(logits: np.ndarray, p: np.ndarray, temperature: float = 1
     """The law's terms with ||g||^2 and the pass rates V(x), for the law under dynamic sampling
     (sweeps.dynamic_sampling). g's row x is w_x g_x = pi_x (p_x - V(x)) / (M T): the contexts' rows are orthogonal."""
     c = exact_prompt_components(logits, p, temperature)
-    rows = _softmax(logits, temperature) * (p - c.pass_rate[:, None]) / temperature * c.weight[:, None]
+    rows = softmax(logits / temperature, axis=1) * (p - c.pass_rate[:, None]) / temperature * c.weight[:, None]
     law = VarianceComponents(tau2=c.tau2, sigma2=float(c.weight @ c.sigma2), kappa=float(c.weight @ c.kappa))
     return FilteredLaw(law, float((rows**2).sum()), c.pass_rate, c.weight)
 
