@@ -70,7 +70,8 @@ def keep_or_move(
 
 
 def _measured(gain: Regret, metric: str) -> str:
-    ci = gain.ci95 or [math.nan, math.nan]
+    """The measured gain and its interval in words (``gain.ci95`` set)."""
+    ci = gain.ci95 or []
     return f"{metric} {gain.value:+.3g} at G = {gain.group_size} against G = {gain.versus}, 95% CI [{ci[0]:.3g}, {ci[1]:.3g}]"
 
 
