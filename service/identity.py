@@ -69,7 +69,9 @@ def model_key(spec: SweepSpec) -> str:
 
 
 # What a grid measures beside its task and model: an answer asked with other values of these answers another question.
-QUESTION_FIELDS = frozenset({"samples_per_step", "group_sizes", "steps", "grpo", "eval", "measure", "engine", "trl"})
+QUESTION_FIELDS = frozenset(
+    {"samples_per_step", "tokens_per_step", "group_sizes", "steps", "grpo", "eval", "measure", "engine", "trl"}
+)
 
 
 def question(spec: SweepSpec) -> dict:

@@ -46,12 +46,13 @@ TRIAL_RUN_STATUS = {
 
 
 def _spec_params(spec: SweepSpec) -> dict:
-    """Parameters every run of a spec carries (task, model, T, measure, the processes of each trial as ``world_size``,
-    and groupscale's GRPO settings; an engine-trl trial's run gets TRL's, as TRL ran them, from its worker:
-    workers.engines.trl.trained_settings)."""
+    """Parameters every run of a spec carries (task, model, T, measure, tokens_per_step when set, the processes of each
+    trial as ``world_size``, and groupscale's GRPO settings; an engine-trl trial's run gets TRL's, as TRL ran them,
+    from its worker: workers.engines.trl.trained_settings)."""
     own = get_engine(spec.engine).run_params(spec)
     about = {"task": spec.task.name, "model": spec.model.label, "steps": spec.steps, "measure": spec.measure.kind}
-    return {**about, "world_size": spec.resources.num_processes, **own}
+    tokens = {} if spec.tokens_per_step is None else {"tokens_per_step": spec.tokens_per_step}
+    return {**about, **tokens, "world_size": spec.resources.num_processes, **own}
 
 
 def experiment_name(key: str, kind: str | None = None) -> str:

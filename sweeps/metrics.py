@@ -55,6 +55,9 @@ STEP: dict[str, str] = {
     "max_batches ran out; 0: no update)",
     "dynamic_sampling/informative_share": "grpo.dynamic_sampling: share of the sampled groups whose rewards were not all equal",
     "sampled_completions": "grpo.dynamic_sampling: completions sampled for the generation (all its generations of B)",
+    "token_budget/prompts": "tokens_per_step: N, the prompts the step's generation sampled (workers/token_budget.py)",
+    "token_budget/completion_tokens": "tokens_per_step: completion tokens the step's generation sampled",
+    "token_budget/spent_share": "tokens_per_step: completion tokens sampled so far over the budget so far (1: on budget)",
 }
 EVAL: dict[str, str] = {
     "gap": "max reward - expected reward on the held-out prompts: the metric the law is fitted to (lower is better)",

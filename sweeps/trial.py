@@ -43,7 +43,7 @@ class TrialConfig:
     task: dict[str, Any]
     model: dict[str, Any]
     group_size: int  # G
-    samples_per_step: int  # B
+    samples_per_step: int  # B (with tokens_per_step: the most a generation may sample)
     seed: int
     steps: int  # T
     grpo: GRPOSpec = field(default_factory=GRPOSpec)  # each section: a dict (to_dict's) is read as one
@@ -58,6 +58,7 @@ class TrialConfig:
     num_processes: int = 1  # P: the trial's ranks (workers.distributed); each trains whole groups of the step
     engine: str = "groupscale"  # or trl: TRL's GRPOTrainer on the recipe ``trl`` (workers.engines.trl)
     trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig fields of engine trl
+    tokens_per_step: int | None = None  # Z: a budget in completion tokens a step (workers.token_budget)
 
     @property
     def prompts_per_step(self) -> int:  # N
@@ -128,6 +129,7 @@ class TrialConfig:
             num_processes=spec.resources.num_processes,
             engine=spec.engine,
             trl=spec.trl_recipe,
+            tokens_per_step=spec.tokens_per_step,
         )
 
     @classmethod

@@ -200,6 +200,12 @@ def recommend(
     from sweeps.spec import SweepSpec
 
     spec = SweepSpec.model_validate(_api(client.sweep, rec["sweep_id"])["spec"])
+    if spec.tokens_per_step is not None:  # an export fixes completions a step; the sweep fixed tokens
+        _fail(
+            f"the sweep trained a budget of {spec.tokens_per_step} completion tokens a step (tokens_per_step), which "
+            f"{form} settings cannot express (they fix completions a step): use G = {g} with {spec.tokens_per_step} / "
+            "(G x your mean completion length) prompts a step"
+        )
     budget = samples_per_step or max(b for b in spec.samples_per_step if b % g == 0)
     head = f"groupscale: G = {g} at B = {budget} (G* = {fmt(rec['g_star'])}, evidence {rec['evidence']}), sweep {rec['sweep_id']}"
     try:  # the objective the sweep trained (an engine-trl sweep's recipe, not groupscale's defaults)

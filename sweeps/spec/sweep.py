@@ -7,7 +7,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from sweeps.spec.base import ENGINES, MAX_GROUP_SIZE, MAX_SAMPLES_PER_STEP, JsonObject, StrictModel, get_engine
+from sweeps.spec.base import (
+    ENGINES,
+    MAX_COMPLETION_TOKENS,
+    MAX_GROUP_SIZE,
+    MAX_SAMPLES_PER_STEP,
+    JsonObject,
+    StrictModel,
+    get_engine,
+)
 from sweeps.spec.grpo import GRPOSpec
 from sweeps.spec.model import ModelSpec
 from sweeps.spec.sections import AdaptiveSpec, AnswerSpec, EvalSpec, MeasureSpec, ProbeSpec, ResourcesSpec, TuneLRSpec
@@ -29,6 +37,15 @@ class SweepSpec(StrictModel):
     # samples_per_step is declared before group_sizes so that the divisibility check can see it.
     samples_per_step: list[Annotated[int, Field(ge=2, le=MAX_SAMPLES_PER_STEP)]] = Field(
         ..., min_length=1, max_length=16, description="budgets B (completions per step)"
+    )
+    tokens_per_step: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SAMPLES_PER_STEP * MAX_COMPLETION_TOKENS,
+        description="a budget in completion tokens a step (Z; engine groupscale): each generation samples N = Z / (G "
+        "lbar) prompts, lbar the last generation's mean completion length, the spend carried over (THEORY.md 'A budget "
+        "in tokens'); samples_per_step, one value, is then the most completions a step may sample; default none (a "
+        "budget in completions)",
     )
     group_sizes: list[Annotated[int, Field(ge=2, le=MAX_GROUP_SIZE)]] = Field(
         ..., min_length=1, max_length=64, description="group sizes G (completions per prompt), each >= 2"

@@ -345,6 +345,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/workers/test_dynamic_sampling.py",),
     ),
     Mutation(
+        "token_budget_without_carry",
+        "workers/token_budget.py",
+        "debt = (self.generations + 1) * self.steps_per_generation * self.tokens_per_step - self.spent",
+        "debt = self.steps_per_generation * self.tokens_per_step",
+        "the token budget's controller sizing each generation for k Z alone, without the spend carried over",
+        ("tests/workers/test_token_budget.py",),
+    ),
+    Mutation(
+        "token_budget_lengths_over_all_generations",
+        "workers/token_budget.py",
+        "self.last_length = tokens / max(completions, 1.0)",
+        "self.last_length = self.spent / max(self.generations * completions, 1.0)",
+        "the token budget's lbar taken over the whole trial (per generation's completions) rather than the last generation",
+        ("tests/workers/test_token_budget.py",),
+    ),
+    Mutation(
         "dynamic_sampling_share_at_g_2",
         "sweeps/dynamic_sampling.py",
         "p**g + (1.0 - p) ** g",

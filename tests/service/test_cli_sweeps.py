@@ -590,3 +590,16 @@ def test_a_report_cites_the_answer_named_with_answer_and_no_other(app_client, tm
     assert "answer later (the latest of this spec)" in html.read_text()
     r = run("report", "s4", "--answer", "nope", "--out", str(html))
     assert r.exit_code == 2 and "no answer with id 'nope'" in r.output
+
+
+@pytest.mark.parametrize("fmt", ["trl", "verl"])
+def test_recommend_for_a_trainer_refuses_a_sweep_of_a_token_budget_and_says_what_to_set(app_client, fmt):
+    """A trainer's settings fix completions a step; a tokens_per_step sweep fixed tokens: no file is printed."""
+    fit = app_client.get("/v1/sweeps/s4/fit").json()
+    with app_client.app.state.store.session() as s:
+        sweep = s.get(Sweep, "s4")
+        sweep.status, sweep.fit, sweep.spec = "succeeded", fit, {**_spec("s4"), "tokens_per_step": 100}
+    r = run("recommend", "--task", "arithmetic", "--model", "tiny-llama", "--format", fmt)
+    assert r.exit_code == 1 and r.stdout == "", r.output
+    said = " ".join(r.stderr.split())
+    assert "a budget of 100 completion tokens a step (tokens_per_step)" in said and "100 / (G x your mean" in said, said

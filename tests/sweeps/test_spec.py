@@ -335,6 +335,16 @@ def test_chat_template_kwargs_are_template_variables_only():
             "grpo.allocation allowed: uniform",
         ),
         ({"grpo": {"dynamic_sampling": {"max_batches": 0}}}, ("grpo", "dynamic_sampling", "max_batches"), "greater than or"),
+        ({"tokens_per_step": 0}, ("tokens_per_step",), "greater than or equal to 1"),
+        ({"tokens_per_step": 40, "samples_per_step": [16, 32]}, ("trl",), "give one value, got [16, 32]"),
+        ({"engine": "trl", "tokens_per_step": 40}, ("trl",), "engine trl does not take tokens_per_step"),
+        (
+            {"tokens_per_step": 40, "grpo": {"dynamic_sampling": {"max_batches": 4}}},
+            ("trl",),
+            "grpo.dynamic_sampling sizes the step by its own rule",
+        ),
+        ({"tokens_per_step": 40, "grpo": {"allocation": "per_prompt"}}, ("trl",), "allowed: uniform"),
+        ({"tokens_per_step": 65, "grpo": {"max_new_tokens": 4}}, ("trl",), "hold 64; allowed: at most 64"),
     ],
 )
 def test_engine_trl_and_lora_errors_name_the_setting(over, loc, words):
@@ -399,3 +409,11 @@ def test_dynamic_sampling_is_refused_with_a_measure_of_the_unfiltered_gradient_a
     ok = SweepSpec.model_validate(spec(grpo={"dynamic_sampling": {"max_batches": 4}, "steps_per_generation": 2}))
     assert ok.grpo.dynamic_sampling.max_batches == 4
     assert SweepSpec.model_validate(ok.model_dump()) == ok and SweepSpec.model_validate(spec()).grpo.dynamic_sampling is None
+
+
+def test_a_token_budget_is_kept_in_the_dump_and_asks_its_own_question():
+    from service.identity import question
+
+    ok = SweepSpec.model_validate(spec(tokens_per_step=40))
+    assert ok.tokens_per_step == 40 and SweepSpec.model_validate(ok.model_dump()) == ok
+    assert question(ok) != question(SweepSpec.model_validate(spec())) and question(ok)["tokens_per_step"] == 40

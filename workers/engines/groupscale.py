@@ -3,7 +3,8 @@ B; the rest of the trial (evals, probe, no-signal verdict, its end) is the measu
 
 Pure of Ray and MLflow: metrics leave through the ``report(metrics, step)`` callback.
 Every k = grpo.steps_per_generation steps a generation samples N = B / G prompts, G completions each (B completions in
-all), computes rewards and group advantages (workers.algos) over all of them; each step then takes inner_steps optimizer
+all; under tokens_per_step N from the token budget's controller, workers.token_budget), computes rewards and group
+advantages (workers.algos) over all of them; each step then takes inner_steps optimizer
 steps of the clipped policy loss, in the generation's passes over its k mini-batches of B / k (workers.batch.Generation).
 The same code path trains transformers models and the tabular bandit policy (workers.models).
 """
@@ -32,6 +33,7 @@ from workers.models.base import Policy
 from workers.models.lora import load_trainable_state, trainable_state
 from workers.per_prompt import PerPromptG
 from workers.probe import probe_at
+from workers.token_budget import TokenBudget
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
@@ -234,8 +236,11 @@ def train_trial(cfg: TrialConfig, report: Report = lambda m, s: None, placement:
         task.close()  # the reward process of a dataset task
 
 
-def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float]) -> dict[str, float]:
-    """One step's metrics (sweeps.metrics.STEP) from its batch, its update and its t0, t1, t2 (seconds)."""
+def _step_metrics(
+    cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple[float, float, float], prompts: int
+) -> dict[str, float]:
+    """One step's metrics (sweeps.metrics.STEP) from its batch, its update, its t0, t1, t2 (seconds) and its
+    generation's N."""
     t0, t1, t2 = times
     ro, mask = batch.rollout, batch.rollout.completion_mask
     zero_var = algos.zero_variance_group_fraction(batch.reward_groups())
@@ -247,8 +252,7 @@ def _step_metrics(cfg: TrialConfig, batch: Batch, upd: UpdateStats, times: tuple
     return {
         "reward_mean": float(batch.rewards.mean()),
         "zero_variance_group_frac": zero_var,
-        "prompts_with_signal": (cfg.prompts_per_step // cfg.grpo.steps_per_generation if uniform else len(batch.problems))
-        * (1.0 - zero_var),
+        "prompts_with_signal": (prompts // cfg.grpo.steps_per_generation if uniform else len(batch.problems)) * (1.0 - zero_var),
         **groups.group_metrics(batch.group_sizes, batch.group_sizes, batch.rewards.reshape(-1), ro.texts),
         **asdict(upd),
         "completion_tokens_mean": tokens / mask.shape[0],
@@ -277,13 +281,13 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
     if ignored:  # sampling follows the spec alone (workers.rollout)
         tags = {"groupscale.generation_config_ignored": ", ".join(f"{k}={v}" for k, v in sorted(ignored.items()))}
         harness.report.set_tags(tags)
-    allocation = _start(cfg, placement, harness, opt, rng)
+    allocation, budget = _start(cfg, placement, harness, opt, rng)
     gen, summary, sampling, k = None, None, {}, cfg.grpo.steps_per_generation
     for step in harness.steps:
         t0, i = time.perf_counter(), (step - 1) % k  # i: the step's place in its generation (a resume starts at 0)
         with harness.guarded(Phase(f"step {step}", step, step - 1)):
             if i == 0:
-                gen, summary, sampling = _generation(policy, harness, cfg, rng, step, allocation, placement)
+                gen, summary, sampling = _generation(policy, harness, cfg, rng, step, allocation, placement, budget)
             assert summary is not None, "a trial resumes where a generation starts (Harness.checkpoint_due)"
             t1 = time.perf_counter()
             upd = None if gen is None else grpo_update(policy, ref, opt, gen.batch, cfg, gen.plans[i], gen.old_logp)
@@ -292,7 +296,8 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
         metrics = (sampling if i == 0 else {}) | _signal(sampling, k)  # dynamic sampling's, else none
         if gen is not None and upd is not None:  # else dynamic sampling kept no group: no update
             view = gen.view(i)
-            metrics = reduce_metrics(_step_metrics(cfg, view, upd, (t0, t1, time.perf_counter())), view.rewards.numel()) | metrics
+            times, prompts = (t0, t1, time.perf_counter()), cfg.prompts_per_step if budget is None else budget.prompts
+            metrics = reduce_metrics(_step_metrics(cfg, view, upd, times, prompts), view.rewards.numel()) | metrics
         if i == 0:
             harness.generation(*summary)
         harness.after_step(step, metrics)
@@ -302,6 +307,7 @@ def _train(cfg: TrialConfig, placement: Placement, harness: Harness, policy: Pol
                 saved = {"trial": harness.state.to_checkpoint(), "model": trainable_state(model), "optimizer": opt.state_dict()}
                 saved |= {"torch_rngs": rngs, "numpy_rng": rng.bit_generator.state}
                 saved |= {} if allocation is None else {"allocation": allocation.to_state()}  # the pass rates so far
+                saved |= {} if budget is None else {"token_budget": budget.to_state()}  # the tokens spent so far
                 save_checkpoint(cfg.checkpoint_dir, saved)
     return harness.finish()
 
@@ -314,14 +320,17 @@ def _generation(
     step: int,
     allocation: PerPromptG | None,
     placement: Placement,
+    budget: TokenBudget | None = None,
 ) -> tuple[Generation | None, tuple[bool, float, float], dict[str, float]]:
-    """The generation the k steps from ``step`` train (None: dynamic sampling kept no group), what the harness counts
-    of it (Harness.generation) and, under grpo.dynamic_sampling, its metrics (workers.dynamic_sampling.fill)."""
-    sample = partial(sample_batch, policy, harness.task, cfg, rng, step, harness.state.log_history, allocation, placement)
+    """The generation the k steps from ``step`` train (None: dynamic sampling kept no group; under tokens_per_step of
+    the budget's N prompts), what the harness counts of it (Harness.generation) and its metrics under
+    grpo.dynamic_sampling or tokens_per_step (workers.dynamic_sampling.fill, workers.token_budget)."""
+    sized = cfg if budget is None else budget.sized(cfg)
+    sample = partial(sample_batch, policy, harness.task, sized, rng, step, harness.state.log_history, allocation, placement)
     cap, k = dynamic_sampling.max_batches(cfg.grpo), cfg.grpo.steps_per_generation
     if cap is None:
         batch: Batch | None = sample()
-        summary, metrics = _generation_summary(batch), {}
+        summary, metrics = _generation_summary(batch), {} if budget is None else budget.record_batch(batch)
     else:
         filled = dynamic_sampling.fill(sample, cap, k)
         batch, summary, metrics = filled.batch, filled.summary, filled.metrics
@@ -354,9 +363,10 @@ def _generation_summary(batch: Batch) -> tuple[bool, float, float]:
 
 def _start(
     cfg: TrialConfig, placement: Placement, harness: Harness, opt: torch.optim.Optimizer, rng: np.random.Generator
-) -> PerPromptG | None:
+) -> tuple[PerPromptG | None, TokenBudget | None]:
     """The trial started from its checkpoint (model, optimizer and RNG restored, the harness's state given back), or
-    fresh (the harness's eval before step 1, then the per-prompt table); the per-prompt allocation, None for uniform G."""
+    fresh (the harness's eval before step 1, then the per-prompt table); the per-prompt allocation (None for uniform G)
+    and the token budget's controller (None without tokens_per_step), each with its state so far."""
     ckpt = load_checkpoint(cfg.checkpoint_dir)  # every rank reads it (a storage location every node reaches)
     if ckpt is not None and "trial" not in ckpt:  # one of an older version without the trial state: afresh
         ckpt = None
@@ -365,14 +375,15 @@ def _start(
         raise RuntimeError(f"the trial's ranks read checkpoints of different steps {read} at {cfg.checkpoint_dir}")
     if ckpt is None:
         harness.start(None)
-        return _allocation(cfg, harness)
+        return _allocation(cfg, harness), TokenBudget.of(cfg)
     load_trainable_state(harness.policy.module, ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
     rngs = ckpt["torch_rngs"]
     torch.set_rng_state(rngs[placement.rank] if len(rngs) == placement.world_size else rngs[0])  # other P: a new split
     rng.bit_generator.state = ckpt["numpy_rng"]
     harness.start(ckpt["trial"])
-    return None if ckpt.get("allocation") is None else PerPromptG.from_state(ckpt["allocation"])
+    allocation = None if ckpt.get("allocation") is None else PerPromptG.from_state(ckpt["allocation"])
+    return allocation, TokenBudget.of(cfg, ckpt.get("token_budget"))
 
 
 def _allocation(cfg: TrialConfig, harness: Harness) -> PerPromptG | None:
