@@ -86,9 +86,12 @@ NEAR_GRID = {"group_sizes": [3, 4, 6, 8]}  # around the starting G* (4.0-4.2): t
 DS = {"dynamic_sampling": {"max_batches": 4}}
 
 
-def _arith(max_operand: int, lr: float) -> dict:
-    grpo = {"advantage": "loo", "lr": lr, "max_new_tokens": 4}
-    return {**ARITH, "task": {"name": "arithmetic", "max_operand": max_operand}, "grpo": grpo}
+def _arith(max_operand: int, lr: float, tokens: int | None = None) -> dict:
+    """Arithmetic on tiny-llama (ARITH); with ``tokens`` a budget of that many completion tokens a step (tokens_per_step),
+    B = 96 the most a step may sample, completions up to 6 tokens (a 4-digit sum and its end)."""
+    grpo = {"advantage": "loo", "lr": lr, "max_new_tokens": 4 if tokens is None else 6}
+    budget = {} if tokens is None else {"tokens_per_step": tokens, "samples_per_step": [96]}
+    return {**ARITH, "task": {"name": "arithmetic", "max_operand": max_operand}, "grpo": grpo, **budget}
 
 
 BYO_RECIPE = {"learning_rate": 3.0e-4, "max_completion_length": 48, "lr_scheduler_type": "constant", "beta": 0.0}
@@ -156,6 +159,12 @@ NEW_TASKS = {
     "ds-b": Task(_trained(8, 2, 3, 0.25, 0.1, grpo=DS), 2.79, "held-out", "dynamic sampling (max_batches 4)"),
     "small-b": Task(_trained(20, 4, 0, 0.5, 0.1, **SMALL_GRID), 3.77, "held-out", "small budgets (B 24, 48)"),
     "near-b": Task(_trained(50, 4, 1, 0.5, 0.1, **NEAR_GRID), 4.00, "held-out", "outcome grid around the optimum (G 3-8)"),
+}
+# added 2026-12-07 with tokens_per_step (issue 55), the split fixed here before any grid or method ran on them: a budget
+# in completion tokens on arithmetic whose answers run 1 to 4 digits (lengths that depend on the prompt), B = 96 the cap
+NEW_TASKS |= {
+    "tokens-a": Task(_arith(999, 2.0e-4, tokens=200), None, "dev", "a token budget (Z 200), operands to 999"),
+    "tokens-b": Task(_arith(499, 5.0e-4, tokens=240), None, "held-out", "a token budget (Z 240), operands to 499, lr 5e-4"),
 }
 TASKS |= NEW_TASKS
 NEW_KINDS = tuple(NEW_TASKS)
