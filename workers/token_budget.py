@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from sweeps.trial import TrialConfig
 from workers.batch import Batch
 from workers.distributed import all_sum
 
@@ -55,8 +56,8 @@ class TokenBudget:
     prompts: int = 0
 
     @classmethod
-    def of(cls, cfg, state: dict | None = None) -> TokenBudget | None:
-        """The controller of trial config ``cfg`` (a TrialConfig), restored from a checkpoint's ``state`` when given;
+    def of(cls, cfg: TrialConfig, state: dict | None = None) -> TokenBudget | None:
+        """The controller of trial config ``cfg``, restored from a checkpoint's ``state`` when given;
         None when cfg.tokens_per_step is None."""
         if cfg.tokens_per_step is None:
             return None
@@ -74,7 +75,7 @@ class TokenBudget:
         self.prompts = min(self.max_prompts, self.quantum * max(1, units))
         return self.prompts
 
-    def sized(self, cfg):
+    def sized(self, cfg: TrialConfig) -> TrialConfig:
         """Trial config ``cfg`` with B = N G, N the next generation's prompts (next_prompts): what it samples."""
         return replace(cfg, samples_per_step=self.next_prompts() * cfg.group_size)
 
