@@ -212,7 +212,9 @@ def task_spec(name: str, quick: bool = False) -> SweepSpec:
 
 def grid_trials(spec: SweepSpec, workers: int, data_dir: Path) -> list[SimpleNamespace]:
     """Every trial of the grid (G, B, seed, status, metrics), from the cache when this exact spec was run before."""
-    key = hashlib.sha256(spec.model_dump_json(exclude={"answer", "probe"}).encode()).hexdigest()[:16]  # what the grid runs
+    # what the grid runs; a field added since at its default (tokens_per_step: None) runs the same grid, same key
+    unset = {"tokens_per_step"} if spec.tokens_per_step is None else set()
+    key = hashlib.sha256(spec.model_dump_json(exclude={"answer", "probe", *unset}).encode()).hexdigest()[:16]
     path = data_dir / f"{spec.name}-{key}.trials.json"
     if not path.exists():
         from universality import run_sweep
