@@ -101,3 +101,12 @@ class TokenBudget:
     def to_state(self) -> dict:
         """What a resume needs (the counts; the settings come from the config again)."""
         return {"spent": self.spent, "generations": self.generations, "last_length": self.last_length, "prompts": self.prompts}
+
+
+def at_budget(cfg: TrialConfig, samples_per_step: int) -> int | None:
+    """cfg.tokens_per_step for a trial of ``samples_per_step`` (B') in place of cfg's B: Z B' / B rounded, at least 1, so
+    that a stage of an answer at a share of B (its pilot) trains the same share of its cap; None without a token budget.
+    (The law's G* does not depend on the budget: docs/THEORY.md "A budget in tokens".)"""
+    if cfg.tokens_per_step is None:
+        return None
+    return max(1, round(cfg.tokens_per_step * samples_per_step / cfg.samples_per_step))

@@ -53,38 +53,6 @@ def check_dynamic_sampling(grpo: GRPOSpec, measure: Any) -> None:
         )
 
 
-def check_token_budget(data: dict[str, Any]) -> None:
-    """``tokens_per_step`` with what its controller (workers.token_budget) trains: one samples_per_step (the most
-    completions a step may sample), uniform groups, measure outcome, no dynamic sampling (whose resampling would be a
-    second rule for the step's size), and a budget that B completions of at most grpo.max_new_tokens can spend.
-    Raises ValueError naming the field and the allowed values."""
-    tokens, budgets, grpo, measure = (
-        data.get("tokens_per_step"),
-        data.get("samples_per_step"),
-        data.get("grpo"),
-        data.get("measure"),
-    )
-    if tokens is None:
-        return
-    if budgets is not None and len(budgets) != 1:
-        raise ValueError(
-            f"tokens_per_step {tokens}: samples_per_step is then the most completions one step may sample; give one "
-            f"value, got {budgets}"
-        )
-    if grpo is not None and grpo.dynamic_sampling is not None:
-        raise ValueError(f"tokens_per_step {tokens}: grpo.dynamic_sampling sizes the step by its own rule; allowed: one of them")
-    if grpo is not None and grpo.allocation != "uniform":
-        raise ValueError(f"tokens_per_step {tokens}: grpo.allocation per_prompt fills B itself; allowed: uniform")
-    if measure is not None and measure.kind != "outcome":
-        raise ValueError(f"tokens_per_step {tokens}: measure.kind {measure.kind} measures one batch of B; allowed: outcome")
-    if budgets and grpo is not None and tokens > budgets[0] * grpo.max_new_tokens:
-        most = budgets[0] * grpo.max_new_tokens
-        raise ValueError(
-            f"tokens_per_step {tokens}: {budgets[0]} completions (samples_per_step) of at most {grpo.max_new_tokens} "
-            f"tokens (grpo.max_new_tokens) hold {most}; allowed: at most {most}, or a larger samples_per_step"
-        )
-
-
 @register_engine
 class GroupscaleEngine(Engine):
     """engine: groupscale (the default)."""
@@ -103,7 +71,6 @@ class GroupscaleEngine(Engine):
         grpo, measure, resources = data.get("grpo"), data.get("measure"), data.get("resources")
         if grpo is not None and grpo.dynamic_sampling is not None:
             check_dynamic_sampling(grpo, measure)
-        check_token_budget(data)
         if grpo is None or grpo.steps_per_generation == 1:
             return
         k = grpo.steps_per_generation

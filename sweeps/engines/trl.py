@@ -62,10 +62,6 @@ class TrlEngine(Engine):
                 "grpo.dynamic_sampling (TRL's GRPOTrainer has no group filter: it trains every sampled group; use engine "
                 "groupscale)",
             ),
-            (
-                data.get("tokens_per_step") is not None,
-                "tokens_per_step (TRL's GRPOTrainer samples a fixed number of completions a step; use engine groupscale)",
-            ),
             (bool(changed), f"grpo: {changed} (TRL reads trl:)"),
         ]
         for bad, what in refused:

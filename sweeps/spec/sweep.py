@@ -27,6 +27,45 @@ def _engine_names(schema: dict[str, Any]) -> None:
     schema["enum"] = list(ENGINES)
 
 
+def _check_token_budget(tokens: int, data: dict[str, Any]) -> None:
+    """``tokens_per_step`` with what its controller (workers.token_budget) trains: engine groupscale, one samples_per_step
+    (the most completions a generation may sample), uniform groups, measure outcome, no dynamic sampling (a second rule
+    for the step's size), and a budget that a generation can meet: k Z no more than B completions of at most
+    grpo.max_new_tokens hold, and at least the smallest generation's tokens (one prompt a process at the largest G,
+    completions of one token). Raises ValueError naming the setting and the allowed values (the field is the loc)."""
+    engine, budgets, groups = data.get("engine"), data.get("samples_per_step"), data.get("group_sizes")
+    grpo, measure, resources = data.get("grpo"), data.get("measure"), data.get("resources")
+    if engine is not None and engine != "groupscale":
+        raise ValueError(
+            f"engine {engine} samples a fixed number of completions a step; a budget in tokens trains on engine groupscale"
+        )
+    if budgets is not None and len(budgets) != 1:
+        raise ValueError(
+            f"samples_per_step is then the most completions one generation may sample: give one value, got {budgets}"
+        )
+    if grpo is None or not budgets or not groups:  # their own errors are reported
+        return
+    if grpo.dynamic_sampling is not None:
+        raise ValueError("grpo.dynamic_sampling sizes each step by its own rule; allowed: one of the two")
+    if grpo.allocation != "uniform":
+        raise ValueError("grpo.allocation per_prompt fills B itself; allowed with grpo.allocation uniform")
+    if measure is not None and measure.kind != "outcome":
+        raise ValueError(f"measure.kind {measure.kind} measures one batch of B completions; allowed with measure.kind outcome")
+    k, most = grpo.steps_per_generation, budgets[0] * grpo.max_new_tokens
+    if k * tokens > most:
+        raise ValueError(
+            f"a generation feeds {k} step(s) (grpo.steps_per_generation) and needs {k * tokens} tokens, but its "
+            f"{budgets[0]} completions (samples_per_step) of at most {grpo.max_new_tokens} tokens (grpo.max_new_tokens) "
+            f"hold {most}; allowed: at most {most // k}, or a larger samples_per_step"
+        )
+    least = (resources.num_processes if resources is not None else 1) * max(groups)
+    if tokens < least:
+        raise ValueError(
+            f"the smallest generation, one prompt a process at G = {max(groups)} with one-token completions, spends "
+            f"{least} tokens a step; allowed: at least {least}, or smaller group sizes"
+        )
+
+
 class SweepSpec(StrictModel):
     """A sweep over (G, B, seed): every point of the grid (``mode: grid``) or the points an Optuna
     study picks (``mode: adaptive``); every trial with the same steps T."""
@@ -37,15 +76,6 @@ class SweepSpec(StrictModel):
     # samples_per_step is declared before group_sizes so that the divisibility check can see it.
     samples_per_step: list[Annotated[int, Field(ge=2, le=MAX_SAMPLES_PER_STEP)]] = Field(
         ..., min_length=1, max_length=16, description="budgets B (completions per step)"
-    )
-    tokens_per_step: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_SAMPLES_PER_STEP * MAX_COMPLETION_TOKENS,
-        description="a budget in completion tokens a step (Z; engine groupscale): each generation samples N = Z / (G "
-        "lbar) prompts, lbar the last generation's mean completion length, the spend carried over (THEORY.md 'A budget "
-        "in tokens'); samples_per_step, one value, is then the most completions a step may sample; default none (a "
-        "budget in completions)",
     )
     group_sizes: list[Annotated[int, Field(ge=2, le=MAX_GROUP_SIZE)]] = Field(
         ..., min_length=1, max_length=64, description="group sizes G (completions per prompt), each >= 2"
@@ -73,6 +103,15 @@ class SweepSpec(StrictModel):
         "groupscale",
         description="who trains each trial: groupscale's GRPO trainer, or TRL's GRPOTrainer on the trl: recipe",
         json_schema_extra=_engine_names,
+    )
+    tokens_per_step: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SAMPLES_PER_STEP * MAX_COMPLETION_TOKENS,
+        description="a budget in completion tokens a step (Z; engine groupscale): each generation samples N = Z / (G "
+        "lbar) prompts, lbar the last generation's mean completion length, the spend carried over (THEORY.md 'A budget "
+        "in tokens'); samples_per_step, one value, is then the most completions a step may sample; default none (a "
+        "budget in completions)",
     )
     trl: JsonObject | None = Field(
         None,
@@ -212,6 +251,13 @@ class SweepSpec(StrictModel):
     @classmethod
     def _known_engine(cls, v: str) -> str:
         return get_engine(v).name  # a ValueError names the valid engines
+
+    @field_validator("tokens_per_step")
+    @classmethod
+    def _token_budget_trains(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is not None:
+            _check_token_budget(v, info.data)
+        return v
 
     @field_validator("trl")
     @classmethod

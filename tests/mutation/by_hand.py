@@ -361,6 +361,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/workers/test_token_budget.py",),
     ),
     Mutation(
+        "answer_pilot_keeps_the_whole_token_budget",
+        "workers/answers/stages.py",
+        "        tokens_per_step=at_budget(base, pilot.samples_per_step),\n",
+        "",
+        "an answer's pilot at a share of B kept the spec's whole token budget (it would underspend at its cap)",
+        ("tests/workers/test_token_budget.py",),
+    ),
+    Mutation(
         "dynamic_sampling_share_at_g_2",
         "sweeps/dynamic_sampling.py",
         "p**g + (1.0 - p) ** g",

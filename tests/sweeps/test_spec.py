@@ -336,15 +336,22 @@ def test_chat_template_kwargs_are_template_variables_only():
         ),
         ({"grpo": {"dynamic_sampling": {"max_batches": 0}}}, ("grpo", "dynamic_sampling", "max_batches"), "greater than or"),
         ({"tokens_per_step": 0}, ("tokens_per_step",), "greater than or equal to 1"),
-        ({"tokens_per_step": 40, "samples_per_step": [16, 32]}, ("trl",), "give one value, got [16, 32]"),
-        ({"engine": "trl", "tokens_per_step": 40}, ("trl",), "engine trl does not take tokens_per_step"),
+        ({"tokens_per_step": 40, "samples_per_step": [16, 32]}, ("tokens_per_step",), "give one value, got [16, 32]"),
+        ({"engine": "trl", "tokens_per_step": 40}, ("tokens_per_step",), "engine trl samples a fixed number of completions"),
         (
             {"tokens_per_step": 40, "grpo": {"dynamic_sampling": {"max_batches": 4}}},
-            ("trl",),
-            "grpo.dynamic_sampling sizes the step by its own rule",
+            ("tokens_per_step",),
+            "grpo.dynamic_sampling sizes each step by its own rule",
         ),
-        ({"tokens_per_step": 40, "grpo": {"allocation": "per_prompt"}}, ("trl",), "allowed: uniform"),
-        ({"tokens_per_step": 65, "grpo": {"max_new_tokens": 4}}, ("trl",), "hold 64; allowed: at most 64"),
+        ({"tokens_per_step": 40, "grpo": {"allocation": "per_prompt"}}, ("tokens_per_step",), "grpo.allocation uniform"),
+        ({"tokens_per_step": 65, "grpo": {"max_new_tokens": 4}}, ("tokens_per_step",), "hold 64; allowed: at most 64"),
+        (  # a generation of k steps needs k Z tokens from its B completions
+            {"tokens_per_step": 40, "grpo": {"max_new_tokens": 4, "steps_per_generation": 2}},
+            ("tokens_per_step",),
+            "needs 80 tokens, but its 16 completions (samples_per_step) of at most 4 tokens (grpo.max_new_tokens) hold 64; "
+            "allowed: at most 32",
+        ),
+        ({"tokens_per_step": 3}, ("tokens_per_step",), "spends 4 tokens a step; allowed: at least 4"),
     ],
 )
 def test_engine_trl_and_lora_errors_name_the_setting(over, loc, words):

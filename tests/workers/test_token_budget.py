@@ -126,3 +126,20 @@ def test_a_killed_trial_resumes_with_its_spend_and_ends_as_the_one_that_never_st
     assert resumed.metrics == straight.metrics
     ours, theirs = load_checkpoint(str(tmp_path / "killed"))["model"], load_checkpoint(str(tmp_path / "straight"))["model"]
     assert all(torch.equal(ours[key], theirs[key]) for key in theirs)
+
+
+def test_an_answers_pilot_at_a_share_of_b_trains_that_share_of_the_token_budget():
+    """The pilot samples at most its own B (a share of the spec's): a budget of Z tokens kept whole would underspend
+    there (96 at B 24 with 4-token completions against Z 192), so it trains Z B' / B; the halving's rungs at B keep Z."""
+    from sweeps.answer import Halving, Pilot
+    from sweeps.answer.plan import Probe
+    from workers.answers.stages import _pilot_config, _rung_config
+    from workers.token_budget import at_budget
+
+    base = arithmetic(samples_per_step=48, tokens_per_step=192, max_new_tokens=4)
+    pilot = Pilot(4, 24, 10, Probe(16, 4), 2, 32, 0)
+    assert _pilot_config(base, pilot).tokens_per_step == 96 and _pilot_config(base, pilot).samples_per_step == 24
+    rungs = Halving(48, (2, 4), 2, (5, 10), (2, 1), True, 32, 0)
+    assert _rung_config(base, rungs, 2, 0, 5, "/tmp").tokens_per_step == 192
+    assert at_budget(arithmetic(samples_per_step=96, tokens_per_step=200), 36) == 75
+    assert at_budget(arithmetic(tokens_per_step=None), 24) is None

@@ -25,6 +25,7 @@ from workers.batch import prepare
 from workers.measures import run_measure
 from workers.probe import run_probe
 from workers.progress import Report, say
+from workers.token_budget import at_budget
 
 
 def run_stages(
@@ -73,18 +74,7 @@ def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> d
         if "probe_tau2" in metrics:  # a probe ran at this step; no probe_g_star when tau2 <= 0 (G* beyond reach)
             probes[step] = float(metrics["probe_g_star"]) if "probe_g_star" in metrics else None
 
-    cfg = dataclasses.replace(
-        base,
-        group_size=pilot.group_size,
-        samples_per_step=pilot.samples_per_step,
-        steps=pilot.steps,
-        eval=base.eval.model_copy(update={"prompts": pilot.eval_prompts, "every": None}),
-        probe=base.probe.model_copy(
-            update={"every": pilot.probe_steps[0], "prompts": pilot.probe.prompts, "completions": pilot.probe.completions}
-        ),
-        checkpoint_dir=None,
-    )
-    result = run_measure(cfg, report)
+    result = run_measure(_pilot_config(base, pilot), report)
     return {
         "group_size": pilot.group_size,
         "samples_per_step": pilot.samples_per_step,
@@ -111,6 +101,22 @@ class Resampled:
     def __call__(self, metrics: dict, step: int) -> None:
         if "sampled_completions" in metrics:
             self.completions += max(0, int(metrics["sampled_completions"]) - self.samples_per_step)
+
+
+def _pilot_config(base: TrialConfig, pilot: Pilot) -> TrialConfig:
+    """The pilot's trial: ``base`` at the pilot's G, B (and its share of a token budget), steps, evals and probes."""
+    return dataclasses.replace(
+        base,
+        group_size=pilot.group_size,
+        samples_per_step=pilot.samples_per_step,
+        tokens_per_step=at_budget(base, pilot.samples_per_step),
+        steps=pilot.steps,
+        eval=base.eval.model_copy(update={"prompts": pilot.eval_prompts, "every": None}),
+        probe=base.probe.model_copy(
+            update={"every": pilot.probe_steps[0], "prompts": pilot.probe.prompts, "completions": pilot.probe.completions}
+        ),
+        checkpoint_dir=None,
+    )
 
 
 def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report | None = None) -> dict:
@@ -203,6 +209,7 @@ def _rung_config(base: TrialConfig, plan: Halving, g: int, seed: int, length: in
         base,
         group_size=g,
         samples_per_step=plan.samples_per_step,
+        tokens_per_step=at_budget(base, plan.samples_per_step),
         seed=seed,
         steps=length if resume else base.steps,
         measure=base.measure.model_copy(update={"repeats": length}),
