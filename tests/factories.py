@@ -61,3 +61,31 @@ def tiny_arithmetic_lm(folder):
     tiny_llama(tok, 0).save_pretrained(folder)
     tok.save_pretrained(folder)
     return load_lm(folder)
+
+
+class Killed(BaseException):
+    """A worker killed mid-trial (nothing in the trainer catches it)."""
+
+
+def killed_and_resumed(config, tmp_path, killed_seen=None):
+    """The same trial twice with checkpoints: straight through (under tmp_path/straight), and killed at its step 5 report
+    then run again (under tmp_path/killed); ``config(checkpoint_dir=...)`` builds it, ``killed_seen(folder)`` looks at
+    the checkpoint the kill left. Returns (straight result, resumed result, the resumed run's (step, metrics) reports)."""
+    import pytest
+
+    from workers.engines.groupscale import train_trial
+
+    straight = train_trial(config(checkpoint_dir=str(tmp_path / "straight")))
+
+    def die_at_5(metrics, step):
+        if step == 5 and "reward_mean" in metrics:
+            raise Killed
+
+    cfg = config(checkpoint_dir=str(tmp_path / "killed"))
+    with pytest.raises(Killed):
+        train_trial(cfg, die_at_5)
+    if killed_seen is not None:
+        killed_seen(tmp_path / "killed")
+    reports: list = []
+    resumed = train_trial(cfg, lambda m, s: reports.append((s, m)))
+    return straight, resumed, reports

@@ -6,7 +6,7 @@ import torch
 
 import workers.engines.groupscale as trainer
 from sweeps import metrics as registry
-from tests.factories import tiny_arithmetic_lm
+from tests.factories import killed_and_resumed, tiny_arithmetic_lm
 from workers import algos, dynamic_sampling
 from workers.batch import Batch
 from workers.checkpoint import load_checkpoint
@@ -209,26 +209,12 @@ def _zeros(n):
     return RewardBatch([0.0] * n, {}, 0)
 
 
-class Killed(BaseException):
-    """A worker killed mid-trial (nothing in the trainer catches it)."""
-
-
 @pytest.mark.parametrize("k", [1, 2])
 def test_a_killed_dynamic_sampling_trial_resumes_to_the_same_parameters_and_metrics(tmp_path, k):
     """The extra generations draw from the trial's RNGs inside their step: killed at step 5 (after the checkpoint of
     step 4), the trial resumes and ends with the parameters and result of the one that never stopped."""
     over = dict(dynamic_sampling={"max_batches": 3}, steps_per_generation=k, steps=6, checkpoint_every=2)
-    straight = train_trial(bandit(**over, checkpoint_dir=str(tmp_path / "straight")))
-
-    def die_at_5(metrics, step):
-        if step == 5 and "reward_mean" in metrics:
-            raise Killed
-
-    cfg = bandit(**over, checkpoint_dir=str(tmp_path / "killed"))
-    with pytest.raises(Killed):
-        train_trial(cfg, die_at_5)
-    reports = []
-    resumed = train_trial(cfg, lambda m, s: reports.append((s, m)))
+    straight, resumed, reports = killed_and_resumed(lambda **dirs: bandit(**over, **dirs), tmp_path)
     assert [s for s, m in reports if "resumed_from_step" in m] == [4]
     assert resumed.metrics == straight.metrics
     ours, theirs = load_checkpoint(str(tmp_path / "killed"))["model"], load_checkpoint(str(tmp_path / "straight"))["model"]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from sweeps import metrics as registry
+from tests.factories import killed_and_resumed
 from workers.checkpoint import load_checkpoint
 from workers.engines.groupscale import TrialConfig, train_trial
 from workers.token_budget import TokenBudget
@@ -104,24 +105,13 @@ def test_a_trial_samples_the_controllers_prompts_and_logs_what_they_cost(model_c
     assert abs(budget.spent - 8 * 150) <= 4 * 6 / 2 + 4 * 6
 
 
-class Killed(BaseException):
-    """A worker killed mid-trial (nothing in the trainer catches it)."""
-
-
 def test_a_killed_trial_resumes_with_its_spend_and_ends_as_the_one_that_never_stopped(tmp_path, model_cache):
     over = dict(steps=6, checkpoint_every=2, cache_dir=str(model_cache))
-    straight = train_trial(arithmetic(**over, checkpoint_dir=str(tmp_path / "straight")))
 
-    def die_at_5(metrics, step):
-        if step == 5 and "reward_mean" in metrics:
-            raise Killed
+    def four_generations_spent(folder):
+        assert load_checkpoint(str(folder))["token_budget"]["generations"] == 4
 
-    cfg = arithmetic(**over, checkpoint_dir=str(tmp_path / "killed"))
-    with pytest.raises(Killed):
-        train_trial(cfg, die_at_5)
-    assert load_checkpoint(str(tmp_path / "killed"))["token_budget"]["generations"] == 4
-    reports = []
-    resumed = train_trial(cfg, lambda m, s: reports.append((s, m)))
+    straight, resumed, reports = killed_and_resumed(lambda **dirs: arithmetic(**over, **dirs), tmp_path, four_generations_spent)
     assert [s for s, m in reports if "resumed_from_step" in m] == [4]
     assert resumed.metrics == straight.metrics
     ours, theirs = load_checkpoint(str(tmp_path / "killed"))["model"], load_checkpoint(str(tmp_path / "straight"))["model"]
