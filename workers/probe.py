@@ -1,7 +1,7 @@
 """The probe: G* from one batch of rollouts, without a sweep (THEORY.md, "The probe").
 
 At the starting policy, sample K prompts x M completions (M >= 4), take each completion's score
-vector s = grad log pi(y | x) (count-sketched to D dimensions when the model is larger), and
+vector s = grad log pi(y | x) (sketched to D dimensions when the model is larger: workers.sketch), and
 estimate the variance components with unbiased U-statistic estimators built on the GRPO kernel
 h(z, z') = (r - r')(s - s') / 2 (Zhou et al., arXiv 2603.01162; THEORY.md "The variance law"):
 
@@ -31,6 +31,7 @@ from sweeps.spec import ProbeSpec
 from sweeps.trial import TrialConfig
 from workers.batch import setup
 from workers.models.base import Policy
+from workers.sketch import CountSketch, TensorSketch
 from workers.tasks.base import ExactComponents, Task, completion_ids_of
 
 
@@ -144,46 +145,6 @@ def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: 
     return percentile_or_inf(draws, tail), percentile_or_inf(draws, 100 - tail)
 
 
-SKETCH_SLICE = 1 << 24  # coordinates sketched at a time (16M: 128 MB of float64 a row)
-ROW_BY_ROW = 1 << 16  # from this many coordinates a block is sketched row by row (CPU index_add_ along dim 1 is slow)
-
-
-class CountSketch:
-    """Unbiased inner-product-preserving projection R^P -> R^D: v -> sum of sign(p) v_p in bucket(p).
-
-    E[<Sv, Sw>] = <v, w> over the random hash (Charikar, Chen, Farach-Colton, ICALP 2002).
-    The hash is held as 5 bytes a parameter (bucket int32, sign int8: 2.5 GB at 0.5B parameters, not the 16 of
-    int64 and float64); its values are the same draws either way.
-    """
-
-    def __init__(self, n_params: int, dim: int, seed: int) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.dim = dim
-        self.bucket = torch.randint(0, dim, (n_params,), generator=g, dtype=torch.int32)
-        self.sign = torch.randint(0, 2, (n_params,), generator=g, dtype=torch.int8).mul_(2).sub_(1)  # -1 or +1
-
-    def __call__(self, v: torch.Tensor) -> torch.Tensor:
-        """(P,) -> (D,), or (n, P) -> (n, D) row by row."""
-        if v.dim() == 2:
-            return self.add_block(torch.zeros(v.shape[0], self.dim, dtype=torch.float64), v, 0)
-        return torch.zeros(self.dim, dtype=torch.float64).index_add_(0, self.bucket, v.double() * self.sign)
-
-    def add_block(self, out: torch.Tensor, block: torch.Tensor, offset: int) -> torch.Tensor:
-        """Adds the sketch of coordinates offset .. offset + k of n vectors, ``block`` (n, k), into ``out`` (n, D)
-        float64 in place, and returns it. Summing the blocks of a vector gives the sketch of the whole vector
-        (the sketch is linear) without ever holding all n x P coordinates."""
-        for lo in range(0, block.shape[1], SKETCH_SLICE):  # a float64 copy of at most SKETCH_SLICE coordinates a row
-            part = block[:, lo : lo + SKETCH_SLICE]
-            k, at = part.shape[1], offset + lo
-            signed = part.to(torch.float64, copy=True).mul_(self.sign[at : at + k])  # never the caller's tensor
-            if k < ROW_BY_ROW:  # with an int64 index: CPU's 2-D index_add_ is ~15x slower with an int32 one
-                out.index_add_(1, self.bucket[at : at + k].long(), signed)
-                continue
-            for row, values in zip(out, signed, strict=True):  # a 1-D index_add_ of 16M is ~50x faster than a 2-D one
-                row.index_add_(0, self.bucket[at : at + k], values)
-        return out
-
-
 # The three drivers below score and sample a model and assemble the result: `make mutation` leaves them out
 # (tests/workers/test_scores.py, the bandit's probe tests and the e2e probe check them); it mutates the
 # estimators above.
@@ -192,21 +153,25 @@ def score_vectors(
     policy: Policy,
     rollout,
     temperature: float,
-    sketch: CountSketch | None,
+    sketch: CountSketch | TensorSketch | None,
     params: list[torch.nn.Parameter] | None = None,
     batched: bool = True,
     chunk: int = 64,
 ) -> np.ndarray:
     """(S, D) per-completion scores grad log pi(y_i | x_i) over ``params`` (default: all trainable), sketched.
 
-    Batched (workers.scores: ``chunk`` completions per backward pass, exact) for language models; one
-    backward pass per completion otherwise (the tabular policy, or a module kind without a per-row rule).
+    For language models, ``chunk`` completions per backward pass (workers.scores): with a TensorSketch, sketched
+    inside the backward pass from each layer's factors (the probe's path); else each row's gradient formed, exact,
+    then count-sketched (the path before 2026-12, kept for comparison). One backward pass per completion otherwise
+    (the tabular policy, ``batched=False``, or a module kind without a rule), sketched as a whole.
     """
     params = params or [p for p in policy.module.parameters() if p.requires_grad]
     if batched and hasattr(policy.module, "get_output_embeddings"):
-        from workers.scores import UnsupportedModule, batched_scores
+        from workers.scores import UnsupportedModule, batched_scores, sketched_scores
 
         try:
+            if isinstance(sketch, TensorSketch):
+                return sketched_scores(policy.module, rollout, temperature, params, sketch, chunk).numpy()
             return batched_scores(policy.module, rollout, temperature, params, sketch, chunk).numpy()
         except UnsupportedModule:
             pass
@@ -226,7 +191,7 @@ def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
     Args:
         cfg: the policy (task, model, LoRA, device) and its sampling (grpo's temperature, max_new_tokens).
         probe: the spec's probe section: K = ``prompts`` and M = ``completions`` (M >= 4; the cost is K * M samples);
-            ``projection_dim`` D (score vectors of larger policies are count-sketched to D dimensions); ``seed``;
+            ``projection_dim`` D (score vectors of larger policies are sketched to D dimensions, workers.sketch); ``seed``;
             ``parameters`` (``all``, ``lm_head``, ``last_layers:K`` or ``lora``, workers.scores.select_parameters:
             scores over a subset, for models too large for full-parameter scores, a different G*: see README).
         n_boot: bootstrap resamples of the prompts for g_star_ci95 (0: none).
@@ -267,7 +232,7 @@ def probe_policy(
     policy.module.eval()
     params = _probed(policy.module, parameters)
     n_params = sum(p.numel() for p in params)
-    sketch = CountSketch(n_params, projection_dim, seed) if n_params > projection_dim else None
+    sketch = TensorSketch(params, projection_dim, seed) if n_params > projection_dim else None
     problems = task.sample_train(prompts, rng)
     expanded = [p for p in problems for _ in range(completions)]
     ro = policy.sample([p.prompt for p in expanded], max_new_tokens=cfg.grpo.max_new_tokens, temperature=cfg.grpo.temperature)

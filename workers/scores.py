@@ -27,6 +27,7 @@ import torch
 
 from workers.models.lora import LORA_MARK
 from workers.rollout import Rollout, _completion_hidden
+from workers.sketch import TensorSketch
 
 
 class UnsupportedModule(TypeError):
@@ -83,46 +84,87 @@ def _rows_at_once(n: int, weight: torch.nn.Parameter, sketching: bool) -> int:
 Sink = Callable[[torch.nn.Parameter, torch.Tensor, int], None]  # (param, rows' gradients (n, *shape), first row)
 
 
-@contextmanager
-def _per_row_hooks(model: torch.nn.Module, wanted: set[int], add: Sink, one_row_at_a_time: bool = False):
-    """Hooks that hand each row's gradient of every wanted parameter to ``add`` (a tied parameter's two modules hand
-    theirs separately: the sink sums them). ``one_row_at_a_time`` (sketching): a large Linear's or Embedding's weight
-    gradients are formed and handed a few rows at a time (_rows_at_once), so that a 150k x 896 vocabulary's never
-    exist for more than one row (0.5 GB)."""
-    handles = []
+def _tokens(x: torch.Tensor, go: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, features) -> (rows, 1, features): a Linear applied to one position a row."""
+    return (x.unsqueeze(1), go.unsqueeze(1)) if x.dim() == 2 else (x, go)
 
-    def linear(module: torch.nn.Linear, x: torch.Tensor, go: torch.Tensor) -> None:
-        if x.dim() == 2:  # (rows, features): one position per row
-            x, go = x.unsqueeze(1), go.unsqueeze(1)
-        if id(module.weight) in wanted:  # sums over <= L tokens: float32 is exact enough
-            step = _rows_at_once(x.shape[0], module.weight, one_row_at_a_time)
+
+def _rms_normed(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """An RMSNorm's input normalised as its forward does (in x's dtype), as float32: its weight's per-token factor."""
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype).float()
+
+
+class _PerRow:
+    """Rules that form each row's gradient of every wanted parameter and hand it to ``add`` (a tied parameter's two
+    modules hand theirs separately: the sink sums them). ``one_row_at_a_time`` (sketching): a large Linear's or
+    Embedding's weight gradients are formed and handed a few rows at a time (_rows_at_once), so that a 150k x 896
+    vocabulary's never exist for more than one row (0.5 GB)."""
+
+    def __init__(self, wanted: set[int], add: Sink, one_row_at_a_time: bool) -> None:
+        self.wanted, self.add, self.one_row_at_a_time = wanted, add, one_row_at_a_time
+
+    def linear(self, module: torch.nn.Linear, x: torch.Tensor, go: torch.Tensor) -> None:
+        x, go = _tokens(x, go)
+        if id(module.weight) in self.wanted:  # sums over <= L tokens: float32 is exact enough
+            step = _rows_at_once(x.shape[0], module.weight, self.one_row_at_a_time)
             for i in range(0, x.shape[0], step):
-                add(module.weight, torch.einsum("bto,bti->boi", go[i : i + step].float(), x[i : i + step].float()), i)
-        if module.bias is not None and id(module.bias) in wanted:
-            add(module.bias, go.float().sum(dim=1), 0)
+                self.add(module.weight, torch.einsum("bto,bti->boi", go[i : i + step].float(), x[i : i + step].float()), i)
+        if module.bias is not None and id(module.bias) in self.wanted:
+            self.add(module.bias, go.float().sum(dim=1), 0)
 
-    def embedding(module: torch.nn.Embedding, ids: torch.Tensor, go: torch.Tensor) -> None:
-        step = _rows_at_once(ids.shape[0], module.weight, one_row_at_a_time)
+    def embedding(self, module: torch.nn.Embedding, ids: torch.Tensor, go: torch.Tensor) -> None:
+        step = _rows_at_once(ids.shape[0], module.weight, self.one_row_at_a_time)
         for i in range(0, ids.shape[0], step):
             rows, g = ids[i : i + step], go[i : i + step]
             grad = torch.zeros((rows.shape[0], *module.weight.shape), dtype=torch.float32, device=go.device)
             grad.scatter_add_(1, rows.unsqueeze(-1).expand(*rows.shape, g.shape[-1]), g.float())
             if module.padding_idx is not None:  # nn.Embedding never updates its padding row (the pad id may be sampled)
                 grad[:, module.padding_idx] = 0.0
-            add(module.weight, grad, i)
+            self.add(module.weight, grad, i)
 
-    def rms_norm(module: torch.nn.Module, x: torch.Tensor, go: torch.Tensor) -> None:
-        eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
-        xf = x.float()
-        normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype).float()
-        add(module.weight, (go.float() * normed).sum(dim=1), 0)
+    def rms_norm(self, module: torch.nn.Module, x: torch.Tensor, go: torch.Tensor) -> None:
+        self.add(module.weight, (go.float() * _rms_normed(module, x)).sum(dim=1), 0)
 
+
+class _Sketched:
+    """Rules that add each row's TensorSketch of every wanted parameter's gradient into ``out`` (n, D) float64
+    (workers.sketch.TensorSketch), from the layer's input and output gradient: no row's gradient of a matrix is
+    formed."""
+
+    def __init__(self, wanted: set[int], sketch: TensorSketch, out: torch.Tensor) -> None:
+        self.wanted, self.sketch, self.out = wanted, sketch, out
+
+    def linear(self, module: torch.nn.Linear, x: torch.Tensor, go: torch.Tensor) -> None:
+        x, go = _tokens(x, go)
+        if id(module.weight) in self.wanted:
+            self.sketch.linear(self.out, module.weight, x, go)
+        if module.bias is not None and id(module.bias) in self.wanted:
+            self.sketch.vector(self.out, module.bias, go.float().sum(dim=1))
+
+    def embedding(self, module: torch.nn.Embedding, ids: torch.Tensor, go: torch.Tensor) -> None:
+        self.sketch.embedding(self.out, module.weight, ids, go, module.padding_idx)
+
+    def rms_norm(self, module: torch.nn.Module, x: torch.Tensor, go: torch.Tensor) -> None:
+        self.sketch.vector(self.out, module.weight, (go.float() * _rms_normed(module, x)).sum(dim=1))
+
+
+@contextmanager
+def _per_row_hooks(model: torch.nn.Module, wanted: set[int], rules: _PerRow | _Sketched):
+    """Hooks that hand every wanted parameter's module, its input and its output gradient to ``rules`` as the
+    backward pass reaches it.
+
+    Raises:
+        UnsupportedModule: a wanted parameter belongs to a module that is not a Linear, an Embedding or an RMSNorm.
+    """
+    handles = []
     for module in model.modules():
         own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
         if not own:
             continue
-        rules = ((torch.nn.Linear, linear), (torch.nn.Embedding, embedding))
-        kind = next((rule for cls, rule in rules if isinstance(module, cls)), rms_norm if _is_rms_norm(module) else None)
+        kinds = ((torch.nn.Linear, rules.linear), (torch.nn.Embedding, rules.embedding))
+        kind = next((rule for cls, rule in kinds if isinstance(module, cls)), rules.rms_norm if _is_rms_norm(module) else None)
         if kind is None:
             raise UnsupportedModule(f"per-row gradients of {type(module).__name__} are not implemented")
 
@@ -163,6 +205,14 @@ class _Sink:
             self.grads[id(param)] = self.grads[id(param)] + grad if id(param) in self.grads else grad
 
 
+def _summed_logprob(model: torch.nn.Module, part: Rollout, temperature: float) -> torch.Tensor:
+    """sum_i log pi(y_i | x_i) over the rows of ``part`` (each row's own forward: group_size 1)."""
+    hidden = _completion_hidden(model, part)
+    logits = model.get_output_embeddings()(hidden).float() / temperature
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, part.completion_ids.unsqueeze(-1)).squeeze(-1)
+    return (logp * part.completion_mask).sum()
+
+
 def batched_scores(
     model: torch.nn.Module,
     rollout: Rollout,
@@ -186,11 +236,8 @@ def batched_scores(
         part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)  # each row's own forward
         n = part.input_ids.shape[0]
         sink.start(n)
-        with _per_row_hooks(model, wanted, sink.add, one_row_at_a_time=sink.sketch is not None):
-            hidden = _completion_hidden(model, part)
-            logits = model.get_output_embeddings()(hidden).float() / temperature
-            logp = torch.log_softmax(logits, dim=-1).gather(-1, part.completion_ids.unsqueeze(-1)).squeeze(-1)
-            (logp * part.completion_mask).sum().backward()
+        with _per_row_hooks(model, wanted, _PerRow(wanted, sink.add, one_row_at_a_time=sink.sketch is not None)):
+            _summed_logprob(model, part, temperature).backward()
         model.zero_grad(set_to_none=True)
         if sink.out is not None:  # no (n, P) gradient ever held: at most one parameter's, of one row for a Linear
             rows.append(sink.out)
@@ -198,4 +245,53 @@ def batched_scores(
         blocks = [sink.grads.pop(id(p)).reshape(n, -1) if id(p) in sink.grads else torch.zeros(n, p.numel()) for p in params]
         flat = torch.cat(blocks, dim=1)
         rows.append(project(flat) if project else flat.double())
+    return torch.cat(rows)
+
+
+@contextmanager
+def _activation_gradients_only(model: torch.nn.Module):
+    """The backward pass computes the activations' gradients and no parameter's: every parameter frozen (restored on
+    exit) and the input embeddings' output made a leaf that requires grad, so each layer's output gradient still
+    flows (about half a training backward's work: no weight gradient is formed)."""
+    frozen = [p for p in model.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+
+    def leaf(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+        return output.detach().requires_grad_()
+
+    handle = model.get_input_embeddings().register_forward_hook(leaf)
+    try:
+        yield
+    finally:
+        handle.remove()
+        for p in frozen:
+            p.requires_grad_(True)
+
+
+def sketched_scores(
+    model: torch.nn.Module,
+    rollout: Rollout,
+    temperature: float,
+    params: list[torch.nn.Parameter],
+    sketch: TensorSketch,
+    chunk: int = 64,
+) -> torch.Tensor:
+    """(S, D) float64: each completion's score vector over ``params`` sketched by ``sketch``, taken inside one
+    backward pass of ``chunk`` completions from each layer's input and output gradient (workers.sketch): no
+    per-example gradient of a matrix is ever formed, and no parameter's gradient is computed. Equals
+    ``sketch(batched_scores(..., project=None))`` to float rounding.
+
+    Raises:
+        UnsupportedModule: a selected parameter belongs to a module kind without a rule.
+    """
+    wanted = {id(p) for p in params}
+    rows = []
+    with _activation_gradients_only(model):  # the hooks below go first: the embedding's output is a leaf before them
+        for start in range(0, rollout.input_ids.shape[0], chunk):
+            part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)
+            out = torch.zeros(part.input_ids.shape[0], sketch.dim, dtype=torch.float64)
+            with _per_row_hooks(model, wanted, _Sketched(wanted, sketch, out)):
+                _summed_logprob(model, part, temperature).backward()
+            rows.append(out)
     return torch.cat(rows)

@@ -160,7 +160,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "count_sketch_unsigned",
-        PROBE,
+        "workers/sketch.py",
         "self.sign = torch.randint(0, 2, (n_params,), generator=g, dtype=torch.int8).mul_(2).sub_(1)",
         "self.sign = torch.ones(n_params, dtype=torch.int8)",
         "a count sketch without random signs (all +1): inner products biased by the bucket collisions",
@@ -513,6 +513,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n",
         "a trial whose groups were cut trains on (the realized-G check dropped)",
         (T_ALGOS, T_TRAINER),
+    ),
+    Mutation(
+        "sketch_sides_transposed",
+        "workers/sketch.py",
+        "        left = rows.rows(go.reshape(n * t, -1), self.dim).reshape(n, t, -1)\n"
+        "        self._convolve(out, left, cols.rows(x.reshape(n * t, -1), self.dim).reshape(n, t, -1))\n",
+        "        left = cols.rows(go.reshape(n * t, -1), self.dim).reshape(n, t, -1)\n"
+        "        self._convolve(out, left, rows.rows(x.reshape(n * t, -1), self.dim).reshape(n, t, -1))\n",
+        "the TensorSketch of a Linear's gradient with the input side's hash on the output gradient and back",
+        ("tests/workers/test_sketch.py",),
+    ),
+    Mutation(
+        "sketch_token_sum_after_product",
+        "workers/sketch.py",
+        "spectrum = (torch.fft.rfft(left, dim=-1) * torch.fft.rfft(right, dim=-1)).sum(dim=1)",
+        "spectrum = torch.fft.rfft(left.sum(dim=1), dim=-1) * torch.fft.rfft(right.sum(dim=1), dim=-1)",
+        "the per-example sketch with each side summed over tokens before the product (sum_t u_t * sum_t v_t)",
+        ("tests/workers/test_sketch.py",),
+    ),
+    Mutation(
+        "sketch_leaves_parameters_frozen",
+        "workers/scores.py",
+        "        for p in frozen:\n            p.requires_grad_(True)\n",
+        "        pass\n",
+        "the probe's backward pass leaves the model's parameters frozen (training after a probe_during_training)",
+        ("tests/workers/test_sketch.py",),
     ),
 )
 
