@@ -210,8 +210,9 @@ def task_spec(name: str, quick: bool = False) -> SweepSpec:
 # ---- the reference: the full grid --------------------------------------------------------------------------------
 
 
-def grid_trials(spec: SweepSpec, workers: int, data_dir: Path) -> list[SimpleNamespace]:
-    """Every trial of the grid (G, B, seed, status, metrics), from the cache when this exact spec was run before."""
+def grid_trials(spec: SweepSpec, workers: int, data_dir: Path) -> tuple[list[SimpleNamespace], float]:
+    """Every trial of the grid (G, B, seed, status, metrics), from the cache when this exact spec was run before, and
+    the grid's process-seconds (its wall time x the worker processes that ran it: every grid was built with 2)."""
     # what the grid runs; a field added since at its default (tokens_per_step: None) runs the same grid, same key
     unset = {"tokens_per_step"} if spec.tokens_per_step is None else set()
     key = hashlib.sha256(spec.model_dump_json(exclude={"answer", "probe", *unset}).encode()).hexdigest()[:16]
@@ -224,10 +225,15 @@ def grid_trials(spec: SweepSpec, workers: int, data_dir: Path) -> list[SimpleNam
         data_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"seconds": seconds, "trials": rows}))
     cached = json.loads(path.read_text())
-    return [SimpleNamespace(**{**t, "status": TrialStatus(t["status"])}) for t in cached["trials"]]
+    return [SimpleNamespace(**{**t, "status": TrialStatus(t["status"])}) for t in cached["trials"]], GRID_WORKERS * cached[
+        "seconds"
+    ]
 
 
-def grid_reference(spec: SweepSpec, trials: list[SimpleNamespace]) -> dict:
+GRID_WORKERS = 2  # processes every cached grid ran on (--workers 2): its process-seconds are about 2 x its wall time
+
+
+def grid_reference(spec: SweepSpec, trials: list[SimpleNamespace], seconds: float | None = None) -> dict:
     """The grid's answer: its fit (service.results.fit_from_trials, as the controller's), tie set and per-G means."""
     fit = fit_from_trials(trials, spec)
     metric, means = spec.measure.metric, {}
@@ -250,6 +256,7 @@ def grid_reference(spec: SweepSpec, trials: list[SimpleNamespace]) -> dict:
         "means": {str(g): v for g, v in means.items()},
         "best": min(means, key=means.get),
         "completions": grid_cost(spec),
+        "seconds": seconds,
         "failed": sum(t.status != TrialStatus.SUCCEEDED for t in trials),
     }
 
@@ -282,6 +289,7 @@ def cheap_methods(name: str, quick: bool, rep: int, budget_share: float | None =
             "tie_set": ans.tie_set,
             "cost": ans.cost.completions,
             "seconds": time.perf_counter() - t0,
+            "grid_seconds": ans.cost.grid_seconds,  # the answer's own estimate of the grid's, from its step times
             "g_matters": ans.g_matters,
             "evidence": ans.evidence,
             "g_star": ans.g_star,
@@ -375,9 +383,24 @@ def score(refs: dict, runs: dict, methods: list[str]) -> dict:
                 "confident_misses": sum(confident_miss(r, ref) for ref, r in reps),
                 "no_g": sum(r.get("recommended") is None for _, r in reps),
                 "cost": statistics.fmean(r["cost"] / ref["completions"] for ref, r in reps),
+                **seconds_cost(reps),
                 "runs": len(reps),
             }
     return summary
+
+
+def seconds_cost(reps: list[tuple[dict, dict]]) -> dict:
+    """The runs' cost in time: ``cost_seconds``, the mean share of the grid's measured process-seconds an answer took,
+    and ``grid_seconds_estimate``, the median of the answers' estimate of the grid's seconds over the measured (1:
+    exact; from the answer's own step times, sweeps.answer.grid_seconds). Empty for rules (no seconds)."""
+    timed = [(ref, r) for ref, r in reps if r.get("seconds") is not None and ref.get("seconds")]
+    if not timed:
+        return {}
+    estimates = [r["grid_seconds"] / ref["seconds"] for ref, r in timed if r.get("grid_seconds")]
+    return {
+        "cost_seconds": statistics.fmean(r["seconds"] / ref["seconds"] for ref, r in timed),
+        "grid_seconds_estimate": statistics.median(estimates) if estimates else None,
+    }
 
 
 def report(refs: dict, runs: dict, methods: list[str]) -> list[str]:
@@ -432,6 +455,14 @@ def matters_lines(refs: dict, runs: dict) -> list[str]:
     return lines
 
 
+def _in_seconds(s: dict) -> str:
+    if s.get("cost_seconds") is None:
+        return ""
+    estimate = s.get("grid_seconds_estimate")
+    told = "" if estimate is None else f", the grid's seconds estimated at {estimate:.2f} x the measured"
+    return f" ({s['cost_seconds']:.4f} in seconds{told})"
+
+
 def summary_lines(summary: dict) -> list[str]:
     lines = []
     for half, per in summary.items():
@@ -439,7 +470,7 @@ def summary_lines(summary: dict) -> list[str]:
             reg = "-" if s["regret"] is None else f"{s['regret']:.3f}"
             lines.append(
                 f"{half} {m}: coverage {s['coverage']:.2f}, regret {reg}, confident misses {s['confident_misses']}, "
-                f"no G {s['no_g']}, cost {s['cost']:.4f} of the grid ({s['runs']} runs)"
+                f"no G {s['no_g']}, cost {s['cost']:.4f} of the grid{_in_seconds(s)} ({s['runs']} runs)"
             )
     return lines
 
@@ -462,7 +493,7 @@ def main() -> None:
     for name in names:
         print(f"grid {name}", flush=True)
         spec = task_spec(name, args.quick)
-        refs[name] = grid_reference(spec, grid_trials(spec, args.workers, args.data_dir))
+        refs[name] = grid_reference(spec, *grid_trials(spec, args.workers, args.data_dir))
     if args.grids_only:
         for name, ref in refs.items():
             fit = f"G* {ref['g_star']} {ref['ci95']} ({ref['status']}, {ref['evidence']})"

@@ -195,7 +195,12 @@ def print_answer(answer: dict) -> None:
     print_per_prompt(answer.get("per_prompt"))
     cost = answer["cost"]
     share = f" ({cost['fraction_of_grid']:.2%} of the grid's {cost['grid_completions']})" if cost.get("fraction_of_grid") else ""
-    out.print(f"cost: {cost['completions']} sampled completions{share}, {cost['seconds']:.1f} s", highlight=False)
+    in_time = f"{cost['seconds']:.1f} s"
+    if cost.get("probe_seconds") is not None:
+        in_time += f" (the probe {cost['probe_seconds']:.1f} s)"
+    if cost.get("fraction_of_grid_seconds") is not None:
+        in_time += f", {cost['fraction_of_grid_seconds']:.2%} of the grid's {cost['grid_seconds']:.0f} s at its own step times"
+    out.print(f"cost: {cost['completions']} sampled completions{share}, {in_time}", highlight=False)
     for stage, why in ((answer.get("stages") or {}).get("plan", {}).get("skipped") or {}).items():
         out.print(f"not run: {stage}: {why}", highlight=False)
     print_where(answer.get("mlflow"))

@@ -8,7 +8,7 @@
 Torch-free: workers.answers runs the stages on the real worker code.
 """
 
-from sweeps.answer.cost import DEFAULT_FRACTION, eval_completions, grid_cost, rung_cost, trial_cost
+from sweeps.answer.cost import DEFAULT_FRACTION, eval_completions, grid_cost, grid_seconds, rung_cost, trial_cost
 from sweeps.answer.methods import DEFAULT_METHOD, METHODS, AnswerMethod, get_method
 from sweeps.answer.plan import AnswerPlan, BudgetTooSmall, Halving, Pilot, Probe, plan_answer
 from sweeps.answer.result import Answer, Bound, Regret

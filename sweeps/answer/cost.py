@@ -3,6 +3,7 @@
 ``grid_cost`` is the reference every budget is a share of (the default budget: ``DEFAULT_FRACTION`` of it);
 ``trial_cost`` prices one trial, ``rung_cost`` one (G, seed) on a halving rung, ``halving_cost`` a whole halving.
 A completion is one sampled response to one prompt, in training, in a held-out eval or in a probe.
+``grid_seconds`` prices the grid in seconds at rates the answer measured, so that its share holds in time as well.
 """
 
 from __future__ import annotations
@@ -57,3 +58,15 @@ def halving_cost(spec: SweepSpec, n: int, seeds: int, lengths: Sequence[int], b:
         total += survivors * seeds * rung_cost(spec, before, length, b, resume, eval_prompts)
         before, survivors = length, max(1, survivors // 2)
     return total
+
+
+def grid_seconds(spec: SweepSpec, train_s: float, generate_s: float) -> float:
+    """Seconds the full grid would take at the answer's measured rates: each trial's training completions (what its
+    engine samples for T steps) at ``train_s`` seconds a completion (generation, scoring and update) and its evals'
+    (the one before step 1 and one per checkpoint) at ``generate_s`` (generation alone). For an outcome measure."""
+    evals = 1 + len(spec.eval.checkpoints(spec.steps))
+    engine = get_engine(spec.engine)
+    return sum(
+        engine.sampled(spec, spec.steps, p.samples_per_step) * train_s + evals * eval_completions(spec) * generate_s
+        for p in plan_trials(spec)
+    )

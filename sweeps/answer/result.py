@@ -53,7 +53,15 @@ class Cost(BaseModel):
     budget: int = Field(description="completions it was allowed")
     grid_completions: int = Field(description="completions of the full grid the spec describes")
     fraction_of_grid: float | None
-    seconds: float
+    seconds: float = Field(description="the answer's wall time: every stage, set-up included")
+    probe_seconds: float | None = Field(None, description="of seconds, the probe's: sampling and score vectors")
+    grid_seconds: float | None = Field(
+        None,
+        description="the full grid's seconds at the rates the answer's own training steps ran (generation, scoring "
+        "and update a sampled completion; evals at the generation rate: sweeps.answer.grid_seconds); null where no "
+        "training step of groupscale's engine ran (measure gradient_mse, engine trl)",
+    )
+    fraction_of_grid_seconds: float | None = Field(None, description="seconds / grid_seconds")
 
 
 class Bound(BaseModel):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeps.answer import BudgetTooSmall, grid_cost, passrate_group_size, plan_answer, regret
+from sweeps.answer import BudgetTooSmall, grid_cost, grid_seconds, passrate_group_size, plan_answer, regret
 from sweeps.answer.combine import combine as combine_answer
 from sweeps.answer.cost import halving_cost
 from sweeps.answer.plan import MIN_PROBE_PROMPTS
@@ -51,6 +51,15 @@ def test_grid_cost_counts_every_sampled_completion_by_hand():
         eval={"prompts": 16, "samples_per_prompt": 4},
     )
     assert grid_cost(sampled) == 5 * 8 + 4 * 16 * 4  # no exact expected reward: k samples per eval prompt
+
+
+def test_grid_seconds_price_training_and_eval_completions_by_hand():
+    """Training completions at the training rate, evals' at the generation rate; a generation every k steps."""
+    arith = spec(ARITH, group_sizes=[2, 4], samples_per_step=[8], seeds=[0, 1], steps=5, eval={"prompts": 16, "every": 0})
+    assert grid_seconds(arith, 0.5, 0.1) == pytest.approx(4 * (5 * 8 * 0.5 + 2 * 16 * 0.1))
+    k2 = spec(ARITH, group_sizes=[2], samples_per_step=[8], seeds=[0], steps=5, eval={"prompts": 16, "every": 0},
+              grpo={"steps_per_generation": 2})  # fmt: skip
+    assert grid_seconds(k2, 0.5, 0.1) == pytest.approx(3 * 8 * 0.5 + 2 * 16 * 0.1)  # ceil(5 / 2) generations of B
 
 
 BANDIT_GRID = {**BANDIT, "group_sizes": [2, 3, 4, 6, 8, 12, 16, 24], "samples_per_step": [48]}

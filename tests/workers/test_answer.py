@@ -7,6 +7,7 @@ from sweeps.answer import METHODS
 from sweeps.spec import SweepSpec, load_spec
 from workers.answers import RUNNERS
 from workers.answers import run_answer as run_typed
+from workers.answers.stages import StepClock
 from workers.models.lm import LMPolicy
 from workers.models.tabular import TabularPolicy
 
@@ -131,3 +132,19 @@ def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method, dynami
         assert stages["pilot"]["resampled"] > 0 and stages["halving"]["resampled"] > 0, stages
     else:
         assert out["cost"]["completions"] <= budget
+    cost = out["cost"]  # and in seconds: the probe's part, and the grid priced at the answer's own step times
+    assert 0 < cost["probe_seconds"] < cost["seconds"] < cost["grid_seconds"]
+    assert cost["fraction_of_grid_seconds"] == pytest.approx(cost["seconds"] / cost["grid_seconds"])
+
+
+def test_the_step_clock_counts_a_generation_once_and_leaves_evals_out():
+    """Steps of a generation of k = 2 report its sampling once (workers.batch); a step without an update (an eval's or
+    a probe's report) adds nothing."""
+    clock = StepClock()
+    for metrics in (
+        {"time_generate_s": 2.0, "time_score_s": 0.5, "time_update_s": 1.0},
+        {"time_generate_s": 0.0, "time_score_s": 0.0, "time_update_s": 1.0},
+        {"eval_accuracy": 0.5, "probe_tau2": 1.0},
+    ):
+        clock(metrics, 1)
+    assert (clock.train_s, clock.generate_s) == (4.5, 2.0)

@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, rung_cost
+from sweeps.answer import Answer, AnswerMethod, Halving, Pilot, grid_seconds, rung_cost
+from sweeps.engines import get_engine
 from sweeps.spec import SweepSpec
 from sweeps.trial import TrialConfig, TrialOutcome
 from workers.batch import prepare
+from workers.engines.base import Report as StepReport
 from workers.measures import run_measure
 from workers.probe import run_probe
 from workers.progress import Report, say
@@ -48,19 +50,44 @@ def run_stages(
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
     probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}))
     spent = int(probe["samples"])
+    clock = StepClock()
     pilot = None
     if plan.pilot is not None:
-        pilot = _pilot(base, plan.pilot, report)
+        pilot = _pilot(base, plan.pilot, report, clock)
         spent += plan.pilot.cost + pilot["resampled"]
+        clock.completions += get_engine(spec.engine).sampled(spec, plan.pilot.steps, plan.pilot.samples_per_step)
     halving = None
     if plan.halving is not None:
-        halving = _halving(spec, base, plan.halving, report)
+        halving = _halving(spec, base, plan.halving, report, clock)
         spent += halving.pop("spent")
-    return method.combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
+    answer = method.combine(spec, plan, probe, pilot, halving, spent, time.perf_counter() - start)
+    answer.cost.probe_seconds = float(probe["seconds"])
+    if clock.completions and clock.train_s > 0 and spec.measure.kind == "outcome":
+        answer.cost.grid_seconds = grid_seconds(spec, clock.train_s / clock.completions, clock.generate_s / clock.completions)
+        answer.cost.fraction_of_grid_seconds = answer.cost.seconds / answer.cost.grid_seconds
+    return answer
 
 
-def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> dict:
-    """One short trial at the pilot's G, its policy probed at pilot.probe_steps (probe.every = steps / probes)."""
+@dataclasses.dataclass
+class StepClock:
+    """Seconds of the answer's training steps, from each step's ``time_generate_s``, ``time_score_s`` and
+    ``time_update_s`` (groupscale's engine; evals and probes left out), and the completions those steps sampled
+    (``completions``, counted by the caller as its engine prices them): the rates ``grid_seconds`` prices the grid at."""
+
+    train_s: float = 0.0
+    generate_s: float = 0.0
+    completions: int = 0
+
+    def __call__(self, metrics: dict, step: int) -> None:
+        if "time_update_s" in metrics:
+            generate = float(metrics.get("time_generate_s", 0.0))
+            self.generate_s += generate
+            self.train_s += generate + float(metrics.get("time_score_s", 0.0)) + float(metrics["time_update_s"])
+
+
+def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None, clock: StepClock | None = None) -> dict:
+    """One short trial at the pilot's G, its policy probed at pilot.probe_steps (probe.every = steps / probes); its
+    steps timed by ``clock``."""
     seen: dict[str, float] = {}
     probes: dict[int, float | None] = {}
     label = f"a trial at G = {pilot.group_size}, B = {pilot.samples_per_step} for {pilot.steps} steps, probed as it trains"
@@ -70,6 +97,8 @@ def _pilot(base: TrialConfig, pilot: Pilot, progress: Report | None = None) -> d
     def report(metrics: dict, step: int) -> None:
         say(progress, "pilot", label, step, pilot.steps, "steps")
         resampled(metrics, step)
+        if clock is not None:
+            clock(metrics, step)
         seen.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         if "probe_tau2" in metrics:  # a probe ran at this step; no probe_g_star when tau2 <= 0 (G* beyond reach)
             probes[step] = float(metrics["probe_g_star"]) if "probe_g_star" in metrics else None
@@ -119,7 +148,9 @@ def _pilot_config(base: TrialConfig, pilot: Pilot) -> TrialConfig:
     )
 
 
-def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report | None = None) -> dict:
+def _halving(
+    spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report | None = None, clock: StepClock | None = None
+) -> dict:
     """Successive halving over plan.group_sizes: each rung trains (or, for gradient_mse, measures) every
     survivor's seeds to the rung's length, reports the seed mean to Optuna, and lets its pruner halve them.
 
@@ -147,8 +178,10 @@ def _halving(spec: SweepSpec, base: TrialConfig, plan: Halving, report: Report |
                     rung = f"rung {r + 1} of {len(plan.lengths)}, {length} {unit}, G = {g}, seed {seed}"
                     say(report, "halving", label, ran, runs, "runs (at most)", rung)
                     ran += 1
-                    result = run_measure(_rung_config(base, plan, g, seed, length, work), resampled)
+                    result = run_measure(_rung_config(base, plan, g, seed, length, work), _both(resampled, clock))
                     spent += rung_cost(spec, before, length, b, resume, plan.eval_prompts)
+                    if clock is not None and resume:
+                        clock.completions += get_engine(spec.engine).sampled(spec, length - before, b)
                     value = result.metrics.get(metric)
                     if result.status is TrialOutcome.SUCCEEDED and value is not None and np.isfinite(value):
                         values.append(float(value))
@@ -218,3 +251,14 @@ def _rung_config(base: TrialConfig, plan: Halving, g: int, seed: int, length: in
         checkpoint_dir=str(Path(work) / f"G{g}-s{seed}") if resume else None,
         checkpoint_every=length if resume else 0,
     )
+
+
+def _both(first: StepReport, second: StepClock | None) -> StepReport:
+    """A report that hands each step's metrics to ``first`` and to ``second`` (when given)."""
+
+    def report(metrics: dict, step: int) -> None:
+        first(metrics, step)
+        if second is not None:
+            second(metrics, step)
+
+    return report
