@@ -290,8 +290,8 @@ def sketched_scores(
     with _activation_gradients_only(model):  # the hooks below go first: the embedding's output is a leaf before them
         for start in range(0, rollout.input_ids.shape[0], chunk):
             part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)
-            out = torch.zeros(part.input_ids.shape[0], sketch.dim, dtype=torch.float64)
+            out = torch.zeros(part.input_ids.shape[0], sketch.dim, dtype=torch.float64, device=part.input_ids.device)
             with _per_row_hooks(model, wanted, _Sketched(wanted, sketch, out)):
                 _summed_logprob(model, part, temperature).backward()
-            rows.append(out)
+            rows.append(out.cpu())
     return torch.cat(rows)

@@ -13,7 +13,8 @@ E<Sg, Sh> = <g, h> keeps its estimators unbiased. Two kinds, the same for the es
 
       S(dW_n) = irfft( sum_t rfft(C_o go_{n,t}) * rfft(C_i a_{n,t}) ),
 
-  O(o + i + D log D) a token against the o i of forming dW_n. An embedding's per-example gradient, sum_t
+  O(o + i + D log D) a token against the o i of forming dW_n (a weight small enough that forming costs less,
+  FORM_AT_MOST, is formed and sketched by the same hash: the same map). An embedding's per-example gradient, sum_t
   e_{id_t} go_t^T, is sketched the same way (C_o e_id is one signed bucket); vectors (norm weights, biases) by a
   count sketch of their per-example gradients. Each parameter has hashes of its own, so the blocks add up to a
   sketch of the whole score vector: E<Sg, Sh> = <g, h>, Var <Sg, Sh> <= 22 ||g||^2 ||h||^2 / D (THEORY.md, "The
@@ -66,16 +67,27 @@ class CountSketch:
 
 
 class _Side:
-    """One side's count-sketch hash of a weight: bucket h (k,) int64 and sign s (k,) float32 of each index."""
+    """One side's count-sketch hash of a weight: bucket h (k,) int64 and sign s (k,) float32 of each index (drawn on
+    the CPU, copied once to each device the data comes on)."""
 
     def __init__(self, k: int, dim: int, g: torch.Generator) -> None:
         self.h = torch.randint(0, dim, (k,), generator=g)
         self.s = torch.randint(0, 2, (k,), generator=g).mul_(2).sub_(1).float()
+        self._copies: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h, s) on ``device``."""
+        if device.type == "cpu":
+            return self.h, self.s
+        if device not in self._copies:
+            self._copies[device] = (self.h.to(device), self.s.to(device))
+        return self._copies[device]
 
     def rows(self, v: torch.Tensor, dim: int) -> torch.Tensor:
         """(m, k) -> (m, D) float64: each row's count sketch (an index_add_ along dim 0, CPU's fast direction)."""
-        signed = (v.float() * self.s).T.contiguous()
-        return torch.zeros(dim, v.shape[0], dtype=torch.float32, device=v.device).index_add_(0, self.h, signed).T.double()
+        h, s = self.on(v.device)
+        signed = (v.float() * s).T.contiguous()
+        return torch.zeros(dim, v.shape[0], dtype=torch.float32, device=v.device).index_add_(0, h, signed).T.double()
 
 
 class TensorSketch:
@@ -98,6 +110,7 @@ class TensorSketch:
             else:
                 self.offsets[id(p)], vector_size = vector_size, vector_size + p.numel()
         self.counts = CountSketch(vector_size, dim, int(torch.randint(0, 2**31, (1,), generator=g)))
+        self._flats: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _convolve(self, out: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> None:
         """out (n, D) += irfft(sum_t rfft(left) * rfft(right)), left and right (n, T, D) float64."""
@@ -110,22 +123,34 @@ class TensorSketch:
         of o i entries against T rffts of D)."""
         return param.numel() <= min(FORM_AT_MOST, 4 * tokens * self.dim)
 
-    def _flat(self, key: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A matrix's hash over its flattened entries: bucket H(j, k) (o i,) int64 and sign s_o(j) s_i(k) float64."""
-        r, c = self.sides[key]
-        return (r.h[:, None] + c.h[None, :]).remainder(self.dim).reshape(-1), (r.s[:, None] * c.s[None, :]).reshape(-1).double()
+    def _flat(self, key: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """A matrix's hash over its flattened entries on ``device``: bucket H(j, k) (o i,) int64 and sign s_o(j) s_i(k)
+        float64 (kept for the small weights the hooks form, made afresh for a formed score vector's large ones)."""
+        if (key, device) in self._flats:
+            return self._flats[key, device]
+        (rh, rs), (ch, cs) = self.sides[key][0].on(device), self.sides[key][1].on(device)
+        flat = (rh[:, None] + ch[None, :]).remainder(self.dim).reshape(-1), (rs[:, None] * cs[None, :]).reshape(-1).double()
+        if flat[0].numel() <= FORM_AT_MOST:
+            self._flats[key, device] = flat
+        return flat
 
-    def _add_formed(self, out: torch.Tensor, key: int, grads: torch.Tensor) -> None:
-        """out (n, D) += the sketch of formed matrices ``grads`` (n, o i)."""
-        bucket, sign = self._flat(key)
-        out.index_add_(1, bucket, grads.double() * sign)
+    def _add_formed(self, out: torch.Tensor, key: int, grads: torch.Tensor, signed: bool = False) -> None:
+        """out (n, D) += the sketch of formed matrices ``grads`` (n, o i); ``signed``: their entries already carry the
+        signs s_o(j) s_i(k) (the hooks sign the two factors before their product: o + i multiplications, not o i)."""
+        bucket, sign = self._flat(key, grads.device)
+        if signed:
+            out += torch.zeros(out.shape, dtype=grads.dtype, device=grads.device).index_add_(1, bucket, grads).double()
+        else:
+            out.index_add_(1, bucket, grads.double() * sign)
 
     def linear(self, out: torch.Tensor, param: torch.nn.Parameter, x: torch.Tensor, go: torch.Tensor) -> None:
         """out (n, D) += S(dW_n), dW_n = sum_t go[n, t] x[n, t]^T: x (n, T, i) inputs, go (n, T, o) output gradients."""
         rows, cols = self.sides[id(param)]
         n, t = x.shape[:2]
         if self._cheaper_formed(param, t):
-            self._add_formed(out, id(param), torch.einsum("bto,bti->boi", go.float(), x.float()).reshape(n, -1))
+            (_, s_o), (_, s_i) = rows.on(go.device), cols.on(x.device)
+            grads = torch.einsum("bto,bti->boi", go.float() * s_o, x.float() * s_i).reshape(n, -1)
+            self._add_formed(out, id(param), grads, signed=True)
             return
         left = rows.rows(go.reshape(n * t, -1), self.dim).reshape(n, t, -1)
         self._convolve(out, left, cols.rows(x.reshape(n * t, -1), self.dim).reshape(n, t, -1))
@@ -138,18 +163,22 @@ class TensorSketch:
         rows, cols = self.sides[id(param)]
         n, t = ids.shape
         keep = (ids != pad).unsqueeze(-1) if pad is not None else torch.ones_like(ids, dtype=torch.bool).unsqueeze(-1)
+        h, s = rows.on(ids.device)
         if self._cheaper_formed(param, t):
+            signed = go.float() * keep * s[ids].unsqueeze(-1) * cols.on(go.device)[1]
             grads = torch.zeros(n, *param.shape, dtype=torch.float32, device=go.device)
-            grads.scatter_add_(1, ids.unsqueeze(-1).expand(n, t, go.shape[-1]), go.float() * keep)
-            self._add_formed(out, id(param), grads.reshape(n, -1))
+            grads.scatter_add_(1, ids.unsqueeze(-1).expand(n, t, go.shape[-1]), signed)
+            self._add_formed(out, id(param), grads.reshape(n, -1), signed=True)
             return
-        sign = rows.s[ids].double().unsqueeze(-1) * keep
-        left = torch.zeros(n, t, self.dim, dtype=torch.float64, device=go.device).scatter_(2, rows.h[ids].unsqueeze(-1), sign)
+        sign = s[ids].double().unsqueeze(-1) * keep
+        left = torch.zeros(n, t, self.dim, dtype=torch.float64, device=go.device).scatter_(2, h[ids].unsqueeze(-1), sign)
         self._convolve(out, left, cols.rows(go.reshape(n * t, -1), self.dim).reshape(n, t, -1))
 
     def vector(self, out: torch.Tensor, param: torch.nn.Parameter, grads: torch.Tensor) -> None:
-        """out (n, D) += the count sketch of a vector parameter's per-example gradients ``grads`` (n, k)."""
-        self.counts.add_block(out, grads, self.offsets[id(param)])
+        """out (n, D) += the count sketch of a vector parameter's per-example gradients ``grads`` (n, k) (on the CPU,
+        where the count sketch's hash is: k is at most a few thousand)."""
+        part = torch.zeros(grads.shape[0], self.dim, dtype=torch.float64)
+        out += self.counts.add_block(part, grads.detach().cpu(), self.offsets[id(param)]).to(out.device)
 
     def __call__(self, v: torch.Tensor) -> torch.Tensor:
         """(P,) -> (D,) or (n, P) -> (n, D): the same sketch of formed score vectors (concatenated in params' order)."""
