@@ -10,11 +10,13 @@ the attention mask, so left padding does not shift positions between generation 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from workers.head import head_stats
@@ -115,13 +117,50 @@ class NonFiniteLogitsError(FloatingPointError):
     """The policy's logits held NaN or infinity while sampling (a diverged model, bad weights)."""
 
 
-class _FiniteLogits(LogitsProcessor):
-    """Stops generation with NonFiniteLogitsError instead of torch's "probability tensor contains inf/nan"."""
+SAMPLER_BLOCK = 256  # most tokens a block of the two-stage inverse CDF
+
+
+def _block_size(vocab: int) -> int:
+    """The sampler's block: the largest power of two up to SAMPLER_BLOCK that divides the vocabulary (no copy: 256
+    for 32,000 tokens, 128 for Qwen2's 151,936), else SAMPLER_BLOCK with the row padded by zero weights."""
+    size = SAMPLER_BLOCK
+    while size > 16 and vocab % size:
+        size //= 2
+    return size if vocab % size == 0 else SAMPLER_BLOCK
+
+
+class _InverseCdfSampler(LogitsProcessor):
+    """Draws each row's next token from softmax(scores / temperature) and returns scores whose argmax is that token
+    (0 there, -inf elsewhere), so that ``generate`` decoding greedily over them samples.
+
+    By the inverse CDF in two stages, exact up to the float32 rounding of the weights w = exp((s - max) / T) and
+    their block sums (_block_size tokens a block): one uniform picks a block by the blocks' cumulative sums
+    (float64), a second a token within it by the block's own. P(token k of block b) = (W_b / W)(w_k / W_b) =
+    w_k / W, and a token (or block) of weight 0 lies in a flat stretch of its CDF, so it is never drawn.
+    transformers' own sampling, torch.multinomial, draws an exponential for every token of the vocabulary at every
+    step (on CPU 23 ms a step at 64 rows x 32k tokens, a fifth of a medium step; this takes 4 ms). Uses torch's
+    global RNG. Stops generation with NonFiniteLogitsError on a NaN or +inf logit or a row of -inf (where torch
+    would say "probability tensor contains inf/nan"); a -inf logit alone is a token of probability 0."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if not torch.isfinite(scores).all():
+        n, vocab = scores.shape
+        # in place on generate's own copy of the logits
+        weights = scores.sub_(scores.amax(dim=-1, keepdim=True)).div_(self.temperature).exp_()
+        size = _block_size(vocab)
+        blocks = (weights if vocab % size == 0 else F.pad(weights, (0, -vocab % size))).view(n, -1, size)
+        cdf = blocks.sum(dim=-1).double().cumsum(dim=-1)  # (n, blocks)
+        total = cdf[:, -1:]
+        if not (torch.isfinite(total) & (total > 0)).all():  # a NaN or +inf logit, or a row of -inf
             raise NonFiniteLogitsError("non-finite logits in generation")
-        return scores
+        u = torch.rand(n, 2, dtype=torch.float64, device=scores.device)
+        block = torch.searchsorted(cdf, u[:, :1] * total, right=True).clamp_(max=blocks.shape[1] - 1)  # (n, 1)
+        inner = blocks[torch.arange(n, device=scores.device), block[:, 0]].cumsum(dim=-1, dtype=torch.float64)
+        within = torch.searchsorted(inner, u[:, 1:] * inner[:, -1:], right=True).clamp_(max=size - 1)
+        token = (block * size + within).clamp_(max=vocab - 1)
+        return scores.fill_(-math.inf).scatter_(1, token, 0.0)
 
 
 # generation_config fields generate() may keep: ids, and what says nothing about the sampling distribution.
@@ -152,17 +191,12 @@ def neutral_generation_config(model: PreTrainedModel) -> dict[str, object]:
 
 
 @lru_cache(maxsize=64)
-def _sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
-    """Plain ancestral sampling (no top-k/top-p), built once per setting (validation is not free). The model's
-    own generation_config holds token ids alone (neutral_generation_config), so nothing else is merged in."""
+def _sampling_config(max_new_tokens: int, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
+    """Greedy decoding over _InverseCdfSampler's scores (which samples), built once per setting (validation is not
+    free). The model's own generation_config holds token ids alone (neutral_generation_config), so nothing else
+    (no top-k, top-p or penalty) is merged in."""
     return GenerationConfig(
-        do_sample=True,
-        temperature=temperature,
-        top_k=0,
-        top_p=1.0,
-        max_new_tokens=max_new_tokens,
-        pad_token_id=pad_token_id,
-        eos_token_id=list(stop_ids),
+        do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_id=list(stop_ids)
     )
 
 
@@ -179,7 +213,7 @@ def generate(
 ) -> Rollout:
     """Sample one completion per prompt (repeat prompts G times for a group) with plain sampling.
 
-    Sampling is pure softmax(logits / temperature): top_k and top_p are disabled so that the
+    Sampling is pure softmax(logits / temperature) (_InverseCdfSampler): no top-k, top-p or penalty, so that the
     log-probs used in the loss are those of the sampling policy. Generation of a row stops at any
     of ``stop_ids``. Uses torch's global RNG.
 
@@ -194,9 +228,12 @@ def generate(
     """
     device = next(model.parameters()).device
     ids, att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
-    config = _sampling_config(max_new_tokens, temperature, tokenizer.pad_token_id, tuple(stop_ids))
+    config = _sampling_config(max_new_tokens, tokenizer.pad_token_id, tuple(stop_ids))
     out = model.generate(
-        input_ids=ids, attention_mask=att, generation_config=config, logits_processor=LogitsProcessorList([_FiniteLogits()])
+        input_ids=ids,
+        attention_mask=att,
+        generation_config=config,
+        logits_processor=LogitsProcessorList([_InverseCdfSampler(temperature)]),
     )
     prompt_len = ids.shape[1]
     completion = out[:, prompt_len:]

@@ -515,6 +515,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_ALGOS, T_TRAINER),
     ),
     Mutation(
+        "sampler_ignores_temperature",
+        "workers/rollout.py",
+        ".div_(self.temperature)",
+        "",
+        "generation samples at temperature 1 whatever the spec's temperature",
+        ("tests/workers/test_rollout.py",),
+    ),
+    Mutation(
+        "sampler_without_the_total",
+        "workers/rollout.py",
+        "u[:, 1:] * inner[:, -1:]",
+        "u[:, 1:] * 0.5 * inner[:, -1:]",
+        "the sampler's second uniform on half the block's total: the block's later tokens never drawn",
+        ("tests/workers/test_rollout.py",),
+    ),
+    Mutation(
+        "sampler_one_uniform_for_both_stages",
+        "workers/rollout.py",
+        "u[:, 1:] * inner[:, -1:]",
+        "u[:, :1] * inner[:, -1:]",
+        "the sampler's block and token within it drawn with one uniform: a block's first tokens drawn more often",
+        ("tests/workers/test_rollout.py",),
+    ),
+    Mutation(
         "sketch_sides_transposed",
         "workers/sketch.py",
         "        left = rows.rows(go.reshape(n * t, -1), self.dim).reshape(n, t, -1)\n"

@@ -77,11 +77,13 @@ class PromptEncoder:
         return "\n".join(str(m["content"]) for m in prompt)
 
     def encode(self, prompts: Sequence[Prompt]) -> list[list[int]]:
-        """Token ids of each prompt: (S,) lists, BOS once where the tokenizer adds one."""
-        out = []
-        for p in prompts:
-            ids = self.tokenizer(self.render(p), add_special_tokens=False)["input_ids"]
+        """Token ids of each prompt: (S,) lists, BOS once where the tokenizer adds one. Each distinct text is
+        tokenized once, all of them in one batch call (a group's G copies are one text)."""
+        texts = [self.render(p) for p in prompts]
+        distinct = list(dict.fromkeys(texts))
+        encoded = {}
+        for text, ids in zip(distinct, self.tokenizer(distinct, add_special_tokens=False)["input_ids"], strict=True):
             if self._bos and ids[:1] != self._bos:  # the template did not write the BOS itself
                 ids = self._bos + ids
-            out.append(ids)
-        return out
+            encoded[text] = ids
+        return [list(encoded[t]) for t in texts]
