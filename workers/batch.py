@@ -218,7 +218,7 @@ def sample_batch(
     Raises:
         workers.groups.GroupSizeError: a group of the rollout holds other than G completions of its prompt.
         workers.rewards.RewardError: a reward function failed.
-        workers.rollout.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
+        workers.decode.NonFiniteLogitsError: the policy produced NaN or infinite logits while sampling.
     """
     rank, world_size = placement.rank, placement.world_size
     if allocation is None:  # N = B / G prompts, every rank draws them (the prompt RNG stays equal on all)

@@ -1,4 +1,4 @@
-"""Rollouts: sampling completions with ``model.generate`` and scoring them (log-probs).
+"""Rollouts: sampling completions (workers.decode) and scoring them (log-probs).
 
 Prompts arrive as token ids (workers.models.prompts.PromptEncoder) and are left-padded so that
 every completion starts at the same column P. A completion ends at the first of the model's stop
@@ -9,16 +9,13 @@ the attention mask, so left padding does not shift positions between generation 
 
 from __future__ import annotations
 
-import inspect
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import torch
-import torch.nn.functional as F
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from workers.decode import cache_kwarg, embeddings, position_ids_from_mask, sample_tokens
 from workers.head import head_stats
 from workers.models.lora import transformer_body
 
@@ -108,61 +105,6 @@ def left_pad(
     return ids.to(device), att.to(device)
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """(S, T) 0/1 -> (S, T) long positions counting only attended tokens (left padding -> 0)."""
-    return (attention_mask.long().cumsum(dim=1) - 1).clamp_min(0)
-
-
-class NonFiniteLogitsError(FloatingPointError):
-    """The policy's logits held NaN or infinity while sampling (a diverged model, bad weights)."""
-
-
-SAMPLER_BLOCK = 256  # most tokens a block of the two-stage inverse CDF
-
-
-def _block_size(vocab: int) -> int:
-    """The sampler's block: the largest power of two up to SAMPLER_BLOCK that divides the vocabulary (no copy: 256
-    for 32,000 tokens, 128 for Qwen2's 151,936), else SAMPLER_BLOCK with the row padded by zero weights."""
-    size = SAMPLER_BLOCK
-    while size > 16 and vocab % size:
-        size //= 2
-    return size if vocab % size == 0 else SAMPLER_BLOCK
-
-
-class _InverseCdfSampler(LogitsProcessor):
-    """Draws each row's next token from softmax(scores / temperature) and returns scores whose argmax is that token
-    (0 there, -inf elsewhere), so that ``generate`` decoding greedily over them samples.
-
-    By the inverse CDF in two stages, exact up to the float32 rounding of the weights w = exp((s - max) / T) and
-    their block sums (_block_size tokens a block): one uniform picks a block by the blocks' cumulative sums
-    (float64), a second a token within it by the block's own. P(token k of block b) = (W_b / W)(w_k / W_b) =
-    w_k / W, and a token (or block) of weight 0 lies in a flat stretch of its CDF, so it is never drawn.
-    transformers' own sampling, torch.multinomial, draws an exponential for every token of the vocabulary at every
-    step (on CPU 23 ms a step at 64 rows x 32k tokens, a fifth of a medium step; this takes 4 ms). Uses torch's
-    global RNG. Stops generation with NonFiniteLogitsError on a NaN or +inf logit or a row of -inf (where torch
-    would say "probability tensor contains inf/nan"); a -inf logit alone is a token of probability 0."""
-
-    def __init__(self, temperature: float) -> None:
-        self.temperature = temperature
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        n, vocab = scores.shape
-        # in place on generate's own copy of the logits
-        weights = scores.sub_(scores.amax(dim=-1, keepdim=True)).div_(self.temperature).exp_()
-        size = _block_size(vocab)
-        blocks = (weights if vocab % size == 0 else F.pad(weights, (0, -vocab % size))).view(n, -1, size)
-        cdf = blocks.sum(dim=-1).double().cumsum(dim=-1)  # (n, blocks)
-        total = cdf[:, -1:]
-        if not (torch.isfinite(total) & (total > 0)).all():  # a NaN or +inf logit, or a row of -inf
-            raise NonFiniteLogitsError("non-finite logits in generation")
-        u = torch.rand(n, 2, dtype=torch.float64, device=scores.device)
-        block = torch.searchsorted(cdf, u[:, :1] * total, right=True).clamp_(max=blocks.shape[1] - 1)  # (n, 1)
-        inner = blocks[torch.arange(n, device=scores.device), block[:, 0]].cumsum(dim=-1, dtype=torch.float64)
-        within = torch.searchsorted(inner, u[:, 1:] * inner[:, -1:], right=True).clamp_(max=size - 1)
-        token = (block * size + within).clamp_(max=vocab - 1)
-        return scores.fill_(-math.inf).scatter_(1, token, 0.0)
-
-
 # generation_config fields generate() may keep: ids, and what says nothing about the sampling distribution.
 _NEUTRAL_GENERATION_FIELDS = frozenset(
     {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "transformers_version", "_from_model_config"}
@@ -190,16 +132,6 @@ def neutral_generation_config(model: PreTrainedModel) -> dict[str, object]:
     return ignored
 
 
-@lru_cache(maxsize=64)
-def _sampling_config(max_new_tokens: int, pad_token_id: int, stop_ids: tuple[int, ...]) -> GenerationConfig:
-    """Greedy decoding over _InverseCdfSampler's scores (which samples), built once per setting (validation is not
-    free). The model's own generation_config holds token ids alone (neutral_generation_config), so nothing else
-    (no top-k, top-p or penalty) is merged in."""
-    return GenerationConfig(
-        do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_id=list(stop_ids)
-    )
-
-
 @torch.no_grad()
 def generate(
     model: PreTrainedModel,
@@ -213,8 +145,8 @@ def generate(
 ) -> Rollout:
     """Sample one completion per prompt (repeat prompts G times for a group) with plain sampling.
 
-    Sampling is pure softmax(logits / temperature) (_InverseCdfSampler): no top-k, top-p or penalty, so that the
-    log-probs used in the loss are those of the sampling policy. Generation of a row stops at any
+    Sampling is pure softmax(logits / temperature) (workers.decode.sample_tokens): no top-k, top-p or penalty, so
+    that the log-probs used in the loss are those of the sampling policy. Generation of a row stops at any
     of ``stop_ids``. Uses torch's global RNG.
 
     Args:
@@ -222,21 +154,24 @@ def generate(
         stop_ids: the model's stop ids (workers.models.prompts.stop_token_ids).
         max_new_tokens: completion length cap L_max (tokens).
         temperature: > 0.
-        group_size: G when prompts come as G adjacent copies of each (lets scoring share the prompt).
+        group_size: G when prompts come as G adjacent copies of each (sampling and scoring then share the prompt).
     Returns:
         Rollout with L <= max_new_tokens columns of completion.
     """
     device = next(model.parameters()).device
     ids, att = left_pad(prompt_ids, tokenizer.pad_token_id, device)
-    config = _sampling_config(max_new_tokens, tokenizer.pad_token_id, tuple(stop_ids))
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=att,
-        generation_config=config,
-        logits_processor=LogitsProcessorList([_InverseCdfSampler(temperature)]),
+    completion = sample_tokens(
+        model,
+        ids,
+        att,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        stop_ids=stop_ids,
+        pad_id=tokenizer.pad_token_id,
+        group_size=group_size,
     )
     prompt_len = ids.shape[1]
-    completion = out[:, prompt_len:]
+    out = torch.cat([ids, completion], dim=1)
     cmask = completion_mask_from_stops(completion, stop_ids)
     is_stop = torch.isin(completion, torch.as_tensor(list(stop_ids), device=completion.device))
     truncated = ~is_stop.any(dim=1)
@@ -247,13 +182,6 @@ def generate(
     return Rollout(out, attention, cmask, prompt_len, texts, truncated.cpu(), group_size)
 
 
-def _embeddings(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
-    """Input embeddings with padding positions set to 0: a non-finite value in a pad token's embedding (or a
-    pad row) then cannot reach a real token through attention (masked weights are 0, but 0 * NaN is NaN)."""
-    embeds = model.get_input_embeddings()(ids)
-    return torch.where(att.bool().unsqueeze(-1), embeds, torch.zeros((), dtype=embeds.dtype, device=embeds.device))
-
-
 def _completion_hidden(model: PreTrainedModel, rollout: Rollout) -> torch.Tensor:
     """(S, L, H) last hidden states at the positions whose next token is a completion token."""
     ids, att = rollout.input_ids, rollout.attention_mask
@@ -261,7 +189,7 @@ def _completion_hidden(model: PreTrainedModel, rollout: Rollout) -> torch.Tensor
     body = transformer_body(model)
     if g > 1 and p > 0 and not getattr(model, "is_gradient_checkpointing", False):
         return _shared_prefix_hidden(body, model, ids, att, p, g)
-    out = body(inputs_embeds=_embeddings(model, ids, att), attention_mask=att, position_ids=position_ids_from_mask(att))
+    out = body(inputs_embeds=embeddings(model, ids, att), attention_mask=att, position_ids=position_ids_from_mask(att))
     return out.last_hidden_state[:, p - 1 : -1]
 
 
@@ -278,7 +206,7 @@ def _shared_prefix_hidden(
     """
     prompt_ids, prompt_att = ids[::g, :p], att[::g, :p]
     first = body(
-        inputs_embeds=_embeddings(model, prompt_ids, prompt_att),
+        inputs_embeds=embeddings(model, prompt_ids, prompt_att),
         attention_mask=prompt_att,
         position_ids=position_ids_from_mask(prompt_att),
         use_cache=True,
@@ -289,11 +217,11 @@ def _shared_prefix_hidden(
         cache.batch_repeat_interleave(g)
         positions = position_ids_from_mask(att)[:, p:-1]
         rest = body(
-            inputs_embeds=_embeddings(model, ids[:, p:-1], att[:, p:-1]),
+            inputs_embeds=embeddings(model, ids[:, p:-1], att[:, p:-1]),
             attention_mask=att[:, :-1],
             position_ids=positions,
             use_cache=False,
-            **{_cache_kwarg(type(body)): cache},
+            **{cache_kwarg(type(body)): cache},
         )
         hidden.append(rest.last_hidden_state)
     return torch.cat(hidden, dim=1)
@@ -306,13 +234,6 @@ def _score(
     hidden = _completion_hidden(model, rollout)
     stops = None if stop_ids is None else torch.as_tensor(list(stop_ids), device=hidden.device)
     return head_stats(model.get_output_embeddings(), hidden, rollout.completion_ids, temperature, stops)
-
-
-@lru_cache(maxsize=16)
-def _cache_kwarg(cls: type) -> str:
-    """transformers 5 names the KV-cache argument of a model class's forward ``cache``; earlier versions
-    ``past_key_values``."""
-    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def completion_logprobs(model: PreTrainedModel, rollout: Rollout, temperature: float) -> torch.Tensor:

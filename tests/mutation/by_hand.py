@@ -516,15 +516,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sampler_ignores_temperature",
-        "workers/rollout.py",
-        ".div_(self.temperature)",
+        "workers/decode.py",
+        ".div_(temperature)",
         "",
         "generation samples at temperature 1 whatever the spec's temperature",
         ("tests/workers/test_rollout.py",),
     ),
     Mutation(
         "sampler_without_the_total",
-        "workers/rollout.py",
+        "workers/decode.py",
         "u[:, 1:] * inner[:, -1:]",
         "u[:, 1:] * 0.5 * inner[:, -1:]",
         "the sampler's second uniform on half the block's total: the block's later tokens never drawn",
@@ -532,10 +532,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sampler_one_uniform_for_both_stages",
-        "workers/rollout.py",
+        "workers/decode.py",
         "u[:, 1:] * inner[:, -1:]",
         "u[:, :1] * inner[:, -1:]",
         "the sampler's block and token within it drawn with one uniform: a block's first tokens drawn more often",
+        ("tests/workers/test_rollout.py",),
+    ),
+    Mutation(
+        "decode_position_off_by_one",
+        "workers/decode.py",
+        "position_ids=att.long().sum(dim=1, keepdim=True) - 1,",
+        "position_ids=att.long().sum(dim=1, keepdim=True),",
+        "the decode loop's new token one position past its place (RoPE): later tokens from another distribution",
         ("tests/workers/test_rollout.py",),
     ),
     Mutation(
