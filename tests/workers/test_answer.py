@@ -132,8 +132,9 @@ def test_it_never_samples_more_than_its_budget(tmp_path, sampled, method, dynami
         assert stages["pilot"]["resampled"] > 0 and stages["halving"]["resampled"] > 0, stages
     else:
         assert out["cost"]["completions"] <= budget
-    cost = out["cost"]  # and in seconds: the probe's part, and the grid priced at the answer's own step times
-    assert 0 < cost["probe_seconds"] < cost["seconds"] < cost["grid_seconds"]
+    cost = out["cost"]  # and in seconds: the probe's part, and the grid priced at the answer's own step times (at
+    # a budget of a quarter of this small grid the answer's set-up can make it the longer: no order between the two)
+    assert 0 < cost["probe_seconds"] < cost["seconds"] and cost["grid_seconds"] > 0
     assert cost["fraction_of_grid_seconds"] == pytest.approx(cost["seconds"] / cost["grid_seconds"])
 
 

@@ -46,8 +46,9 @@ def is_lora(module: torch.nn.Module) -> bool:
 
 
 def transformer_body(module: torch.nn.Module) -> torch.nn.Module:
-    """The decoder stack (``LlamaModel``, ``Qwen2Model``...) of a causal LM, through a peft wrapper when there is one."""
-    inner = module.get_base_model() if is_lora(module) else module
+    """The decoder stack (``LlamaModel``, ``Qwen2Model``...) of a causal LM, through a peft wrapper when there is one
+    (a PeftModel; TRL's trainer injects its adapter into the model itself, which then has no wrapper)."""
+    inner = module.get_base_model() if hasattr(module, "get_base_model") else module
     return inner.base_model
 
 
