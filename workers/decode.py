@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +82,22 @@ def draw_tokens(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return (block * size + within).clamp_(max=vocab - 1)[:, 0]
 
 
+def prefill(model: PreTrainedModel, ids: torch.Tensor, att: torch.Tensor, g: int) -> tuple[torch.Tensor, Any]:
+    """The transformer body over each group's prompt once (rows ``ids[::g]``, ``att[::g]``, left-padded): their
+    (S / g, P, H) last hidden states and the KV cache repeated g times, one copy a row (decoding and
+    workers.rollout's shared-prefix scoring both start here)."""
+    first = transformer_body(model)(
+        inputs_embeds=embeddings(model, ids[::g], att[::g]),
+        attention_mask=att[::g],
+        position_ids=position_ids_from_mask(att[::g]),
+        use_cache=True,
+    )
+    cache = getattr(first, "cache", None) or first.past_key_values
+    if g > 1:
+        cache.batch_repeat_interleave(g)
+    return first.last_hidden_state, cache
+
+
 def _shared(ids: torch.Tensor, att: torch.Tensor, group_size: int) -> int:
     """``group_size`` when the rows come as that many adjacent copies of each prompt, else 1."""
     n = ids.shape[0]
@@ -111,16 +128,8 @@ def sample_tokens(
     """
     n, g = ids.shape[0], _shared(ids, att, group_size)
     body, head = transformer_body(model), model.get_output_embeddings()
-    first = body(
-        inputs_embeds=embeddings(model, ids[::g], att[::g]),
-        attention_mask=att[::g],
-        position_ids=position_ids_from_mask(att[::g]),
-        use_cache=True,
-    )
-    cache = getattr(first, "cache", None) or first.past_key_values
-    if g > 1:
-        cache.batch_repeat_interleave(g)
-    hidden = first.last_hidden_state[:, -1].repeat_interleave(g, dim=0)
+    last, cache = prefill(model, ids, att, g)
+    hidden = last[:, -1].repeat_interleave(g, dim=0)
     stops = torch.as_tensor(list(stop_ids), device=ids.device)
     live = torch.ones(n, dtype=torch.bool, device=ids.device)
     tokens: list[torch.Tensor] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from workers.decode import cache_kwarg, embeddings, position_ids_from_mask, sample_tokens
+from workers.decode import cache_kwarg, embeddings, position_ids_from_mask, prefill, sample_tokens
 from workers.head import head_stats
 from workers.models.lora import transformer_body
 
@@ -204,17 +204,9 @@ def _shared_prefix_hidden(
     backward passes see N*P + S*L tokens instead of S*(P+L).
     Returns (S, L, H).
     """
-    prompt_ids, prompt_att = ids[::g, :p], att[::g, :p]
-    first = body(
-        inputs_embeds=embeddings(model, prompt_ids, prompt_att),
-        attention_mask=prompt_att,
-        position_ids=position_ids_from_mask(prompt_att),
-        use_cache=True,
-    )
-    hidden = [first.last_hidden_state[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
+    last, cache = prefill(model, ids[:, :p], att[:, :p], g)
+    hidden = [last[:, -1:].repeat_interleave(g, dim=0)]  # predicts completion token 1
     if ids.shape[1] - p > 1:
-        cache = getattr(first, "cache", None) or first.past_key_values
-        cache.batch_repeat_interleave(g)
         positions = position_ids_from_mask(att)[:, p:-1]
         rest = body(
             inputs_embeds=embeddings(model, ids[:, p:-1], att[:, p:-1]),
