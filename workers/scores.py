@@ -151,7 +151,7 @@ class _Sketched:
 
 
 @contextmanager
-def _per_row_hooks(model: torch.nn.Module, wanted: set[int], rules: _PerRow | _Sketched):
+def _per_row_hooks(model: torch.nn.Module, rules: _PerRow | _Sketched):
     """Hooks that hand every wanted parameter's module, its input and its output gradient to ``rules`` as the
     backward pass reaches it.
 
@@ -160,7 +160,7 @@ def _per_row_hooks(model: torch.nn.Module, wanted: set[int], rules: _PerRow | _S
     """
     handles = []
     for module in model.modules():
-        own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
+        own = [p for p in module.parameters(recurse=False) if id(p) in rules.wanted]
         if not own:
             continue
         kinds = ((torch.nn.Linear, rules.linear), (torch.nn.Embedding, rules.embedding))
@@ -236,7 +236,7 @@ def batched_scores(
         part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)  # each row's own forward
         n = part.input_ids.shape[0]
         sink.start(n)
-        with _per_row_hooks(model, wanted, _PerRow(wanted, sink.add, one_row_at_a_time=sink.sketch is not None)):
+        with _per_row_hooks(model, _PerRow(wanted, sink.add, one_row_at_a_time=sink.sketch is not None)):
             _summed_logprob(model, part, temperature).backward()
         model.zero_grad(set_to_none=True)
         if sink.out is not None:  # no (n, P) gradient ever held: at most one parameter's, of one row for a Linear
@@ -291,7 +291,7 @@ def sketched_scores(
         for start in range(0, rollout.input_ids.shape[0], chunk):
             part = dataclasses.replace(rollout.rows(slice(start, start + chunk)), group_size=1)
             out = torch.zeros(part.input_ids.shape[0], sketch.dim, dtype=torch.float64, device=part.input_ids.device)
-            with _per_row_hooks(model, wanted, _Sketched(wanted, sketch, out)):
+            with _per_row_hooks(model, _Sketched(wanted, sketch, out)):
                 _summed_logprob(model, part, temperature).backward()
             rows.append(out.cpu())
     return torch.cat(rows)

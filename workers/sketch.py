@@ -177,6 +177,9 @@ class TensorSketch:
     def vector(self, out: torch.Tensor, param: torch.nn.Parameter, grads: torch.Tensor) -> None:
         """out (n, D) += the count sketch of a vector parameter's per-example gradients ``grads`` (n, k) (on the CPU,
         where the count sketch's hash is: k is at most a few thousand)."""
+        if out.device.type == "cpu":
+            self.counts.add_block(out, grads, self.offsets[id(param)])
+            return
         part = torch.zeros(grads.shape[0], self.dim, dtype=torch.float64)
         out += self.counts.add_block(part, grads.detach().cpu(), self.offsets[id(param)]).to(out.device)
 
