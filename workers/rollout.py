@@ -115,9 +115,10 @@ def neutral_generation_config(model: PreTrainedModel) -> dict[str, object]:
     """Replace the model's generation_config by one with its token ids alone, and return what was dropped.
 
     A model folder's generation_config.json may set sampling fields (Qwen2.5-Instruct ships
-    ``repetition_penalty``, ``top_k``, ``top_p``, ``temperature``); ``generate`` fills every field our
-    sampling config leaves at its default from it, so the completions would come from another
-    distribution than the one the trainer scores and the probe measures. Sampling follows the spec alone.
+    ``repetition_penalty``, ``top_k``, ``top_p``, ``temperature``). groupscale's own decode loop
+    (workers.decode) reads none of it, but ``transformers.generate`` (TRL's trainer samples with it) fills every
+    field its caller leaves at the default from it, so the completions would come from another distribution than
+    the one the trainer scores and the probe measures. Sampling follows the spec alone.
 
     Returns:
         field -> value of each non-default field that was not kept (for the trial's MLflow run).
