@@ -179,7 +179,22 @@ FRESH_TASKS = {
     "near-c": Task(_trained(30, 4, 2, 0.5, 0.1, **NEAR_GRID), 3.75, "held-out", "outcome grid around the optimum (G 3-8)"),
     "tokens-c": Task(_arith(299, 3.0e-4, tokens=220), None, "held-out", "a token budget (Z 220), operands to 299, lr 3e-4"),
 }
-NEW_TASKS |= FRESH_TASKS
+# added 2026-12-07 (second session), held-out, written before any grid or method ran on them, no method changed since
+# the fresh tasks above: one of each new kind with its parameters drawn, not chosen (random.Random(20261207): contexts
+# 4-50, arms 2-8 (k4: 20-80), seed 4-9, temperature from 0.5/1/2 (k4: 2/4), mu 2-4; arithmetic's operands, lr and Z
+# from the values used above), so that no one's view of the methods picked them; "start" is the exact G* at the start
+DRAWN_TASKS = {
+    "up-d": Task(_trained(13, 8, 4, 2.0, 0.1), 5.16, "held-out", "a trained bandit, drawn (start 5.2)"),
+    "mu3-d": Task(_trained(13, 3, 9, 1.0, 0.1, grpo={"inner_steps": 3}), 4.46, "held-out", "mu = 3 epochs a generation"),
+    "k4-d": Task(
+        _trained(23, 25, 4, 2.0, 0.1, grpo={"steps_per_generation": 4}, **K4_GRID), 8.59, "held-out", "k = 4 steps a generation"
+    ),
+    "ds-d": Task(_trained(42, 6, 6, 2.0, 0.1, grpo=DS), 4.75, "held-out", "dynamic sampling (max_batches 4)"),
+    "small-d": Task(_trained(13, 6, 8, 2.0, 0.1, **SMALL_GRID), 5.00, "held-out", "small budgets (B 24, 48)"),
+    "near-d": Task(_trained(18, 2, 9, 0.5, 0.1, **NEAR_GRID), 3.47, "held-out", "outcome grid around the optimum (G 3-8)"),
+    "tokens-d": Task(_arith(499, 5.0e-4, tokens=220), None, "held-out", "a token budget (Z 220), operands to 499, lr 5e-4"),
+}
+NEW_TASKS |= FRESH_TASKS | DRAWN_TASKS
 TASKS |= NEW_TASKS
 NEW_KINDS = tuple(NEW_TASKS)
 HALVES = ("dev", "held-out")
