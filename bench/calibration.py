@@ -194,7 +194,23 @@ DRAWN_TASKS = {
     "near-d": Task(_trained(18, 2, 9, 0.5, 0.1, **NEAR_GRID), 3.47, "held-out", "outcome grid around the optimum (G 3-8)"),
     "tokens-d": Task(_arith(499, 5.0e-4, tokens=220), None, "held-out", "a token budget (Z 220), operands to 499, lr 5e-4"),
 }
-NEW_TASKS |= FRESH_TASKS | DRAWN_TASKS
+# added 2026-12-07 (second session), held-out, drawn as the batch above (random.Random(20261208), bandit seeds 10-19,
+# two more dynamic-sampling tasks) and written here before any grid ran on them and before the answer's filtered law
+# under dynamic sampling (decided on dev ds-a) ran on any of them: that change's clean test
+DRAWN_E_TASKS = {
+    "up-e": Task(_trained(36, 3, 10, 2.0, 0.1), 3.61, "held-out", "a trained bandit, drawn (start 3.6)"),
+    "mu4-e": Task(_trained(47, 4, 15, 0.5, 0.1, grpo={"inner_steps": 4}), 4.11, "held-out", "mu = 4 epochs a generation"),
+    "k4-e": Task(
+        _trained(32, 34, 19, 4.0, 0.1, grpo={"steps_per_generation": 4}, **K4_GRID), 10.16, "held-out", "k = 4 steps a generation"
+    ),
+    "ds-e": Task(_trained(40, 5, 19, 2.0, 0.1, grpo=DS), 4.55, "held-out", "dynamic sampling (max_batches 4)"),
+    "small-e": Task(_trained(29, 4, 11, 0.5, 0.1, **SMALL_GRID), 4.02, "held-out", "small budgets (B 24, 48)"),
+    "near-e": Task(_trained(37, 3, 17, 0.5, 0.1, **NEAR_GRID), 3.68, "held-out", "outcome grid around the optimum (G 3-8)"),
+    "ds-f": Task(_trained(49, 4, 11, 2.0, 0.1, grpo=DS), 4.17, "held-out", "dynamic sampling (max_batches 4)"),
+    "ds-g": Task(_trained(8, 5, 15, 2.0, 0.1, grpo=DS), 4.21, "held-out", "dynamic sampling (max_batches 4)"),
+    "tokens-e": Task(_arith(999, 3.0e-4, tokens=200), None, "held-out", "a token budget (Z 200), operands to 999, lr 3e-4"),
+}
+NEW_TASKS |= FRESH_TASKS | DRAWN_TASKS | DRAWN_E_TASKS
 TASKS |= NEW_TASKS
 NEW_KINDS = tuple(NEW_TASKS)
 HALVES = ("dev", "held-out")
