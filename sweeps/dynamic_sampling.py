@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize_scalar
+from scipy.special import comb
 
 from sweeps.allocation import G_MAX, G_MIN
 from sweeps.components import VarianceComponents
@@ -79,9 +80,7 @@ class FilteredLaw:
         if update_cost < 0:
             raise ValueError(f"update_cost must be >= 0 (a trained completion's cost over a sampled one's), got {update_cost}")
         g, q = self._checked(group_size)
-        if math.isinf(update_cost):
-            return q * self.law(g) - (1.0 - q) * g * self.grad_norm2
-        return (self.law(g) - g * self.grad_norm2 * (1.0 - q) / q) * (1.0 + update_cost * q)
+        return filtered_cost_mse(self.law(g), g, q, self.grad_norm2, update_cost)
 
     def g_star(self, update_cost: float = 0.0, g_max: float = G_MAX) -> float:
         """The G in [2, g_max] minimising F(G; rho): a log-spaced search, refined by Brent's method between the
@@ -101,3 +100,41 @@ class FilteredLaw:
         if q <= 0:
             raise ValueError("no group can be informative: every prompt's pass rate is 0 or 1")
         return g, q
+
+
+def filtered_cost_mse(law: float, group_size: float, q: float, grad_norm2: float, update_cost: float) -> float:
+    """F(G; rho) from L(G) = ``law``, q = q(G) > 0 and ||g||^2 (module docstring); rho = ``update_cost`` >= 0, math.inf:
+    only trained completions cost, F = q L - (1 - q) G ||g||^2."""
+    if math.isinf(update_cost):
+        return q * law - (1.0 - q) * group_size * grad_norm2
+    return (law - group_size * grad_norm2 * (1.0 - q) / q) * (1.0 + update_cost * q)
+
+
+def all_equal_shares(rewards: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """(K, len(group_sizes)): each probed prompt's chance that a group of G fresh rewards is all equal, from its M
+    rewards (row of ``rewards``, (K, M)). Any reward values: with k_v of the M draws at value v, sum_v C(k_v, G) /
+    C(M, G), the U-statistic of P(G draws all equal) = sum_v P(v)^G (Hoeffding 1948), unbiased for G <= M; for G > M
+    the plug-in sum_v (k_v / M)^G (biased up: a prompt seen all-equal in M draws counts as always all-equal)."""
+    m = rewards.shape[1]
+    g = np.asarray(group_sizes, dtype=np.int64)
+    out = np.empty((rewards.shape[0], g.size))
+    for i, row in enumerate(rewards):
+        counts = np.unique(row, return_counts=True)[1].astype(np.float64)
+        exact = comb(counts[:, None], np.minimum(g, m)[None, :]).sum(axis=0) / comb(m, np.minimum(g, m))
+        out[i] = np.where(g <= m, exact, ((counts[:, None] / m) ** g[None, :]).sum(axis=0))
+    return out
+
+
+def trained_cost_mse(
+    components: VarianceComponents, grad_norm2: float, all_equal: np.ndarray, group_sizes: np.ndarray
+) -> np.ndarray:
+    """F(G; inf) = q L(G) - (1 - q) G ||g||^2 at each G of ``group_sizes``: the MSE of a step of B trained completions
+    (times B), a sweep's own cost at fixed B a step and T steps, with q(G) = 1 - the mean over probed prompts of
+    ``all_equal`` (K, len(group_sizes); all_equal_shares). inf where q = 0 (no group can be informative)."""
+    q = 1.0 - all_equal.mean(axis=0)
+    return np.array(
+        [
+            filtered_cost_mse(components.gradient_mse(g, 1), float(g), qg, grad_norm2, math.inf) if qg > 0 else math.inf
+            for g, qg in zip(group_sizes, q, strict=True)
+        ]
+    )

@@ -36,7 +36,8 @@ def _bound(bound: Mapping[str, Any], g: int) -> str:
         least = "at least" if bound["side"] == "above" else "at most"
         if g != bound["group_size"]:
             return f"G* is {least} {bound['value']:.3g} (its interval is open), and its estimate picks G = {g}"
-        return f"G* is {least} {bound['value']:.3g}, so the grid's {edge} G ({bound['group_size']}) is the pick; extend the grid"
+        pick = f"G* is {least} {bound['value']:.3g}, so the grid's {edge} G ({bound['group_size']}) is the pick"
+        return pick if bound["side"] == "below" and bound["group_size"] <= 2 else f"{pick}; extend the grid"  # no G below 2
     return f"G* lies {bound['side']} the grid's edge ({bound['group_size']})"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ import torch
 from sweeps import allocation
 from sweeps.allocation import PromptComponents
 from sweeps.components import VarianceComponents
+from sweeps.dynamic_sampling import all_equal_shares, trained_cost_mse
 from sweeps.fit import percentile_or_inf, recommend_group_size
 from sweeps.spec import ProbeSpec
 from sweeps.trial import TrialConfig
@@ -80,17 +82,23 @@ def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> Variance
 
     ||E_x g_x||^2 is estimated without bias by the mean of <u_k, u_l> over pairs of different prompts.
     """
-    k = len(stats)
-    idx = np.arange(k) if idx is None else idx
+    idx = np.arange(len(stats)) if idx is None else idx
     z1 = np.array([stats[i].zeta1 for i in idx])
     z2 = np.array([stats[i].zeta2 for i in idx])
     g2 = np.array([stats[i].g_norm2 for i in idx])
+    cross = mean_gradient_norm2(stats, idx)
+    return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
+
+
+def mean_gradient_norm2(stats: list[PromptStats], idx: np.ndarray | None = None) -> float:
+    """||E_x g_x||^2 without bias: the mean of <u_k, u_l> over pairs of different prompts (of resample ``idx``)."""
+    k = len(stats)
+    idx = np.arange(k) if idx is None else idx
     u = np.stack([s.u for s in stats])
     gram = u @ u.T
     counts = np.bincount(idx, minlength=k).astype(np.float64)
     cross_pairs = counts.sum() ** 2 - (counts**2).sum()
-    cross = (counts @ gram @ counts - (counts**2 * np.diag(gram)).sum()) / max(cross_pairs, 1.0)
-    return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
+    return float((counts @ gram @ counts - (counts**2 * np.diag(gram)).sum()) / max(cross_pairs, 1.0))
 
 
 def prompt_components(
@@ -128,6 +136,40 @@ def per_prompt(
     resamples = [prompt_components(stats, keys, rewards, rng.integers(0, k, size=k))[0] for _ in range(n_boot)]
     components, completions = prompt_components(stats, keys, rewards)
     return allocation.summary(components, resamples, completions, allocation.G_MAX if budget is None else float(budget))
+
+
+def filtered(
+    stats: list[PromptStats], rewards: np.ndarray, group_sizes: Sequence[int], n_boot: int, seed: int, level: float = 0.95
+) -> dict:
+    """The probe's ``filtered`` block under dynamic sampling: the law of a step of B trained informative completions
+    (THEORY.md "Dynamic sampling", F(G; inf); sweeps.dynamic_sampling.trained_cost_mse) at each G of ``group_sizes``,
+    from the K probed prompts' components, ||E g||^2 and (K, M) ``rewards``, and ``n_boot`` resamples of the prompts
+    (numpy Generator ``[seed, 2]``). Returns group_sizes; cost_mse (F, B x MSE at the policy); informative_share
+    (q(G)); g_star (the G of the least F; None when every F is inf); g_star_ci95 (the resamples' 2.5% and 97.5%
+    quantiles of that G); beats ({r: {b: the share of resamples with F(r) < F(b)}}, keys as strings)."""
+    gs = np.array(sorted(group_sizes), dtype=np.int64)
+    equal = all_equal_shares(rewards, gs)
+
+    def cost(idx: np.ndarray) -> np.ndarray:
+        return trained_cost_mse(combine(stats, idx), mean_gradient_norm2(stats, idx), equal[idx], gs)
+
+    k = len(stats)
+    point = cost(np.arange(k))
+    rng = np.random.default_rng([seed, 2])
+    draws = np.stack([cost(rng.integers(0, k, k)) for _ in range(n_boot)]) if n_boot else point[None, :]
+    best = gs[np.argmin(draws, axis=1)]
+    tail = (1 - level) / 2
+    finite = bool(np.isfinite(point).any())
+    return {
+        "group_sizes": gs.tolist(),
+        "cost_mse": [float(x) if math.isfinite(x) else None for x in point],
+        "informative_share": (1.0 - equal.mean(axis=0)).tolist(),
+        "g_star": int(gs[np.argmin(point)]) if finite else None,
+        "g_star_ci95": [int(np.quantile(best, q, method="inverted_cdf")) for q in (tail, 1 - tail)] if finite else None,
+        "beats": {
+            str(r): {str(b): float((draws[:, i] < draws[:, j]).mean()) for j, b in enumerate(gs)} for i, r in enumerate(gs)
+        },
+    }
 
 
 def bootstrap_interval(stats: list[PromptStats], n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
@@ -185,7 +227,7 @@ def score_vectors(
     return np.stack(rows)
 
 
-def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
+def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200, group_sizes: Sequence[int] | None = None) -> dict:
     """Estimate tau2, sigma2, kappa and G* at the policy trial ``cfg`` starts from.
 
     Args:
@@ -195,13 +237,16 @@ def run_probe(cfg: TrialConfig, probe: ProbeSpec, n_boot: int = 200) -> dict:
             ``parameters`` (``all``, ``lm_head``, ``last_layers:K`` or ``lora``, workers.scores.select_parameters:
             scores over a subset, for models too large for full-parameter scores, a different G*: see README).
         n_boot: bootstrap resamples of the prompts for g_star_ci95 (0: none).
+        group_sizes: under ``grpo.dynamic_sampling`` the G at which the filtered law is compared (``filtered``;
+            default: every G from 2 to min(B, 64)).
     Returns:
         JSON-ready dict with tau2, sigma2, kappa, g_star, g_star_ci95 (bootstrap over prompts),
-        samples, seconds, message; g_star is None (with a reason) when tau2 is not positive.
+        samples, seconds, message; g_star is None (with a reason) when tau2 is not positive; under dynamic
+        sampling also ``filtered`` (the ``filtered`` function's block).
     """
     start = time.perf_counter()
     task, policy, rng = setup(cfg)
-    return probe_policy(policy, task, cfg, rng, probe, n_boot, start=start)
+    return probe_policy(policy, task, cfg, rng, probe, n_boot, start=start, group_sizes=group_sizes)
 
 
 def _probed(module: torch.nn.Module, parameters: str) -> list[torch.nn.Parameter]:
@@ -222,10 +267,12 @@ def probe_policy(
     probe: ProbeSpec,
     n_boot: int,
     start: float | None = None,
+    group_sizes: Sequence[int] | None = None,
 ) -> dict:
-    """run_probe(cfg, probe, n_boot) at ``policy`` as it is now (a trial's current policy at a checkpoint:
+    """run_probe(cfg, probe, n_boot, group_sizes) at ``policy`` as it is now (a trial's current policy at a checkpoint:
     probe.every). Draws prompts from ``rng`` and puts the module back in its train/eval mode."""
     prompts, completions, projection_dim = probe.prompts, probe.completions, probe.projection_dim
+    gs = group_sizes or range(2, min(cfg.samples_per_step, 64) + 1)  # under dynamic sampling: where F is compared
     seed, parameters = probe.seed, probe.parameters
     start = time.perf_counter() if start is None else start
     was_training = policy.module.training
@@ -261,6 +308,7 @@ def probe_policy(
         "reward_mean": float(rewards.mean()),
         "zero_variance_prompt_frac": float((rewards.std(axis=1) == 0).mean()),
         "per_prompt": per_prompt(stats, [p.key for p in problems], rewards, n_boot, seed, cfg.samples_per_step),
+        **({} if cfg.grpo.dynamic_sampling is None else {"filtered": filtered(stats, rewards, gs, n_boot, seed)}),
         "seconds": time.perf_counter() - start,
         "message": (
             f"G* = {g_star:.3g} = 1 + sqrt(kappa / tau2): use G = {rec} (the interval covers the probe's "
@@ -269,10 +317,15 @@ def probe_policy(
             else "tau2 <= 0: the prompts' true gradients did not differ measurably; raise prompts (K)"
         ),
     }
-    if isinstance(task, ExactComponents):
-        exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
-        out["exact"] = {**asdict(exact), "g_star": exact.g_star}
-    return out
+    return out | _exact(policy, task, cfg)
+
+
+def _exact(policy: Policy, task: Task, cfg: TrialConfig) -> dict:
+    """``exact``: the task's exact components and G* at the policy, where it has them (the bandit); else nothing."""
+    if not isinstance(task, ExactComponents):
+        return {}
+    exact = task.exact_components(policy.module.logits.detach().double().numpy(), cfg.grpo.temperature)
+    return {"exact": {**asdict(exact), "g_star": exact.g_star}}
 
 
 def probe_at(policy: Policy, task: Task, cfg: TrialConfig, step: int) -> dict:

@@ -1,9 +1,11 @@
 """Keep the G the user trains with, or move: the answer's decision on ``answer.baseline_group_size`` (torch-free).
 
-Two kinds of evidence can say "move" (THEORY.md, "Keep or move"); either one's error is a one-sided 2.5%:
+Three kinds of evidence can say "move" (THEORY.md, "Keep or move"); each one's error is a one-sided 2.5%:
 
 - measured: on the halving's first rung the gain D = gap(b) - gap(r) of the recommended G = r over the user's
   G = b has a 95% interval above 0 (a measured loss, the interval below 0, keeps b whatever else says);
+- filtered (dynamic sampling): the probe's law of a step of B trained informative completions (F(G; inf),
+  sweeps.dynamic_sampling) puts the recommended G below b in at least 97.5% of its resamples of the prompts;
 - modelled: the 95% interval [lo, hi] of G* *at the spec's T* (``at_t``: the estimate follows G* to T, or the
   measure does not train) is closed and the law gap(G) = a + beta (G + (G* - 1)^2 / (G - 1)) puts some grid G = r
   below b for every G* in it. gap(b) - gap(r) = beta ((b - r) + (G* - 1)^2 (1 / (b - 1) - 1 / (r - 1))) is
@@ -16,6 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from sweeps.answer.result import Baseline, Regret
+
+ONE_SIDED = 0.025  # every move's error: a one-sided 2.5% (the 95% interval's lower end, or 97.5% of resamples)
 
 
 def law_gain(base: float, move: float, g_star: float) -> float:
@@ -42,11 +46,14 @@ def keep_or_move(
     metric: str,
     at_t: tuple[float, float] | None = None,
     candidates: Sequence[int] = (),
+    filtered: float | None = None,
 ) -> Baseline:
     """Keep the user's G = ``base`` unless moving measurably pays, or, where that is not measured, every G* of
     ``at_t`` (the answer's closed interval of G* at T; None: not at T) puts a grid G of ``candidates`` below it on
-    the law (module docstring). ``gain_of(r)``: metric(base) - metric(r) on the first rung's law curve, a Regret of
-    ``base`` against ``r`` (value None, with its reason, where nothing was measured); a measured loss always keeps."""
+    the law, or, under dynamic sampling, ``filtered`` (the share of the probe's resamples in which the filtered law
+    puts ``rec`` below ``base``) is at least 1 - ONE_SIDED (module docstring). ``gain_of(r)``: metric(base) - metric(r)
+    on the first rung's law curve, a Regret of ``base`` against ``r`` (value None, with its reason, where nothing was
+    measured); a measured loss always keeps."""
     if rec == base:
         return _keep(base, gain_of(rec), f"G = {base} is the answer's G")
     gain = gain_of(rec)
@@ -54,6 +61,10 @@ def keep_or_move(
         return _move(base, rec, gain, f"move to G = {rec}: it pays ({_measured(gain, metric)})")
     if gain.ci95 is not None and gain.ci95[1] < 0:
         return _keep(base, gain, f"keep G = {base}: moving to G = {rec} is a measured loss ({_measured(gain, metric)})")
+    if filtered is not None and filtered >= 1.0 - ONE_SIDED:
+        said = f"the filtered law puts G = {rec} below G = {base} in {filtered:.1%} of the probe's resamples"
+        measured = f"; measured: {_measured(gain, metric)}" if gain.ci95 is not None else ""
+        return _move(base, rec, gain, f"move to G = {rec}: under dynamic sampling {said}{measured}")
     if at_t is not None and (move := modelled_move(base, *at_t, candidates)) is not None:
         r = move[0]
         gain_r = gain if r == rec else gain_of(r)

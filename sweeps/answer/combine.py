@@ -82,7 +82,8 @@ def _noise_floor(probe: dict, pilot: dict | None) -> float:
 @dataclass(frozen=True)
 class _Span:
     """One stage's interval for G* [lo, hi] (hi = inf: open above) and its point estimate ``g`` (None: none finite).
-    ``kind``: start (the probe), pilot (its last probe), drift (G* followed to T), fit (the first rung's law fit);
+    ``kind``: start (the probe), filtered (the probe's filtered law, dynamic sampling), pilot (its last probe), drift
+    (G* followed to T), fit (the first rung's law fit);
     ``side``: below when a law fit puts G* below the grid."""
 
     kind: str
@@ -93,9 +94,27 @@ class _Span:
     side: str | None = None
 
 
-def _spans(plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit | None, drift: Drift | None) -> list[_Span]:
+def _filtered_span(probe: dict, candidates: list[int]) -> _Span | None:
+    """Under dynamic sampling, the probe's G of the least filtered MSE at fixed trained B (``probe["filtered"]``) and
+    its bootstrap interval; below the grid (G* at most its smallest G) when every resample's best is that G."""
+    block = probe.get("filtered") or {}
+    if block.get("g_star") is None:
+        return None
+    lo, hi = block["g_star_ci95"]
+    label = "probe's filtered law at the start (B trained a step)"
+    if hi <= candidates[0]:
+        return _Span("filtered", f"{label} (G* below the grid)", 1.0, float(candidates[0]), None, "below")
+    return _Span("filtered", label, float(lo), float(hi), float(block["g_star"]))
+
+
+def _spans(
+    plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit | None, drift: Drift | None, candidates: list[int]
+) -> list[_Span]:
     spans = []
-    if (ci := _interval(probe.get("g_star_ci95"), probe.get("g_star"))) is not None:
+    if (filtered := _filtered_span(probe, candidates)) is not None:  # dynamic sampling: the unfiltered G* is not its optimum
+        spans.append(filtered)
+        pilot, drift = None, None
+    elif (ci := _interval(probe.get("g_star_ci95"), probe.get("g_star"))) is not None:
         spans.append(_Span("start", "probe at the start", *ci, probe.get("g_star")))
     if drift is not None:
         label = f"G* followed over the pilot's {(pilot or {}).get('steps')} steps, read at T = {drift.at}"
@@ -117,9 +136,9 @@ def _spans(plan: AnswerPlan, probe: dict, pilot: dict | None, first_fit: LawFit 
 
 
 def _estimate(follow: bool, spans: list[_Span]) -> _Span | None:
-    """The span the answer's G* comes from: the drift fit read at T when ``follow``, else the start probe, else the
-    pilot's last probe, else the first rung's law fit."""
-    order = ("drift", "start", "pilot", "fit") if follow else ("start", "pilot", "fit")
+    """The span the answer's G* comes from: under dynamic sampling the probe's filtered law; else the drift fit read
+    at T when ``follow``, else the start probe, else the pilot's last probe, else the first rung's law fit."""
+    order = ("filtered", "drift", "start", "pilot", "fit") if follow else ("filtered", "start", "pilot", "fit")
     return next((sp for kind in order for sp in spans if sp.kind == kind), None)
 
 
@@ -197,7 +216,7 @@ def combine(
     first_fit = fit_law(*zip(*halving["rows"]), metric=metric) if halving and halving.get("rows") else None
     outcome = pilot is not None and spec.measure.kind == "outcome"
     drift = extrapolate(pilot_points(probe, pilot), spec.steps, _noise_floor(probe, pilot)) if outcome else None
-    spans = _spans(plan, probe, pilot, first_fit, drift)
+    spans = _spans(plan, probe, pilot, first_fit, drift, candidates)
     source = _estimate(follow, spans)
     g_matters, matters = whether_g_matters(first_fit, spec, plan, halving)
     passrate = _passrate(spec, probe, candidates)
@@ -231,7 +250,7 @@ def combine(
         tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
-        baseline=_baseline(spec, rows, rec, own, at_t),
+        baseline=_baseline(spec, rows, rec, own, at_t, _filtered_beats(probe, rec, spec.answer.baseline_group_size)),
         **common,
     )
     return answer.model_copy(update={"message": _message(answer, matters)})
@@ -263,8 +282,20 @@ def _read_at_t(spec: SweepSpec, follow: bool, drift: Drift | None) -> bool:
     return at_t and spec.grpo.dynamic_sampling is None
 
 
+def _filtered_beats(probe: dict, rec: int | None, base: int) -> float | None:
+    """Under dynamic sampling, the share of the probe's resamples in which the filtered law puts G = ``rec`` below
+    the user's G = ``base`` (None: no filtered law, or either G outside the probe's)."""
+    beats = (probe.get("filtered") or {}).get("beats") or {}
+    return beats.get(str(rec), {}).get(str(base))
+
+
 def _baseline(
-    spec: SweepSpec, rows: list | None, rec: int | None, own: Regret, at_t: tuple[float, float] | None
+    spec: SweepSpec,
+    rows: list | None,
+    rec: int | None,
+    own: Regret,
+    at_t: tuple[float, float] | None,
+    filtered: float | None = None,
 ) -> Baseline | None:
     """The keep-or-move decision on the user's G (sweeps.answer.baseline; None without a recommended G); a modelled
     move to another G than the recommended one measures its gain on the same rows."""
@@ -272,7 +303,7 @@ def _baseline(
         return None
     base, metric = spec.answer.baseline_group_size, spec.measure.metric
     return keep_or_move(
-        base, rec, lambda r: own if r == rec else regret(rows, base, r, metric), metric, at_t, sorted(spec.group_sizes)
+        base, rec, lambda r: own if r == rec else regret(rows, base, r, metric), metric, at_t, sorted(spec.group_sizes), filtered
     )
 
 

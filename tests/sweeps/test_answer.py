@@ -308,3 +308,36 @@ def test_a_first_rung_that_puts_g_star_below_the_grid_gives_its_smallest_g_and_a
     out = combine(s, plan_answer(s, 20_000), no_probe, None, _halving(rising), 9000, 1.0)
     assert out["recommended_group_size"] == 2 and out["g_star_bound"] == {"side": "below", "value": 2.0, "group_size": 2}
     assert out["status"] == "boundary" and out["g_star_ci95"] == [1.0, 2.0]
+
+
+def _filtered(g_star, ci, beats_base):
+    """A probe's ``filtered`` block (workers.probe.filtered) on the grid 2..16 with the share of resamples in which
+    G = g_star's filtered MSE is below G = 8's."""
+    gs = [2, 3, 4, 6, 8, 12, 16]
+    beats = {str(r): {str(b): 0.5 for b in gs} for r in gs}
+    beats[str(g_star)]["8"] = beats_base
+    return {"group_sizes": gs, "g_star": g_star, "g_star_ci95": ci, "beats": beats}
+
+
+def test_under_dynamic_sampling_the_answer_is_the_probes_filtered_law_not_the_unfiltered_g_star():
+    """The unfiltered probe and pilot say G* = 4.1 [3.9, 4.3]; the filtered law at fixed trained B says 2 in every
+    resample: the answer is G = 2 with G* at most 2 (no 'extend the grid': no G lies below 2), and moves from 8 when
+    at least 97.5% of resamples put 2 below 8; a filtered best of 3 [2, 4] is an interval, kept at 0.9."""
+    ds = spec(ARITH, grpo={"dynamic_sampling": {"max_batches": 4}})
+    plan = plan_answer(ds, 3000)
+    probe = {**_probe(4.1, 3.9, 4.3), "filtered": _filtered(2, [2, 2], 1.0)}
+    pilot = {"group_size": 8, "steps": 10, "probes": {10: 4.2}, "probe_g_star": 4.2, "probe_prompts": 16}
+    out = combine(ds, plan, probe, pilot, None, 500, 1.0, follow=True)
+    assert out["recommended_group_size"] == 2 and out["g_star_ci95"] == [1.0, 2.0]
+    assert out["g_star_bound"]["side"] == "below" and [p["source"] for p in out["interval_pieces"]] == [
+        "probe's filtered law at the start (B trained a step) (G* below the grid)"
+    ]
+    assert out["baseline"]["action"] == "move" and out["baseline"]["use_group_size"] == 2
+    assert "extend the grid" not in out["message"]
+    probe["filtered"] = _filtered(3, [2, 4], 0.9)
+    out = combine(ds, plan, probe, pilot, None, 500, 1.0, follow=True)
+    assert out["recommended_group_size"] == 3 and out["g_star_ci95"] == [2.0, 4.0] and out["g_star_bound"] is None
+    assert out["baseline"]["action"] == "keep" and out["baseline"]["use_group_size"] == 8
+    # without dynamic sampling the same probe's filtered block is not there and the unfiltered G* answers
+    plain = combine(spec(ARITH), plan_answer(spec(ARITH), 3000), _probe(4.1, 3.9, 4.3), None, None, 500, 1.0)
+    assert plain["recommended_group_size"] == 4

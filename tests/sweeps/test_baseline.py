@@ -67,3 +67,16 @@ def test_a_measured_loss_keeps_the_users_g_whatever_the_interval_says():
     # no interval at T: keep
     kept = keep_or_move(8, 3, gains.__getitem__, "gap", None, GRID)
     assert kept.action == "keep" and kept.reason.startswith("keep G = 8: at this budget no G is measurably better")
+
+
+def test_under_dynamic_sampling_the_filtered_law_moves_only_at_97_5_percent_of_resamples():
+    """``filtered``: the share of the probe's resamples in which the filtered law puts the recommended G below the
+    user's; at least 0.975 moves (a one-sided 2.5%, as the other two kinds), 0.97 keeps, a measured loss keeps."""
+    unmeasured = {2: _regret(8, 2)}
+    moved = keep_or_move(8, 2, unmeasured.__getitem__, "gap", None, GRID, filtered=0.975)
+    assert moved.action == "move" and moved.use_group_size == 2
+    assert moved.reason.startswith("move to G = 2: under dynamic sampling the filtered law puts G = 2 below G = 8 in 97.5%")
+    kept = keep_or_move(8, 2, unmeasured.__getitem__, "gap", None, GRID, filtered=0.97)
+    assert kept.action == "keep" and kept.use_group_size == 8
+    loss = {2: _regret(8, 2, -0.02, [-0.03, -0.01])}
+    assert keep_or_move(8, 2, loss.__getitem__, "gap", None, GRID, filtered=1.0).action == "keep"

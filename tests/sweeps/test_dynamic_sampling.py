@@ -127,3 +127,47 @@ def test_bad_inputs_are_named():
         ok.trained_mse(1, 8)
     with pytest.raises(ValueError, match="update_cost"):
         ok.cost_mse(4, -1.0)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.85])
+def test_the_probes_all_equal_share_is_unbiased_up_to_m_draws(p):
+    """E over k ~ Binomial(M, p) successes of sum_v C(k_v, G) / C(M, G) is p^G + (1 - p)^G exactly for G <= M; the
+    plug-in (k / M)^G + (1 - k / M)^G is not (at p = 0.1, M = 8, G = 4 it reads 0.74 against 0.656)."""
+    from scipy.stats import binom
+
+    from sweeps.dynamic_sampling import all_equal_shares
+
+    m, gs = 8, np.array([2, 3, 4, 6, 8])
+    expected = np.zeros(gs.size)
+    for k in range(m + 1):
+        row = np.array([1.0] * k + [0.0] * (m - k))
+        expected += binom.pmf(k, m, p) * all_equal_shares(row[None, :], gs)[0]
+    np.testing.assert_allclose(expected, p**gs + (1 - p) ** gs, rtol=1e-12)
+
+
+def test_all_equal_shares_count_every_reward_value_and_past_m_take_the_plug_in():
+    """Three values 0, 0.5, 1 (two 1s in four draws): P(a pair is equal) = C(2, 2) / C(4, 2) = 1/6; at G = 5 > M = 4
+    the plug-in 2 (1/4)^5 + (1/2)^5."""
+    from sweeps.dynamic_sampling import all_equal_shares
+
+    shares = all_equal_shares(np.array([[0.0, 0.5, 1.0, 1.0]]), np.array([2, 3, 5]))[0]
+    np.testing.assert_allclose(shares, [1 / 6, 0.0, 2 * 0.25**5 + 0.5**5])
+
+
+def test_the_trained_cost_mse_is_the_filtered_laws_at_fixed_trained_b():
+    """With each prompt's exact all-equal share p^G + (1 - p)^G, trained_cost_mse is FilteredLaw.cost_mse(G, inf) =
+    q L - (1 - q) G ||g||^2; and it can put G* above 2: pass rates 1/2 (q(2) = 1/2, q(4) = 7/8) with kappa = 100,
+    tau2 = 1, sigma2 = 1, ||g||^2 = 0.5 give F(2) = (2 + 1 + 100) / 2 - 2 / 2 0.5 = 51.0 against F(4) = 7/8 (4 + 1 +
+    100/3) - 4/8 0.5 = 33.29."""
+    from sweeps.dynamic_sampling import trained_cost_mse
+
+    task = BanditTask()
+    law = task.exact_filtered_law()
+    gs = np.array(GRID)
+    p, w = law.pass_rate, law.weight
+    equal = np.stack([w.size * w * (p**g + (1 - p) ** g) for g in gs], axis=1)  # weighted rows: their mean is the E_x
+    got = trained_cost_mse(law.components, law.grad_norm2, equal, gs)
+    np.testing.assert_allclose(got, [law.cost_mse(g, math.inf) for g in gs], rtol=1e-9)
+    halves = np.stack([0.5 ** np.array([2, 4]) * 2] * 3)
+    f = trained_cost_mse(VarianceComponents(tau2=1.0, sigma2=1.0, kappa=100.0), 0.5, halves, np.array([2, 4]))
+    np.testing.assert_allclose(f, [51.0, 33.2916666666667], rtol=1e-12)

@@ -93,6 +93,25 @@ def test_the_probes_per_prompt_table_fits_in_the_trials_step():
     assert unbounded["max_group_size"] == 48 and unbounded["uniform_group_size"] > 4
 
 
+def test_under_dynamic_sampling_the_probe_reads_the_filtered_law_at_fixed_trained_b():
+    """The check bandit (THEORY.md "Dynamic sampling": q(2) = 0.416, q(8) = 0.920, G*_DS = 2 as rho -> inf): from
+    128 x 8 draws the probe's q(G) at G <= M = 8 lies within 4 standard errors of the exact (its per-prompt estimates
+    are unbiased there; the prompts' part of their sd / sqrt(K); past M the plug-in reads q low), its F(G; inf) is
+    least at G = 2 as the exact law's, and at least 97.5% of the resamples put G = 2 below G = 8; without dynamic
+    sampling there is no filtered block."""
+    cfg = bandit_cfg(dynamic_sampling={"max_batches": 4})
+    out = run_probe(cfg, ProbeSpec(prompts=128, completions=8), n_boot=100, group_sizes=[2, 3, 4, 8, 12])
+    block, law = out["filtered"], make_task(TASK).exact_filtered_law()
+    assert block["group_sizes"] == [2, 3, 4, 8, 12]
+    for g, q in zip(block["group_sizes"][:4], block["informative_share"][:4], strict=True):
+        p = law.pass_rate
+        sd = float(np.sqrt(law.weight @ (p**g + (1 - p) ** g) ** 2 - (law.weight @ (p**g + (1 - p) ** g)) ** 2))
+        assert abs(q - law.informative_share(g)) <= 4 * sd / np.sqrt(128), g
+    assert round(law.g_star(math.inf), 2) == 2.0 and block["g_star"] == 2 and block["g_star_ci95"][0] == 2
+    assert block["beats"]["2"]["8"] >= 0.975 and block["beats"]["8"]["2"] <= 0.025
+    assert "filtered" not in run_probe(bandit_cfg(), ProbeSpec(prompts=16, completions=4), n_boot=0)
+
+
 def test_probe_estimators_are_unbiased_on_a_known_kernel():
     """Scores in 1 dimension with r = s: E||h||^2 and friends have closed forms."""
     rng = np.random.default_rng(0)

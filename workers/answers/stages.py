@@ -48,7 +48,7 @@ def run_stages(
     prepare(base, report)
     k, m = plan.probe.prompts, plan.probe.completions
     say(report, "probe", f"{k} prompts x {m} completions ({k * m} samples)")
-    probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}))
+    probe = run_probe(base, spec.probe.model_copy(update={"prompts": k, "completions": m}), group_sizes=spec.group_sizes)
     spent = int(probe["samples"])
     clock = StepClock()
     pilot = None
