@@ -250,7 +250,7 @@ def combine(
         tie_set=[rec] if bound is not None and rec == bound.group_size else tie_set(lo, hi, candidates),
         evidence=evidence,
         evidence_reason=why,
-        baseline=_baseline(spec, rows, rec, own, at_t, _filtered_beats(probe, rec, spec.answer.baseline_group_size)),
+        baseline=_baseline(spec, rows, rec, own, at_t, probe),
         **common,
     )
     return answer.model_copy(update={"message": _message(answer, matters)})
@@ -289,22 +289,33 @@ def _filtered_beats(probe: dict, rec: int | None, base: int) -> float | None:
     return beats.get(str(rec), {}).get(str(base))
 
 
+def _sampling_cost(probe: dict, base: Baseline | None) -> Baseline | None:
+    """A move under dynamic sampling says what it costs in sampling: a step fills B with informative groups, so at
+    G = r it samples about q(b) / q(r) times the completions of one at the user's G = b (the probe's q)."""
+    block = probe.get("filtered") or {}
+    q = dict(zip(block.get("group_sizes") or [], block.get("informative_share") or [], strict=True))
+    if base is None or base.action != "move" or not q.get(base.use_group_size) or base.group_size not in q:
+        return base
+    ratio = q[base.group_size] / q[base.use_group_size]
+    r, b = base.use_group_size, base.group_size
+    said = f"{base.reason} (a step at G = {r} samples about {ratio:.2g}x the completions of one at G = {b} to fill B)"
+    return base.model_copy(update={"reason": said})
+
+
 def _baseline(
-    spec: SweepSpec,
-    rows: list | None,
-    rec: int | None,
-    own: Regret,
-    at_t: tuple[float, float] | None,
-    filtered: float | None = None,
+    spec: SweepSpec, rows: list | None, rec: int | None, own: Regret, at_t: tuple[float, float] | None, probe: dict
 ) -> Baseline | None:
     """The keep-or-move decision on the user's G (sweeps.answer.baseline; None without a recommended G); a modelled
-    move to another G than the recommended one measures its gain on the same rows."""
+    move to another G than the recommended one measures its gain on the same rows; under dynamic sampling the
+    probe's filtered law is evidence too, and a move says what it costs in sampling."""
     if rec is None:
         return None
     base, metric = spec.answer.baseline_group_size, spec.measure.metric
-    return keep_or_move(
+    filtered = _filtered_beats(probe, rec, base)
+    decided = keep_or_move(
         base, rec, lambda r: own if r == rec else regret(rows, base, r, metric), metric, at_t, sorted(spec.group_sizes), filtered
     )
+    return _sampling_cost(probe, decided)
 
 
 def _cost(plan: AnswerPlan, spent: int, seconds: float) -> Cost:

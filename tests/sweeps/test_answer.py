@@ -316,7 +316,8 @@ def _filtered(g_star, ci, beats_base):
     gs = [2, 3, 4, 6, 8, 12, 16]
     beats = {str(r): {str(b): 0.5 for b in gs} for r in gs}
     beats[str(g_star)]["8"] = beats_base
-    return {"group_sizes": gs, "g_star": g_star, "g_star_ci95": ci, "beats": beats}
+    share = [0.4, 0.55, 0.65, 0.78, 0.88, 0.95, 0.98]  # q(G): a step at G = 2 samples 0.88 / 0.4 = 2.2x G = 8's
+    return {"group_sizes": gs, "g_star": g_star, "g_star_ci95": ci, "beats": beats, "informative_share": share}
 
 
 def test_under_dynamic_sampling_the_answer_is_the_probes_filtered_law_not_the_unfiltered_g_star():
@@ -333,6 +334,7 @@ def test_under_dynamic_sampling_the_answer_is_the_probes_filtered_law_not_the_un
         "probe's filtered law at the start (B trained a step) (G* below the grid)"
     ]
     assert out["baseline"]["action"] == "move" and out["baseline"]["use_group_size"] == 2
+    assert out["baseline"]["reason"].endswith("(a step at G = 2 samples about 2.2x the completions of one at G = 8 to fill B)")
     assert "extend the grid" not in out["message"]
     probe["filtered"] = _filtered(3, [2, 4], 0.9)
     out = combine(ds, plan, probe, pilot, None, 500, 1.0, follow=True)
