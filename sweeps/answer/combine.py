@@ -17,6 +17,9 @@ from (``follow``: the drift fit read at the spec's T, else the start probe):
   fit's, the first rung's law fit when it has one), open above when any of them is. Each covers under its own
   assumption, so the hull covers when any one holds. When two of them do not overlap, the stages disagree: the
   hull is wide and the evidence is at most weak.
+- Under dynamic sampling (``grpo.dynamic_sampling``) the estimate is the probe's filtered law at the spec's own cost,
+  B trained completions a step (its ``filtered`` block: THEORY.md "The answer under dynamic sampling"); the unfiltered
+  probe, pilot and drift spans are left out (another cost's G*), the first rung's fit kept.
 - One-sided: when the estimate is open above (no finite G*, or its interval has no upper end, or the first rung's
   fit puts G* beyond the grid) the answer is the grid's largest G with ``g_star_bound`` "G* is at least lo";
   below the grid likewise with the smallest G. Never dropped, never an interval of point estimates.
@@ -28,7 +31,8 @@ from (``follow``: the drift fit read at the spec's T, else the start probe):
   recommended G, in the metric's units, on the first rung's law curve, with a bootstrap interval over seeds.
 - keep or move (sweeps.answer.baseline): the user's G (``answer.baseline_group_size``) is kept unless the gain of
   the recommended G over it, on the same curve, has a 95% interval above 0, or, not measured, the interval of G* at
-  T puts a grid G below it on the law for every G* in it; the message leads with that decision.
+  T puts a grid G below it on the law for every G* in it, or, under dynamic sampling, the filtered law puts the
+  recommended G below it in 97.5% of the probe's resamples; the message leads with that decision.
 """
 
 from __future__ import annotations
