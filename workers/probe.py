@@ -77,16 +77,17 @@ def prompt_stats(rewards: np.ndarray, scores: np.ndarray) -> PromptStats:
     return PromptStats(zeta1=tri_sum / n3 - g2, zeta2=pair_sum / n2 - g2, g_norm2=g2, u=total / n2)
 
 
-def combine(stats: list[PromptStats], idx: np.ndarray | None = None) -> VarianceComponents:
+def combine(stats: list[PromptStats], idx: np.ndarray | None = None, cross: float | None = None) -> VarianceComponents:
     """Average per-prompt estimates (optionally a bootstrap resample ``idx`` of prompt indices).
 
-    ||E_x g_x||^2 is estimated without bias by the mean of <u_k, u_l> over pairs of different prompts.
+    ||E_x g_x||^2 is estimated without bias by the mean of <u_k, u_l> over pairs of different prompts
+    (mean_gradient_norm2; ``cross``: that estimate when the caller already has it for this ``idx``).
     """
     idx = np.arange(len(stats)) if idx is None else idx
     z1 = np.array([stats[i].zeta1 for i in idx])
     z2 = np.array([stats[i].zeta2 for i in idx])
     g2 = np.array([stats[i].g_norm2 for i in idx])
-    cross = mean_gradient_norm2(stats, idx)
+    cross = mean_gradient_norm2(stats, idx) if cross is None else cross  # ||E g||^2, given when the caller has it
     return VarianceComponents(tau2=float(g2.mean() - cross), sigma2=float(4 * z1.mean()), kappa=float((2 * z2 - 4 * z1).mean()))
 
 
@@ -151,7 +152,8 @@ def filtered(
     equal = all_equal_shares(rewards, gs)
 
     def cost(idx: np.ndarray) -> np.ndarray:
-        return trained_cost_mse(combine(stats, idx), mean_gradient_norm2(stats, idx), equal[idx], gs)
+        cross = mean_gradient_norm2(stats, idx)  # once a resample: tau2's cross term is F's ||g||^2
+        return trained_cost_mse(combine(stats, idx, cross), cross, equal[idx], gs)
 
     k = len(stats)
     point = cost(np.arange(k))
