@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,8 +26,10 @@ from service.lifetime import (
     StackConfigError,
     StackError,
     claim_port,
+    interrupted,
     interrupts_held,
     mark_environment,
+    raise_if_interrupted,
     record_mlflow,
     start_watchdog,
 )
@@ -166,6 +168,7 @@ def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, what: str)
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        raise_if_interrupted()  # a Ctrl-C that a finalizer run by the garbage collector swallowed during the last poll
         if proc.poll() is not None:
             raise StackError(f"{what} exited with code {proc.returncode}")
         with contextlib.suppress(httpx.HTTPError):
@@ -261,6 +264,19 @@ class DropLines:
         return getattr(self.stream, name)
 
 
+class ApiServer(uvicorn.Server):
+    """uvicorn's server, which also stops at once for a Ctrl-C that came before its own signal handlers were in place and
+    whose KeyboardInterrupt was swallowed (service.lifetime.raise_if_interrupted): it starts, then shuts down."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        ups_handler = signal.getsignal(signal.SIGINT)
+        with super().capture_signals():  # uvicorn's handlers in place: from here on one sets should_exit
+            if interrupted(ups_handler):
+                self.handle_exit(signal.SIGINT, None)
+            yield
+
+
 def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
     """Run MLflow (unless MLFLOW_TRACKING_URI points to one), Ray and the controller until stopped.
 
@@ -297,10 +313,13 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
         settings = configured.model_copy(update={"mlflow_tracking_uri": env_uri or f"http://127.0.0.1:{mlflow_port}"})
         with contextlib.nullcontext() if settings.ray_address else interrupts_held("the local Ray head"):
             ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
+        raise_if_interrupted()
         print(banner(settings, host, port, own_mlflow=not env_uri), flush=True)
-        app = create_app(settings)
+        config = uvicorn.Config(
+            create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+        )
         serving = True
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+        ApiServer(config).run()
     except Exception:
         failed = True
         raise

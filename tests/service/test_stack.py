@@ -121,6 +121,88 @@ def test_a_held_interrupt_is_raised_when_the_block_ends_and_not_before(signum, u
         time.sleep(0.3)
 
 
+SLEEPS = [sys.executable, "-c", "import time; time.sleep(60)"]  # a server that never answers
+SWALLOWED = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its "Exception ignored"
+
+
+class _SwallowsCtrlC:
+    """An object whose finalizer takes a Ctrl-C: Python prints "Exception ignored in: ..." and swallows the
+    KeyboardInterrupt that `up`'s handler raised there (as SQLAlchemy's weakref callback did, run by the garbage
+    collector while `up` polled the MLflow server)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)  # the handler runs here, inside the finalizer
+
+
+@SWALLOWED
+def test_a_ctrl_c_swallowed_by_a_finalizer_while_mlflow_starts_still_stops_it(tmp_path, monkeypatch, up_handlers):
+    """`up` went on to serve after a Ctrl-C that landed in a finalizer while it waited for the MLflow server (2 of 12 runs
+    of tests/e2e/test_up_lifetime.py [mlflow]); now the wait raises it at its next poll and the server is stopped."""
+    import httpx
+
+    real_popen, children, polls = subprocess.Popen, [], []
+    monkeypatch.setattr(
+        stack.subprocess, "Popen", lambda cmd, **kw: children.append(real_popen(SLEEPS, start_new_session=True)) or children[-1]
+    )
+
+    def poll(url, timeout):
+        polls.append(url)
+        _SwallowsCtrlC()  # collected at once
+        raise httpx.ConnectError("not yet")
+
+    monkeypatch.setattr(stack.httpx, "get", poll)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # not StackError("did not answer within 5 s")
+            stack.start_mlflow(tmp_path, "127.0.0.1", 9, timeout_s=5)
+        assert len(polls) == 1 and children[0].poll() is not None, (polls, "the server outlived the Ctrl-C")
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+@SWALLOWED
+def test_a_ctrl_c_swallowed_before_uvicorn_took_the_signals_stops_the_api_server(up_handlers):
+    """The last window of `up`'s start, between its last look and uvicorn's own handlers: the API server starts and shuts
+    down at once, and the Ctrl-C reaches `up` (KeyboardInterrupt) once uvicorn has put `up`'s handler back."""
+    import threading
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from service.lifetime import interrupted
+    from tests.ports import free_port
+
+    _SwallowsCtrlC()
+    assert interrupted()
+    server = stack.ApiServer(uvicorn.Config(FastAPI(), host="127.0.0.1", port=free_port(), log_level="warning"))
+    guard = threading.Timer(20, lambda: setattr(server, "should_exit", True))  # a server that serves on stops here
+    guard.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.run()
+    finally:
+        guard.cancel()
+    assert guard.is_alive() or not guard.finished.is_set(), "it served until the guard stopped it"
+
+
+@SWALLOWED
+def test_a_ctrl_c_counts_only_while_ups_handler_is_in_place(up_handlers):
+    """In a process whose SIGINT handler is not `up`'s (a test, a library user), an old Ctrl-C raises nothing."""
+    from service.lifetime import interrupted, raise_if_interrupted
+
+    _SwallowsCtrlC()
+    assert interrupted()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert not interrupted()
+        raise_if_interrupted()
+        assert interrupted(previous)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 RETRY = "Task TrialWorker.run failed. There are infinite retries remaining, so the task will be retried. Error: "
 
 
