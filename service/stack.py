@@ -315,13 +315,14 @@ def run_stack(host: str, port: int, mlflow_port: int, data_dir: Path) -> None:
             ray_session = connect_ray(settings)  # before uvicorn, whose SIGINT/SIGTERM handlers must be the last installed
         raise_if_interrupted()
         print(banner(settings, host, port, own_mlflow=not env_uri), flush=True)
-        config = uvicorn.Config(
-            create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
-        )
+        app = create_app(settings)
         serving = True
-        ApiServer(config).run()
+        with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: the Ctrl-C uvicorn raises again once it has stopped
+            ApiServer(
+                uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+            ).run()
     except Exception:
-        failed = True
+        failed = not interrupted()  # an error after a Ctrl-C is its KeyboardInterrupt, wrapped (service.cli.commands.up)
         raise
     finally:  # a Ctrl-C or an error while starting ends here too: what started is stopped by up, not left to the watchdog
         stop_stack(serving, ray_session, failed, servers)

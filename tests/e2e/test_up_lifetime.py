@@ -327,6 +327,7 @@ def test_ctrl_c_stops_up_at_once_while_its_mlflow_is_down(tmp_path):
         start = time.monotonic()
         proc.wait(timeout=120)
         assert time.monotonic() - start < 30, log.read_text()[-3000:]
+        assert proc.returncode == 0, (proc.returncode, log.read_text()[-3000:])  # it served: a clean stop
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

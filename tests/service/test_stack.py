@@ -203,6 +203,36 @@ def test_a_ctrl_c_counts_only_while_ups_handler_is_in_place(up_handlers):
         signal.signal(signal.SIGINT, previous)
 
 
+UP_WITH_A_WRAPPED_CTRL_C = """
+import os, signal, sys, time
+import service.stack
+from service.cli import app
+
+def run_stack(host, port, mlflow_port, data_dir):  # a Ctrl-C lands in a callback that wraps it, as pydantic-core does
+    if sys.argv[2] == "ctrl-c":
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error building `literal` serializer: KeyboardInterrupt") from e
+    raise RuntimeError("Error building `literal` serializer: a bug")
+
+service.stack.run_stack = run_stack
+app(["up", "--data-dir", sys.argv[1]])
+"""
+
+
+@pytest.mark.parametrize(("what", "code"), [("ctrl-c", 130), ("no ctrl-c", 1)])
+def test_an_error_that_wraps_a_ctrl_c_ends_up_as_the_ctrl_c_and_any_other_error_as_itself(tmp_path, what, code):
+    """A Ctrl-C inside the import of FastAPI's models came out of pydantic-core as a SchemaError: `up` exited 1 with a
+    traceback (1 of 50 starts of the soak test). An error after a Ctrl-C is now the Ctrl-C's (exit 130, no traceback)."""
+    up = subprocess.run(
+        [sys.executable, "-c", UP_WITH_A_WRAPPED_CTRL_C, str(tmp_path), what], capture_output=True, text=True, timeout=120
+    )
+    assert up.returncode == code, up.stderr
+    assert ("Traceback" in up.stderr) == (code == 1), up.stderr
+
+
 RETRY = "Task TrialWorker.run failed. There are infinite retries remaining, so the task will be retried. Error: "
 
 
