@@ -70,6 +70,7 @@ def _second_up(data_dir, port: int, mlflow_port: int) -> subprocess.CompletedPro
     return subprocess.run(up_command(port, mlflow_port, data_dir), capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow  # 37 s: `make test` stays under 20 minutes (the watchdog's own test below stays there)
 def test_sigkill_of_up_leaves_nothing_and_another_data_dir_never_adopts_its_ports(tmp_path):
     stack = Stack(tmp_path / "a")
     (tmp_path / "a").mkdir()

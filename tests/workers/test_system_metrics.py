@@ -1,5 +1,6 @@
 """What a trial's MLflow run shows beside its training metrics: system metrics, which charts are flat, its dataset."""
 
+import pytest
 from mlflow import MlflowClient
 
 from sweeps.trial import TrialConfig
@@ -115,6 +116,7 @@ def test_system_metrics_are_sampled_every_5_s_by_default():
     assert SYSTEM_METRICS_EVERY_S == 5  # README: every 5 s (the tests above sample faster)
 
 
+@pytest.mark.slow  # 24 s of an outage: `make test` stays under 20 minutes
 def test_system_metrics_go_on_after_an_mlflow_outage(tmp_path, monkeypatch):
     """MLflow's own monitor ends at its first failed request; a trial's monitor keeps its samples while the
     tracking server is down and sends them, every step once, after it is back."""

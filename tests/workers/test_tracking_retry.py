@@ -42,6 +42,7 @@ def test_a_transient_failure_is_retried_then_given_up_within_the_bound():
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # 28 s of a server restart: `make test` stays under 20 minutes (its retried writes stay there)
 def test_no_metric_point_is_lost_across_a_tracking_server_restart(tmp_path):
     port = free_port()
     server = start_mlflow(tmp_path, "127.0.0.1", port)
