@@ -94,7 +94,7 @@ def interrupted(handler: Any = None) -> bool:
     in a finalizer or a weakref callback. One that landed in SQLAlchemy's (``_collection_gced``, run by the garbage
     collector while `up` polled the MLflow server) printed "Exception ignored in: ..." and `up` went on to serve (2 of 12
     runs of an e2e test)."""
-    return _Held.came and (handler or signal.getsignal(signal.SIGINT)) is _interrupt
+    return _Held.came and (signal.getsignal(signal.SIGINT) if handler is None else handler) is _interrupt
 
 
 def raise_if_interrupted() -> None:
